@@ -1,0 +1,116 @@
+"""The ``qortex`` command line. Library commands never import Dagster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+COMMAND_MODULES = (
+    "pipelines.commands.ingest",
+    "pipelines.commands.bench",
+)
+
+
+class Progress:
+    """Progress on stderr: one line per stage, updated in place on a terminal."""
+
+    def __init__(self) -> None:
+        self.last: tuple[str, int] = ("", -1)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        pct = int(100 * done / total) if total else 100
+        if (stage, pct // 10) == self.last and done != total:
+            return
+        self.last = (stage, pct // 10)
+        end = "\n" if done >= total else ("\r" if sys.stderr.isatty() else "\n")
+        print(f"  {stage}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+
+def _csv(kind):
+    return lambda text: tuple(kind(x) for x in text.split(",") if x.strip())
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from qortex_core.evaluate import EvalSetup, run_evaluation
+
+    home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
+    report = run_evaluation(EvalSetup(Path(args.questions), Path(args.corpus), home,
+                                      Path(args.openie) if args.openie else None, args.extractor,
+                                      args.modes, args.k), progress=Progress())
+    text = json.dumps(report, indent=2)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from qortex_core.retrieve import Retriever
+
+    result = Retriever.open(args.home).query(args.text, top_k=args.top_k, mode=args.mode,
+                                             domains=args.domain or None)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(result), indent=2))
+        return 0
+    if result.fallback:
+        print(f"note: {result.fallback}")
+    for n, hit in enumerate(result.passages, 1):
+        via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
+        print(f"{n:2d}. [{hit.score:.4f}] {hit.title}: {hit.text[:100]}{via}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qortex", description="Long-term memory for LLM agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("eval", help="recall@k of retrieval modes on a HippoRAG-format dataset")
+    ev.add_argument("--questions", required=True)
+    ev.add_argument("--corpus", required=True)
+    ev.add_argument("--openie")
+    ev.add_argument("--extractor", choices=["recorded", "offline"], default=None)
+    ev.add_argument("--modes", type=_csv(str), default=("dense", "hipporag"))
+    ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
+    ev.add_argument("--home")
+    ev.add_argument("--json")
+    ev.set_defaults(func=cmd_eval)
+
+    q = sub.add_parser("query", help="answer a query from the latest snapshot")
+    q.add_argument("text")
+    q.add_argument("--top-k", type=int, default=5)
+    q.add_argument("--mode", default="hipporag")
+    q.add_argument("--domain", action="append")
+    q.add_argument("--home")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_query)
+
+    import importlib
+
+    for module in COMMAND_MODULES:  # each adds its subcommands; none imports dagster at import time
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from qortex_core.errors import QortexError
+
+    args = build_parser().parse_args(argv)
+    if getattr(args, "extractor", "x") is None:
+        args.extractor = "recorded" if args.openie else "offline"
+    try:
+        return int(args.func(args) or 0)
+    except QortexError as exc:
+        print(f"qortex: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("qortex: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

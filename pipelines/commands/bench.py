@@ -1,0 +1,14 @@
+"""``qortex bench ...``: speed and quality measured against a baseline in one run."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest")
+    kinds = bench.add_subparsers(dest="bench", required=True)
+    from pipelines.commands import bench_ingest, bench_ppr
+
+    bench_ppr.register(kinds)
+    bench_ingest.register(kinds)

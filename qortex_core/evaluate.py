@@ -1,0 +1,175 @@
+"""Evaluation on HippoRAG-format multi-hop QA data: dataset loading and recall@k."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from qortex_core.errors import DatasetError
+from qortex_core.model import Passage
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    gold: tuple[str, ...]  # passage ids of the supporting paragraphs
+
+
+def _read_json_list(path: str | Path, what: str) -> list:
+    path = Path(path)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError(f"{what} file not found: {path}") from None
+    except IsADirectoryError:
+        raise DatasetError(f"{what} path is a directory, not a file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{what} file {path} is not readable text: {exc}") from None
+    try:
+        data = json.loads(raw) if path.suffix != ".jsonl" else [json.loads(l) for l in raw.splitlines() if l.strip()]
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{what} file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, list) or not data:
+        raise DatasetError(f"{what} file {path} must hold a non-empty JSON list")
+    return data
+
+
+def load_corpus(path: str | Path, domain: str = "default") -> list[Passage]:
+    """Passages from a HippoRAG corpus file: a list of ``{title, text}``."""
+    out = []
+    for n, row in enumerate(_read_json_list(path, "corpus")):
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not isinstance(row.get("title", ""), str):
+            raise DatasetError(f"corpus file {path}: entry {n} needs string 'title' and 'text'")
+        if not row["text"].strip():
+            raise DatasetError(f"corpus file {path}: entry {n} has empty text")
+        out.append(Passage(text=row["text"], title=row.get("title", ""), doc_id=f"{Path(path).name}#{n}", domain=domain))
+    return out
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """Questions with gold passages (paragraphs with ``is_supporting: true``)."""
+    out = []
+    for n, row in enumerate(_read_json_list(path, "questions")):
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
+            raise DatasetError(f"questions file {path}: entry {n} has no 'question' text")
+        paragraphs = row.get("paragraphs")
+        if not isinstance(paragraphs, list):
+            raise DatasetError(f"questions file {path}: entry {n} has no 'paragraphs' list")
+        gold = []
+        for para in paragraphs:
+            if not isinstance(para, dict):
+                raise DatasetError(f"questions file {path}: entry {n} has a malformed paragraph")
+            if para.get("is_supporting"):
+                text = para.get("paragraph_text", para.get("text"))
+                if not isinstance(text, str):
+                    raise DatasetError(f"questions file {path}: entry {n} has a paragraph without text")
+                gold.append(Passage(text=text, title=str(para.get("title", ""))).id)
+        if not gold:
+            raise DatasetError(f"questions file {path}: entry {n} has no supporting paragraph")
+        out.append(Question(str(row.get("id", row.get("_id", n))), row["question"], tuple(dict.fromkeys(gold))))
+    return out
+
+
+def check_gold_in_corpus(questions: Sequence[Question], passages: Sequence[Passage]) -> int:
+    """Number of gold passages missing from the corpus (matched on title + text)."""
+    have = {p.id for p in passages}
+    return sum(g not in have for q in questions for g in q.gold)
+
+
+def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """|gold in the top k| / |gold| for one question."""
+    if not gold:
+        raise ValueError("a question needs at least one gold passage")
+    top = set(ranked[:k])
+    return sum(g in top for g in gold) / len(set(gold))
+
+
+def mean_recall(rankings: Sequence[Sequence[str]], questions: Sequence[Question], ks: Sequence[int]) -> dict[str, float]:
+    """Recall@k for each k, averaged over questions."""
+    return {f"recall@{k}": sum(recall_at_k(r, q.gold, k) for r, q in zip(rankings, questions)) / len(questions) for k in ks}
+
+
+@dataclass(frozen=True)
+class EvalSetup:
+    """What ``qortex eval`` runs: files, extractor, modes, cut-offs and data home."""
+
+    questions: Path
+    corpus: Path
+    home: Path
+    openie: Path | None = None
+    extractor: str = "recorded"
+    modes: tuple[str, ...] = ("dense", "hipporag")
+    ks: tuple[int, ...] = (1, 2, 5, 10)
+
+
+def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embedder=None) -> dict:
+    """Build the index through the pipeline's stage functions, then score every mode.
+
+    Returns the report ``{"questions", "passages", "results": {mode: {recall@k}}, "timings", ...}``.
+    """
+    import time
+
+    from qortex_core import index
+    from qortex_core.embed import make_embedder
+    from qortex_core.extract import OfflineExtractor, RecordedExtractor
+    from qortex_core.retrieve import RetrievalConfig, Retriever
+    from qortex_core.store import LanceStore
+
+    say = progress or (lambda stage, done, total: None)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    questions = load_questions(setup.questions)
+    passages = load_corpus(setup.corpus)
+    if setup.extractor == "recorded":
+        if setup.openie is None:
+            raise DatasetError("--extractor recorded needs --openie FILE")
+        extractor = RecordedExtractor(setup.openie)
+    elif setup.extractor == "offline":
+        extractor = OfflineExtractor()
+    else:
+        raise DatasetError(f"unknown extractor {setup.extractor!r}: use recorded or offline")
+    missing = check_gold_in_corpus(questions, passages)
+    timings["load_s"] = time.perf_counter() - t0
+    embedder = embedder or make_embedder()
+    store = LanceStore.open(setup.home)
+    t = time.perf_counter()
+    index.sync_chunks(store, passages)
+    extract = index.extract_chunks(store, extractor, progress=say)
+    timings["extract_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    embedded = index.embed_index(store, embedder, extractor.cache_key, progress=say)
+    timings["embed_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    synonyms = index.build_synonyms(store)
+    path = index.build_snapshot(store, setup.home, embedder.name, params={"extractor": extractor.cache_key})
+    timings["graph_s"] = time.perf_counter() - t
+    retriever = Retriever.open(setup.home, embedder=embedder, config=retrieval_config or RetrievalConfig())
+    t = time.perf_counter()
+    vectors = embedder.embed([q.text for q in questions])
+    timings["embed_queries_s"] = time.perf_counter() - t
+    results: dict[str, dict[str, float]] = {}
+    fallbacks: dict[str, int] = {}
+    top = max(setup.ks)
+    for mode in setup.modes:
+        t = time.perf_counter()
+        rankings = []
+        fallbacks[mode] = 0
+        for n, (q, v) in enumerate(zip(questions, vectors)):
+            res = retriever.search(q.text, v, top_k=top, mode=mode)
+            fallbacks[mode] += res.fallback is not None
+            rankings.append([h.id for h in res.passages])
+            say(f"query {mode}", n + 1, len(questions))
+        results[mode] = mean_recall(rankings, questions, setup.ks)
+        timings[f"{mode}_ms_per_query"] = 1000 * (time.perf_counter() - t) / len(questions)
+    timings["total_s"] = time.perf_counter() - t0
+    return {
+        "questions": len(questions), "passages": len(passages), "results": results, "timings": timings,
+        "gold_missing_from_corpus": missing, "fallbacks": fallbacks, "snapshot": path.name,
+        "index": {"extracted": extract.extracted, "cached_extractions": extract.cached, "failed": extract.failed,
+                  "concepts": embedded.concepts, "facts": embedded.facts, "synonym_edges": synonyms,
+                  "texts_embedded": embedded.texts_embedded},
+        "extractor": extractor.cache_key, "embedding_model": embedder.name,
+    }

@@ -1,0 +1,246 @@
+"""Retrieval: HippoRAG 2 seeding, PPR over the snapshot graph, ranked and explained results.
+
+The query path is a short chain of small array steps; :class:`Retriever` wires
+them to a loaded snapshot and an embedder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from qortex_core import snapshot as snap
+from qortex_core.embed import Embedder, make_embedder
+from qortex_core.errors import QueryError
+from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
+
+MODES = ("hipporag", "dense")
+MAX_TOP_K = 100
+MAX_QUERY_CHARS = 8192
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Seeding and walk parameters (HippoRAG 2 defaults).
+
+    Attributes:
+        fact_top_k: facts linked to the query (HippoRAG 2's linking_top_k).
+        fact_threshold: raw cosine a fact must reach to seed the walk; none -> dense fallback.
+        passage_node_weight: weight of min-max dense scores on passage nodes.
+        specificity: divide phrase seeds by the number of passages containing the phrase.
+        ppr: damping, tolerance and iteration cap.
+    """
+
+    fact_top_k: int = 5
+    fact_threshold: float = 0.2
+    passage_node_weight: float = 0.05
+    specificity: bool = True
+    ppr: PPRConfig = PPRConfig()
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A node the walk restarted from, and why."""
+
+    node_id: str
+    name: str
+    weight: float
+    via: str
+
+
+@dataclass(frozen=True)
+class PassageHit:
+    id: str
+    title: str
+    text: str
+    domain: str
+    score: float
+    breakdown: dict[str, float]
+    seeds: tuple[str, ...] = ()
+    concepts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConceptHit:
+    id: str
+    name: str
+    score: float
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Ranked passages and concepts, the seeds of the walk, and any fallback taken."""
+
+    query: str
+    mode: str
+    snapshot: str
+    passages: list[PassageHit]
+    concepts: list[ConceptHit] = field(default_factory=list)
+    seeds: list[Seed] = field(default_factory=list)
+    fallback: str | None = None
+
+
+# -- steps --------------------------------------------------------------------------------
+def cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine scores of unit rows against a unit query."""
+    if matrix.shape[0] == 0:
+        return np.zeros(0, np.float32)
+    return np.asarray(matrix @ query, dtype=np.float32)  # (n, d) @ (d,) -> (n,)
+
+
+def min_max(scores: np.ndarray) -> np.ndarray:
+    """Scale to [0, 1]; a constant vector becomes all ones."""
+    if scores.size == 0:
+        return scores
+    lo, hi = float(scores.min()), float(scores.max())
+    return np.ones_like(scores) if hi - lo < 1e-12 else (scores - lo) / (hi - lo)
+
+
+def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest scores, best first."""
+    k = min(k, scores.size)
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    part = np.argpartition(-scores, k - 1)[:k]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def phrase_seed_weights(
+    fact_rank: np.ndarray, fact_weight: np.ndarray, fact_nodes: np.ndarray, passage_count: np.ndarray, specificity: bool,
+) -> np.ndarray:
+    """Mean linked-fact score per phrase, divided by its passage count when ``specificity``.
+
+    Args:
+        fact_rank: (t,) indices of the linked facts.
+        fact_weight: (t,) their min-max scores.
+        fact_nodes: (n_facts, 2) subject/object phrase index per fact.
+        passage_count: (n_phrases,) passages containing each phrase.
+    """
+    n = passage_count.shape[0]
+    ends = fact_nodes[fact_rank].reshape(-1)  # (t, 2) -> (2t,)
+    w = np.repeat(fact_weight, 2)
+    total = np.bincount(ends, weights=w, minlength=n)  # (n_phrases,)
+    hits = np.bincount(ends, minlength=n)
+    weights = np.divide(total, hits, out=np.zeros(n), where=hits > 0)
+    if specificity:
+        weights = np.divide(weights, passage_count, out=weights, where=passage_count > 0)
+    return weights.astype(np.float32)
+
+
+def teleport_vector(phrase_weights: np.ndarray, passage_dense: np.ndarray, passage_node_weight: float) -> np.ndarray:
+    """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight."""
+    return np.concatenate([phrase_weights, min_max(passage_dense) * passage_node_weight]).astype(np.float32)
+
+
+# -- retriever ----------------------------------------------------------------------------
+def validate(text: str, top_k: int, mode: str) -> str:
+    """The query text to use, or a :class:`QueryError`."""
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("query is empty")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
+        raise QueryError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    if mode not in MODES:
+        raise QueryError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    return text.strip()[:MAX_QUERY_CHARS]
+
+
+class Retriever:
+    """Answers queries from one loaded snapshot."""
+
+    def __init__(self, snapshot: snap.Snapshot, embedder: Embedder, config: RetrievalConfig = RetrievalConfig()) -> None:
+        self.snapshot = snapshot
+        self.embedder = embedder
+        self.config = config
+        a = snapshot.arrays
+        self.n_phrases = snapshot.n_phrases
+        self.adjacency = snapshot.adjacency
+        self.walk = walk_matrix(self.adjacency)
+        self.passage_vectors = a["passage_vectors"]
+        self.fact_vectors = a["fact_vectors"]
+        self.fact_nodes = np.asarray(a["fact_nodes"], dtype=np.int64)
+        self.passage_count = np.asarray(a["phrase_passage_count"], dtype=np.float32)
+        t = snapshot.tables
+        self.node_ids = t["nodes"]["id"].to_pylist()
+        self.node_names = t["nodes"]["name"].to_pylist()
+        self.passages = t["passages"].to_pylist()
+        self.facts = t["facts"]
+        self.passage_domains = np.array([p["domain"] for p in self.passages], dtype=object)
+
+    @classmethod
+    def open(
+        cls, home: str | Path | None = None, embedder: Embedder | None = None, config: RetrievalConfig = RetrievalConfig(),
+        version: str | None = None, verify: bool = True,
+    ) -> "Retriever":
+        """Load the latest (or a pinned) snapshot under ``home``."""
+        from qortex_core.store import default_home
+
+        return cls(snap.load(home or default_home(), version, verify=verify), embedder or make_embedder(), config)
+
+    def query(self, text: str, top_k: int = 10, mode: str = "hipporag", domains: Sequence[str] | None = None) -> QueryResult:
+        """Embed ``text`` once and retrieve; see :meth:`search`."""
+        text = validate(text, top_k, mode)
+        return self.search(text, self.embedder.embed([text])[0], top_k, mode, domains)
+
+    def search(self, text: str, vector: np.ndarray, top_k: int = 10, mode: str = "hipporag",
+               domains: Sequence[str] | None = None) -> QueryResult:
+        """Retrieve with a precomputed unit query vector."""
+        validate(text, top_k, mode)
+        dense = cosine(self.passage_vectors, vector)  # (n_passages,)
+        name = self.snapshot.manifest.get("name", "")
+        if mode == "dense" or self.fact_vectors.shape[0] == 0:
+            fallback = None if mode == "dense" else "graph has no facts: dense retrieval"
+            return QueryResult(text, "dense", name, self._hits(dense, {"dense": dense}, top_k, domains), fallback=fallback)
+        fact_scores = cosine(self.fact_vectors, vector)  # (n_facts,)
+        linked = top_indices(fact_scores, self.config.fact_top_k)
+        linked = linked[fact_scores[linked] >= self.config.fact_threshold]
+        if linked.size == 0:
+            return QueryResult(text, "dense", name, self._hits(dense, {"dense": dense}, top_k, domains),
+                               fallback=f"no fact reached cosine {self.config.fact_threshold}: dense retrieval")
+        phrase_w = phrase_seed_weights(linked, min_max(fact_scores)[linked], self.fact_nodes,
+                                       self.passage_count, self.config.specificity)
+        teleport = teleport_vector(phrase_w, dense, self.config.passage_node_weight)
+        scores = personalized_pagerank(self.walk, teleport, self.config.ppr)  # (n_nodes,)
+        passage_scores = scores[self.n_phrases :]
+        seeds = self._seeds(phrase_w, linked)
+        hits = self._hits(passage_scores, {"ppr": passage_scores, "dense": dense,
+                                           "seed": teleport[self.n_phrases :] / max(teleport.sum(), 1e-12)},
+                          top_k, domains, scores, teleport)
+        concepts = [ConceptHit(self.node_ids[i], self.node_names[i], float(scores[i]))
+                    for i in top_indices(scores[: self.n_phrases], top_k)]
+        return QueryResult(text, "hipporag", name, hits, concepts, seeds)
+
+    # -- assembly -------------------------------------------------------------------------
+    def _seeds(self, phrase_w: np.ndarray, linked: np.ndarray) -> list[Seed]:
+        out = []
+        fact_text = {}
+        for f in linked.tolist():
+            row = self.facts.slice(f, 1).to_pylist()[0]
+            for node in self.fact_nodes[f]:
+                fact_text.setdefault(int(node), f"({row['subject']}, {row['predicate']}, {row['object']})")
+        for node in np.flatnonzero(phrase_w).tolist():
+            out.append(Seed(self.node_ids[node], self.node_names[node], float(phrase_w[node]), fact_text.get(node, "")))
+        return sorted(out, key=lambda s: -s.weight)
+
+    def _hits(self, ranking: np.ndarray, parts: dict[str, np.ndarray], top_k: int, domains: Sequence[str] | None,
+              node_scores: np.ndarray | None = None, teleport: np.ndarray | None = None) -> list[PassageHit]:
+        ranking = np.asarray(ranking, dtype=np.float32).copy()
+        if domains:
+            ranking[~np.isin(self.passage_domains, list(domains))] = -np.inf
+        out = []
+        for i in top_indices(ranking, top_k).tolist():
+            if not np.isfinite(ranking[i]):
+                break
+            p = self.passages[i]
+            seeds: tuple[str, ...] = ()
+            concepts: tuple[str, ...] = ()
+            if node_scores is not None and teleport is not None:
+                row = self.adjacency.indices[self.adjacency.indptr[self.n_phrases + i] : self.adjacency.indptr[self.n_phrases + i + 1]]
+                phrases = row[row < self.n_phrases]
+                seeds = tuple(self.node_names[j] for j in phrases[teleport[phrases] > 0])
+                concepts = tuple(self.node_names[j] for j in phrases[np.argsort(-node_scores[phrases])][:5])
+            out.append(PassageHit(p["id"], p["title"], p["text"], p["domain"], float(ranking[i]),
+                                  {k: float(v[i]) for k, v in parts.items()}, seeds, concepts))
+        return out

@@ -1,0 +1,207 @@
+"""Immutable, versioned graph snapshots published by an atomic pointer switch.
+
+Layout under ``<home>/snapshots``::
+
+    v000003-1a2b3c4d/   manifest.json, *.npy (memory-mappable), *.parquet
+    LATEST              name of the current snapshot directory (replaced atomically)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from qortex_core.errors import SnapshotError
+
+FORMAT = 1
+POINTER = "LATEST"
+_NAME = re.compile(r"^v(\d{6})-[0-9a-f]{8}$")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a retriever needs, as arrays and Arrow tables.
+
+    Nodes are phrases ``[0, n_phrases)`` then passages. ``arrays`` holds
+    ``adj_indptr``, ``adj_indices``, ``adj_data``, ``passage_vectors``,
+    ``fact_vectors``, ``fact_nodes`` (n_facts, 2), ``phrase_vectors`` and
+    ``phrase_passage_count``; ``tables`` holds ``nodes``, ``passages``,
+    ``facts`` and ``rules``.
+    """
+
+    arrays: dict[str, np.ndarray]
+    tables: dict[str, pa.Table]
+    manifest: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def adjacency(self) -> sp.csr_matrix:
+        n = len(self.arrays["adj_indptr"]) - 1
+        return sp.csr_matrix(
+            (self.arrays["adj_data"], self.arrays["adj_indices"], self.arrays["adj_indptr"]), shape=(n, n)
+        )
+
+    @property
+    def n_phrases(self) -> int:
+        return int(self.manifest["counts"]["phrases"])
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest.get("version", 0))
+
+
+def snapshots_dir(home: str | Path) -> Path:
+    return Path(home) / "snapshots"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def list_versions(home: str | Path) -> list[str]:
+    """Published snapshot directory names, oldest first."""
+    root = snapshots_dir(home)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name))
+
+
+def publish(home: str | Path, snapshot: Snapshot) -> Path:
+    """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
+
+    The directory is complete and fsynced before the pointer moves, and the
+    pointer is replaced with ``os.replace``, so readers see the old or the new
+    snapshot, never a partial one.
+    """
+    root = snapshots_dir(home)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        files: dict[str, str] = {}
+        for name, array in snapshot.arrays.items():
+            target = tmp / f"{name}.npy"
+            np.save(target, np.ascontiguousarray(array))
+            files[target.name] = _sha256(target)
+        for name, table in snapshot.tables.items():
+            target = tmp / f"{name}.parquet"
+            pq.write_table(table, target)
+            files[target.name] = _sha256(target)
+        existing = list_versions(home)
+        version = int(existing[-1][1:7]) + 1 if existing else 1
+        manifest = dict(snapshot.manifest, format=FORMAT, version=version, files=files,
+                        created=dt.datetime.now(dt.timezone.utc).isoformat())
+        body = json.dumps(manifest, indent=2, sort_keys=True)
+        name = f"v{version:06d}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
+        manifest["name"] = name
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        for child in tmp.iterdir():
+            with open(child, "rb") as fh:
+                os.fsync(fh.fileno())
+        final = root / name
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pointer_tmp = root / f".{POINTER}.{uuid.uuid4().hex}"
+    pointer_tmp.write_text(name + "\n")
+    with open(pointer_tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(pointer_tmp, root / POINTER)
+    _fsync_dir(root)
+    return final
+
+
+def latest_name(home: str | Path) -> str:
+    """Name of the snapshot ``LATEST`` points to.
+
+    Raises:
+        SnapshotError: nothing has been published under ``home``.
+    """
+    pointer = snapshots_dir(home) / POINTER
+    try:
+        name = pointer.read_text().strip()
+    except FileNotFoundError:
+        raise SnapshotError(f"no snapshot published under {home} (run `qortex ingest` or `qortex eval` first)") from None
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
+    if not _NAME.match(name):
+        raise SnapshotError(f"snapshot pointer {pointer} is corrupt: {name[:40]!r}")
+    return name
+
+
+def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snapshot:
+    """Load a snapshot (the latest by default), arrays memory-mapped.
+
+    Args:
+        home: the data home.
+        name: a snapshot directory name, or a version number as a string; None for the latest.
+        verify: check every file's SHA-256 against the manifest.
+
+    Raises:
+        SnapshotError: missing snapshot, bad manifest, bad checksum or truncated array.
+    """
+    name = resolve_name(home, name)
+    path = snapshots_dir(home) / name
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot {name} not found under {home}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
+    files = manifest.get("files", {})
+    arrays: dict[str, np.ndarray] = {}
+    tables: dict[str, pa.Table] = {}
+    for fname, checksum in files.items():
+        fpath = path / fname
+        if not fpath.is_file():
+            raise SnapshotError(f"snapshot {name} is missing {fname}")
+        if verify and _sha256(fpath) != checksum:
+            raise SnapshotError(f"snapshot {name}: checksum mismatch in {fname}")
+        try:
+            if fname.endswith(".npy"):
+                arrays[fname[:-4]] = np.load(fpath, mmap_mode="r")
+            else:
+                tables[fname[: -len(".parquet")]] = pq.read_table(fpath)
+        except (ValueError, OSError, pa.ArrowInvalid) as exc:
+            raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
+    return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
+
+
+def resolve_name(home: str | Path, name: str | int | None) -> str:
+    """Snapshot directory name for ``None`` (latest), a version number or a full name."""
+    if name is None:
+        return latest_name(home)
+    text = str(name)
+    if text.isdigit():
+        for candidate in list_versions(home):
+            if int(candidate[1:7]) == int(text):
+                return candidate
+        raise SnapshotError(f"no snapshot version {text} under {home}")
+    if not _NAME.match(text):
+        raise SnapshotError(f"not a snapshot name: {text!r}")
+    return text
