@@ -1,0 +1,54 @@
+"""Hybrid retrieval: dense and graph passage scores fused, and the ``auto`` mode's routing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """Attributes:
+        dense_weight: weight of the min-max dense score (the graph gets 1 - this).
+        agreement_k: top-k sets compared for the confidence.
+        graph_threshold: ``auto`` walks the graph alone when the best linked fact reaches this cosine.
+    """
+
+    dense_weight: float = 0.5
+    agreement_k: int = 10
+    graph_threshold: float = 0.5
+
+
+def _scaled(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.size == 0:
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return np.ones_like(x) if hi - lo < 1e-12 else (x - lo) / (hi - lo)
+
+
+def _top(x: np.ndarray, k: int) -> set[int]:
+    k = min(k, x.size)
+    return set(np.argpartition(-x, k - 1)[:k].tolist()) if k > 0 else set()
+
+
+def fuse(dense: np.ndarray, graph: np.ndarray, config: FusionConfig = FusionConfig()) -> tuple[np.ndarray, float]:
+    """Normalised-score fusion of (n,) dense and graph scores, and a confidence in [0, 1].
+
+    The confidence is the overlap of the two top-k sets: 1 when dense retrieval and
+    the walk agree on the best passages, 0 when they share none.
+    """
+    fused = config.dense_weight * _scaled(dense) + (1.0 - config.dense_weight) * _scaled(graph)
+    k = min(config.agreement_k, dense.size)
+    confidence = len(_top(np.asarray(dense), k) & _top(np.asarray(graph), k)) / k if k else 0.0
+    return fused.astype(np.float32), float(confidence)
+
+
+def route(best_fact_cosine: float | None, config: FusionConfig = FusionConfig()) -> tuple[str, str]:
+    """The mode ``auto`` takes and why: graph when seeds are good, hybrid when weak, dense when none."""
+    if best_fact_cosine is None:
+        return "dense", "auto: no seed fact linked, dense retrieval"
+    if best_fact_cosine >= config.graph_threshold:
+        return "hipporag", f"auto: best fact cosine {best_fact_cosine:.2f} >= {config.graph_threshold}, graph walk"
+    return "hybrid", f"auto: best fact cosine {best_fact_cosine:.2f} < {config.graph_threshold}, dense + graph fused"
