@@ -53,6 +53,16 @@ def rule_id(text: str) -> str:
     return "r_" + digest(" ".join(text.split()))
 
 
+def query_id(text: str, snapshot: str, when: str) -> str:
+    """Id of one asked query: its text, the snapshot it ran on and when (ISO time)."""
+    return "q_" + digest(" ".join(text.split()), snapshot, when)
+
+
+def event_id(query: str, result: str, kind: str, when: str, nonce: str) -> str:
+    """Id of one feedback event (``nonce`` keeps repeated identical judgements distinct)."""
+    return "ev_" + digest(query, result, kind, when, nonce)
+
+
 def embedding_key(model: str, text: str) -> str:
     """Cache key of one embedding: the model name and the exact text."""
     return "e_" + digest(model, text, size=12)

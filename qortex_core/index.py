@@ -243,6 +243,7 @@ def build_snapshot(
         "phrase_passage_count": passage_count,
     }
     rule_rows = rules.to_pylist() if rules.num_rows else []
+    p_domain = dict(zip(p_ids, passages["domain"].to_pylist() if p_ids else []))  # rules are filtered by their passages' domains
     tables = {
         "nodes": nodes,
         "passages": passages.drop_columns(["vector"]) if p_ids else pa.table({k: pa.array([], pa.string()) for k in ("id", "doc_id", "title", "text", "domain")}),
@@ -252,6 +253,8 @@ def build_snapshot(
             "category": pa.array([r["category"] for r in rule_rows], pa.string()),
             "confidence": pa.array([r["confidence"] for r in rule_rows], pa.float32()),
             "concept_nodes": pa.array([[c_at[c] for c in r["concepts"] if c in c_at] for r in rule_rows], pa.list_(pa.int32())),
+            "domains": pa.array([sorted({p_domain[p] for p in r["passage_ids"] if p in p_domain}) for r in rule_rows],
+                                pa.list_(pa.string())),
         }),
     }
     manifest = {

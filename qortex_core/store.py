@@ -21,6 +21,9 @@ CONCEPTS = "concepts"
 FACTS = "facts"
 RULES = "rules"
 EMBEDDINGS = "embeddings"
+FEEDBACK_EVENTS = "feedback_events"
+QUERY_LOG = "query_log"
+FACTORS = "teleportation_factors"
 
 
 def default_home() -> Path:
@@ -142,6 +145,27 @@ class LanceStore:
             return
         # overwrite is one new Lance version: readers see the old or the new rows
         self._tables[name] = self._db.create_table(name, rows, mode="overwrite")
+
+    def append(self, name: str, rows: pa.Table) -> None:
+        """Append rows (safe from several processes: Lance commits appends without conflict)."""
+        if rows.num_rows == 0:
+            return
+        table = self._table(name)
+        if table is None:  # create empty first: a racing creator's table is opened, not replaced
+            table = self._tables[name] = self._db.create_table(name, schema=rows.schema, exist_ok=True)
+        table.add(rows)
+
+    def latest(self, name: str) -> tuple[pa.Table, int]:
+        """Whole table as committed now by any process, and its version (0 if it does not exist)."""
+        table = self.open_latest(name)
+        return (table.to_arrow(), int(table.version)) if table is not None else (pa.table({}), 0)
+
+    def open_latest(self, name: str):
+        """A fresh handle on a table that sees other processes' commits, or None."""
+        try:
+            return self._db.open_table(name)
+        except (FileNotFoundError, ValueError):
+            return None
 
     def versions(self) -> dict[str, int]:
         out = {}
