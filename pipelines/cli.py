@@ -11,6 +11,7 @@ from pathlib import Path
 COMMAND_MODULES = (
     "pipelines.commands.ingest",
     "pipelines.commands.bench",
+    "pipelines.commands.memory",
 )
 
 

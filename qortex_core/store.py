@@ -167,6 +167,17 @@ class LanceStore:
         except (FileNotFoundError, ValueError):
             return None
 
+    def table_names(self) -> list[str]:
+        """Every table in the database, sorted."""
+        names: list[str] = []
+        token = None
+        while True:
+            page = self._db.list_tables(page_token=token, limit=1000)
+            names.extend(page.tables)
+            token = page.page_token
+            if not token:
+                return sorted(names)
+
     def versions(self) -> dict[str, int]:
         out = {}
         for name in (CHUNKS, EXTRACTIONS, PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, EMBEDDINGS):
