@@ -23,21 +23,15 @@ import random
 import re
 import threading
 import time
-import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from qortex_core import ids
 from qortex_core.errors import ConfigError
-from qortex_core.llm_schema import PROMPT_VERSION, PassageExtraction, build_messages
-from qortex_core.model import Concept, Extraction, Fact, Passage, RelationType, Rule
+from qortex_core.llm_schema import PROMPT_VERSION, PassageExtraction, build_messages, clean_text, to_extraction
+from qortex_core.model import Extraction, Passage
 
-NAME_CAP = 200
-TEXT_CAP = 1000
-DESCRIPTION_CAP = 500
 ERROR_CAP = 300
-ITEMS_CAP = 256
 _RETRY_STATUS = {408, 409, 429}
 _FATAL_STATUS = {401, 403, 404}
 _SECRET_PATTERNS = (
@@ -108,13 +102,7 @@ class LLMConfig:
         return cls(model=env.get("QORTEX_LLM_MODEL") or "gpt-4o-mini", base_url=base_url, api_key=api_key, **numbers)
 
 
-# -- output hygiene -----------------------------------------------------------------------
-def clean_text(value: object, cap: int) -> str:
-    """One line of printable text: control/format characters become spaces, capped at ``cap``."""
-    text = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in str(value))
-    return " ".join(text.split())[:cap].strip()
-
-
+# -- secrets ----------------------------------------------------------------------------
 def redact(message: str, secrets: Sequence[str | None] = ()) -> str:
     """``message`` as one capped line with ``secrets`` and key-like tokens masked."""
     for secret in secrets:
@@ -152,42 +140,6 @@ class _RedactingFilter(logging.Filter):
 _LOG_FILTER = _RedactingFilter()
 for _name in ("instructor", "instructor.v2", "instructor.v2.retry", "openai", "openai._base_client"):
     logging.getLogger(_name).addFilter(_LOG_FILTER)
-
-
-def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -> Extraction:
-    """Map a validated answer onto the data model, sanitised: no control characters,
-    capped lengths, no relation with an empty endpoint or linking a concept to itself."""
-    concepts: dict[str, Concept] = {}
-
-    def add_concept(name: str, description: str = "", domain: str = "") -> None:
-        if ids.normalize_phrase(name) and ids.concept_id(name) not in concepts:
-            use = passage.domain if passage.domain != "default" or not domain else domain
-            concepts[ids.concept_id(name)] = Concept(name, description, use)
-
-    for c in answer.concepts[:ITEMS_CAP]:
-        add_concept(clean_text(c.name, NAME_CAP), clean_text(c.description, DESCRIPTION_CAP), clean_text(c.domain, NAME_CAP))
-    facts: dict[str, Fact] = {}
-    for r in answer.relations[:ITEMS_CAP]:
-        s, o = clean_text(r.source, NAME_CAP), clean_text(r.target, NAME_CAP)
-        if not ids.normalize_phrase(s) or not ids.normalize_phrase(o) or ids.concept_id(s) == ids.concept_id(o):
-            continue
-        p = clean_text(r.predicate, NAME_CAP) or r.relation_type.value.replace("_", " ")
-        fact = Fact(s, p, o, RelationType(r.relation_type))
-        facts.setdefault(fact.id, fact)
-        add_concept(s)
-        add_concept(o)
-    rules: dict[str, Rule] = {}
-    for r in answer.rules[:ITEMS_CAP]:
-        text = clean_text(r.text, TEXT_CAP)
-        if not text:
-            continue
-        names = tuple(dict.fromkeys(n for n in (clean_text(x, NAME_CAP) for x in r.concepts[:ITEMS_CAP]) if ids.normalize_phrase(n)))
-        for name in names:
-            add_concept(name)
-        confidence = min(max(float(r.confidence), 0.0), 1.0) if math.isfinite(r.confidence) else 0.5
-        rules.setdefault(ids.rule_id(text), Rule(text, names, clean_text(r.category, NAME_CAP) or "general", confidence))
-    return Extraction(passage.id, tuple(concepts.values()), tuple(facts.values()), tuple(rules.values()), extractor,
-                      meta={"status": "ok"})
 
 
 # -- accounting ---------------------------------------------------------------------------

@@ -6,13 +6,20 @@ Changing the prompt or the models changes what an LLM returns: bump
 
 from __future__ import annotations
 
+import math
 import re
+import unicodedata
 
 from pydantic import BaseModel, Field
 
-from qortex_core.model import Passage, RelationType
+from qortex_core import ids
+from qortex_core.model import Concept, Extraction, Fact, Passage, RelationType, Rule
 
 PROMPT_VERSION = "1"
+NAME_CAP = 200
+DESCRIPTION_CAP = 500
+TEXT_CAP = 1000
+ITEMS_CAP = 256
 
 DOC_OPEN = "<document>"
 DOC_CLOSE = "</document>"
@@ -87,3 +94,54 @@ def build_messages(passage: Passage) -> list[dict[str, str]]:
         f"{DOC_OPEN}\n{document}\n{DOC_CLOSE}"
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+# -- from answer to data model ----------------------------------------------------------
+def clean_text(value: object, cap: int) -> str:
+    """One line of printable text: control/format characters become spaces, capped at ``cap``."""
+    text = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in str(value))
+    return " ".join(text.split())[:cap].strip()
+
+
+def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -> Extraction:
+    """Map a validated answer onto the data model, sanitised: no control characters,
+    capped lengths, no relation with an empty endpoint or linking a concept to itself."""
+    concepts: dict[str, Concept] = {}
+
+    def add_concept(name: str, description: str = "", domain: str = "") -> None:
+        if ids.normalize_phrase(name) and ids.concept_id(name) not in concepts:
+            use = passage.domain if passage.domain != "default" or not domain else domain
+            concepts[ids.concept_id(name)] = Concept(name, description, use)
+
+    for c in answer.concepts[:ITEMS_CAP]:
+        add_concept(clean_text(c.name, NAME_CAP), clean_text(c.description, DESCRIPTION_CAP), clean_text(c.domain, NAME_CAP))
+    facts: dict[str, Fact] = {}
+    for r in answer.relations[:ITEMS_CAP]:
+        s, o = clean_text(r.source, NAME_CAP), clean_text(r.target, NAME_CAP)
+        if not ids.normalize_phrase(s) or not ids.normalize_phrase(o) or ids.concept_id(s) == ids.concept_id(o):
+            continue
+        p = clean_text(r.predicate, NAME_CAP) or r.relation_type.value.replace("_", " ")
+        fact = Fact(s, p, o, RelationType(r.relation_type))
+        facts.setdefault(fact.id, fact)
+        add_concept(s)
+        add_concept(o)
+    rules: dict[str, Rule] = {}
+    for item in answer.rules[:ITEMS_CAP]:
+        rule = _rule(item)
+        if rule is not None:
+            rules.setdefault(rule.id, rule)
+            for name in rule.concepts:
+                add_concept(name)
+    return Extraction(passage.id, tuple(concepts.values()), tuple(facts.values()), tuple(rules.values()), extractor,
+                      meta={"status": "ok"})
+
+
+def _rule(item: RuleItem) -> Rule | None:
+    """A sanitised rule, or None when its text is empty."""
+    text = clean_text(item.text, TEXT_CAP)
+    if not text:
+        return None
+    names = (clean_text(x, NAME_CAP) for x in item.concepts[:ITEMS_CAP])
+    linked = tuple(dict.fromkeys(n for n in names if ids.normalize_phrase(n)))
+    confidence = min(max(float(item.confidence), 0.0), 1.0) if math.isfinite(item.confidence) else 0.5
+    return Rule(text, linked, clean_text(item.category, NAME_CAP) or "general", confidence)

@@ -142,7 +142,7 @@ class OpenAILoopback:
     def __enter__(self) -> OpenAILoopback:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="openai-loopback", daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="openai-loopback", daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
