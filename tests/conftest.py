@@ -1,0 +1,130 @@
+"""Shared fixtures: one real bundled embedder per session and a tiny HippoRAG-format dataset.
+
+Other test modules may import from here; keep the names stable:
+``embedder``, ``toy_dataset``, ``toy_home``, ``write_toy_dataset`` and the ``TOY_*`` data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# A toy multi-hop corpus of invented names (so the embedder has no prior knowledge).
+# The bridge question needs "Ostrania", which never names Orlan Vesk nor says "capital";
+# distractors about other countries' capitals say both "capital" and "country".
+TOY_CORPUS: list[dict] = [
+    {"title": "Orlan Vesk", "text": "Orlan Vesk is a composer. He was born in Ostrania."},
+    {"title": "Ostrania", "text": "Ostrania is governed from Velmora, where its parliament sits."},
+    {"title": "Dravia", "text": "Dravia is a country whose capital city is Lune."},
+    {"title": "Keldor", "text": "The capital of the country Keldor is Brisk."},
+    {"title": "Tessa Brin", "text": "Tessa Brin is a composer who was born in Lune, the capital of Dravia."},
+    {"title": "Miravel Hall", "text": "Miravel Hall is a concert venue in the city of Lune."},
+    {"title": "Ivo Lark", "text": "Ivo Lark is a painter known for harbour landscapes."},
+    {"title": "Serra", "text": "Serra is a country in the south, and the capital of the country is Mond."},
+]
+
+# OpenIE triples per corpus entry (HippoRAG's recorded-LLM format), in corpus order.
+TOY_TRIPLES: list[list[list[str]]] = [
+    [["Orlan Vesk", "is a", "composer"], ["Orlan Vesk", "born in", "Ostrania"]],
+    [["Ostrania", "governed from", "Velmora"], ["parliament", "sits in", "Velmora"]],
+    [["Dravia", "capital city", "Lune"]],
+    [["Keldor", "capital", "Brisk"]],
+    [["Tessa Brin", "is a", "composer"], ["Tessa Brin", "born in", "Lune"], ["Lune", "capital of", "Dravia"]],
+    [["Miravel Hall", "located in", "Lune"]],
+    [["Ivo Lark", "paints", "harbour landscapes"]],
+    [["Serra", "capital", "Mond"]],
+]
+
+BRIDGE_QUESTION = "What is the capital of the country where Orlan Vesk was born?"
+BRIDGE_GOLD = ("Orlan Vesk", "Ostrania")  # titles; "Ostrania" is the bridge passage
+
+
+def _paragraphs(gold_titles: set[str]) -> list[dict]:
+    return [{"idx": n, "title": row["title"], "paragraph_text": row["text"], "is_supporting": row["title"] in gold_titles}
+            for n, row in enumerate(TOY_CORPUS)]
+
+
+TOY_QUESTIONS: list[dict] = [
+    {"id": "q_bridge", "question": BRIDGE_QUESTION, "answer": "Velmora", "paragraphs": _paragraphs(set(BRIDGE_GOLD))},
+    {"id": "q_painter", "question": "What does the painter Ivo Lark paint?", "answer": "harbour landscapes",
+     "paragraphs": _paragraphs({"Ivo Lark"})},
+]
+
+
+def openie_document(corpus: list[dict], triples: list[list[list[str]]]) -> dict:
+    """The HippoRAG ``openie_results_ner_*.json`` structure for ``corpus``."""
+    docs = []
+    for n, (row, tri) in enumerate(zip(corpus, triples)):
+        entities = sorted({t[0] for t in tri} | {t[2] for t in tri})
+        docs.append({"idx": n, "title": row["title"], "text": row["text"], "passage": f"{row['title']}\n{row['text']}",
+                     "extracted_entities": entities, "extracted_triples": tri})
+    return {"docs": docs, "avg_ent_chars": 10.0, "avg_ent_words": 2.0}
+
+
+@dataclass(frozen=True)
+class ToyDataset:
+    """Paths of a toy dataset written to disk."""
+
+    questions: Path
+    corpus: Path
+    openie: Path
+
+
+def write_toy_dataset(folder: Path) -> ToyDataset:
+    """Write the toy questions, corpus and OpenIE files into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = ToyDataset(folder / "toy.json", folder / "toy_corpus.json", folder / "openie_results_ner_toy.json")
+    paths.questions.write_text(json.dumps(TOY_QUESTIONS))
+    paths.corpus.write_text(json.dumps(TOY_CORPUS))
+    paths.openie.write_text(json.dumps(openie_document(TOY_CORPUS, TOY_TRIPLES)))
+    return paths
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real bundled all-MiniLM-L6-v2, loaded once per session."""
+    from qortex_core.embed import SentenceTransformerEmbedder
+
+    model = SentenceTransformerEmbedder()
+    model.embed(["warm up"])
+    return model
+
+
+@pytest.fixture
+def toy_dataset(tmp_path: Path) -> ToyDataset:
+    """The toy dataset written under this test's tmp_path."""
+    return write_toy_dataset(tmp_path / "data")
+
+
+@pytest.fixture(scope="session")
+def _toy_home_session(tmp_path_factory, embedder) -> tuple[Path, dict]:
+    from qortex_core.evaluate import EvalSetup, run_evaluation
+
+    root = tmp_path_factory.mktemp("toy")
+    data = write_toy_dataset(root / "data")
+    home = root / "home"
+    report = run_evaluation(EvalSetup(data.questions, data.corpus, home, data.openie, "recorded"), embedder=embedder)
+    return home, report
+
+
+@pytest.fixture
+def toy_home(_toy_home_session, tmp_path: Path) -> Path:
+    """A private copy of a data home indexed from the toy dataset, with one published snapshot."""
+    home = tmp_path / "home"
+    shutil.copytree(_toy_home_session[0], home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def toy_report(_toy_home_session) -> dict:
+    """The report of ``run_evaluation`` on the toy dataset (recorded OpenIE, both modes)."""
+    return _toy_home_session[1]
