@@ -1,6 +1,6 @@
 """LLM extraction: an :class:`~qortex_core.extract.Extractor` over any OpenAI-compatible endpoint.
 
-Uses the ``openai`` client with ``instructor`` (tools mode) and the pydantic
+Uses the ``openai`` client with ``instructor`` (tools mode, or JSON mode) and the pydantic
 response models of :mod:`qortex_core.llm_schema`. Two separate retry layers:
 
 - transport retries here: HTTP 429, 408/409, 5xx, timeouts and connection
@@ -32,6 +32,7 @@ from qortex_core.llm_schema import PROMPT_VERSION, PassageExtraction, build_mess
 from qortex_core.model import Extraction, Passage
 
 ERROR_CAP = 300
+_MODES = {"tools": "TOOLS", "json": "JSON"}  # instructor modes: forced tool call, or JSON-object content
 _RETRY_STATUS = {408, 409, 429}
 _FATAL_STATUS = {401, 403, 404}
 _SECRET_PATTERNS = (
@@ -62,6 +63,7 @@ class LLMConfig:
     price_in_per_1k: float = 0.0
     price_out_per_1k: float = 0.0
     temperature: float = 0.0
+    mode: str = "tools"
 
     def __post_init__(self) -> None:
         if not self.model or not self.model.strip():
@@ -70,6 +72,8 @@ class LLMConfig:
             raise ConfigError("LLM concurrency must be >= 1 and retry counts >= 0")
         if self.timeout_s <= 0 or self.backoff_base_s < 0 or self.max_backoff_s < 0:
             raise ConfigError("LLM timeout must be > 0 and backoff times >= 0")
+        if self.mode not in _MODES:
+            raise ConfigError(f"LLM mode {self.mode!r} is not one of: {', '.join(sorted(_MODES))}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMConfig:
@@ -77,6 +81,7 @@ class LLMConfig:
 
         Reads QORTEX_LLM_MODEL (default ``gpt-4o-mini``), QORTEX_LLM_BASE_URL,
         QORTEX_LLM_API_KEY (falling back to OPENAI_API_KEY), and optionally
+        QORTEX_LLM_MODE (``tools``, the default, or ``json`` for servers without tool calling),
         QORTEX_LLM_CONCURRENCY, QORTEX_LLM_TIMEOUT_S, QORTEX_LLM_MAX_RETRIES,
         QORTEX_LLM_PRICE_IN_PER_1K and QORTEX_LLM_PRICE_OUT_PER_1K.
 
@@ -99,7 +104,8 @@ class LLMConfig:
                     numbers[attr] = kind(env[name])
                 except ValueError:
                     raise ConfigError(f"{name}={env[name]!r} is not a number") from None
-        return cls(model=env.get("QORTEX_LLM_MODEL") or "gpt-4o-mini", base_url=base_url, api_key=api_key, **numbers)
+        return cls(model=env.get("QORTEX_LLM_MODEL") or "gpt-4o-mini", base_url=base_url, api_key=api_key,
+                   mode=env.get("QORTEX_LLM_MODE") or "tools", **numbers)
 
 
 # -- secrets ----------------------------------------------------------------------------
@@ -201,7 +207,8 @@ class LLMExtractor:
 
     @property
     def cache_key(self) -> str:
-        return f"llm/{self.config.model}/p{self.config.prompt_version}"
+        suffix = "" if self.config.mode == "tools" else f"/{self.config.mode}"
+        return f"llm/{self.config.model}/p{self.config.prompt_version}{suffix}"
 
     @property
     def cost_usd(self) -> float:
@@ -227,7 +234,7 @@ class LLMExtractor:
 
                 raw = OpenAI(base_url=self.config.base_url, api_key=self.config.api_key or "unused",
                              timeout=self.config.timeout_s, max_retries=0)
-                client = instructor.from_openai(raw, mode=instructor.Mode.TOOLS)
+                client = instructor.from_openai(raw, mode=getattr(instructor.Mode, _MODES[self.config.mode]))
                 client.on("completion:kwargs", self._on_request)
                 client.on("completion:response", self._on_response)
                 client.on("parse:error", self._on_parse_error)

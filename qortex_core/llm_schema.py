@@ -26,7 +26,7 @@ DOC_CLOSE = "</document>"
 _MARKER = re.compile(r"<\s*(/?)\s*document\s*>", re.IGNORECASE)
 
 SYSTEM_PROMPT = """You extract a knowledge graph from one document for a retrieval system.
-Return, by calling the function you are given:
+Return, in the structured form you are asked for:
 - concepts: the named entities and key ideas of the document (people, places, organisations,
   works, dates, quantities, technical terms), each with a one-sentence description grounded in
   the document and a short topical domain (e.g. "physics", "film", "medicine").

@@ -9,7 +9,7 @@ recorded GPT-3.5 OpenIE of the passage whose text the user message contains.
 
 Faults are scripted per passage (consumed one per request, in order) or set to
 happen always: ``"429"`` (with ``Retry-After``), ``"500"`` (its error body
-echoes the Authorization header, like a leaky proxy), ``"timeout"`` (sleeps
+echoes the Authorization header and the bare token, like a leaky proxy), ``"timeout"`` (sleeps
 past the client's timeout), ``"invalid_json"`` (tool arguments that do not
 parse) and ``"schema"`` (valid JSON that breaks the schema). Every request is
 logged with its passage and outcome.
@@ -214,7 +214,8 @@ def _handler(server: OpenAILoopback) -> type[BaseHTTPRequestHandler]:
                 return self._send(429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error",
                                                   "code": "rate_limit_exceeded"}}, {"Retry-After": server.retry_after})
             if fault == "500":
-                return self._send(500, {"error": {"message": f"internal error handling request with {auth}",
+                token = auth.removeprefix("Bearer ")
+                return self._send(500, {"error": {"message": f"internal error handling request with {auth} (token {token})",
                                                   "type": "server_error"}})
             if fault == "timeout":
                 time.sleep(server.timeout_sleep_s)

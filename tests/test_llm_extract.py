@@ -24,7 +24,7 @@ from qortex_core.model import Passage
 from qortex_core.store import EXTRACTIONS, LanceStore, StoreConfig
 
 OPENIE = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "musique_100" / "openie_results_ner_gpt-3.5-turbo-1106.json"
-KEY = "sk-loopback-SECRET-0123456789abcdef"
+KEY = "loopback-SECRET-0123456789abcdef"  # no "sk-" prefix: only exact masking can hide it
 MODEL = "gpt-3.5-turbo-1106"
 
 pytestmark = pytest.mark.skipif(not OPENIE.exists(), reason=f"benchmark data not found at {OPENIE}")
@@ -166,7 +166,7 @@ def test_permanent_failure_is_recorded_without_leaking_the_key(server, records, 
     assert server.count(rec.title) == 3 and extractor.retries == 2 and extractor.failures == 1
     bodies = [r.body for r in server.requests_for(rec.title)]
     assert len(bodies) == 3  # the server really saw the key, and echoed it back
-    assert "Bearer ***" in row["error"]  # the echoed header reached the message, masked
+    assert "Bearer ***" in row["error"] and "(token ***)" in row["error"]  # echoed, then masked
     assert KEY not in row["error"] and KEY not in caplog.text
     assert KEY not in repr(extractor.config) and KEY not in repr(extractor)
     meta = extractor.extract([passage_of(rec)])[0].meta
@@ -195,6 +195,16 @@ def test_schema_violation_is_reasked_not_retried(server, records):
     assert (first.outcome, second.outcome) == ("schema", "ok")
     reask = second.body["messages"][len(first.body["messages"]):]
     assert any("Validation Error" in str(m.get("content")) for m in reask)
+
+
+def test_json_mode_reads_the_answer_from_message_content(server, records):
+    rec = records[3]
+    extractor = LLMExtractor(config_for(server, mode="json"))
+    [out] = extractor.extract([passage_of(rec)])
+    [request] = server.requests_for(rec.title)
+    assert "tools" not in request.body and request.body["response_format"] == {"type": "json_object"}
+    assert out.meta["status"] == "ok" and {(f.subject, f.predicate, f.object) for f in out.facts} == expected_facts(rec)
+    assert extractor.cache_key == f"llm/{MODEL}/p1/json"
 
 
 def test_schema_violation_every_time_fails_after_validation_retries(server, records):
@@ -250,6 +260,8 @@ def test_config_from_env():
     assert LLMExtractor(cfg).cache_key == "llm/llama3.1/p1"
     with pytest.raises(ConfigError):
         LLMConfig.from_env({})
+    with pytest.raises(ConfigError):
+        LLMConfig.from_env({"QORTEX_LLM_API_KEY": "a", "QORTEX_LLM_MODE": "telepathy"})
     with pytest.raises(ConfigError):
         LLMConfig.from_env({"QORTEX_LLM_BASE_URL": "http://x/v1", "QORTEX_LLM_TIMEOUT_S": "soon"})
 
