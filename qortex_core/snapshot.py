@@ -23,11 +23,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from qortex_core.errors import SnapshotError
+from qortex_core.errors import HomeError, SnapshotError
 
 FORMAT = 1
 POINTER = "LATEST"
 _NAME = re.compile(r"^v(\d{6})-[0-9a-f]{8}$")
+_FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|parquet)$")
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,12 @@ def publish(home: str | Path, snapshot: Snapshot) -> Path:
     snapshot, never a partial one.
     """
     root = snapshots_dir(home)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".tmp-{uuid.uuid4().hex}"
+        tmp.mkdir()
+    except OSError as exc:
+        raise HomeError(f"cannot write snapshots under data home {home}: {exc.strerror or exc}") from None
     try:
         files: dict[str, str] = {}
         for name, array in snapshot.arrays.items():
@@ -173,7 +177,7 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
         raise SnapshotError(f"snapshot {name} not found under {home}") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
-    files = manifest.get("files", {})
+    files = _manifest_files(manifest, name)
     arrays: dict[str, np.ndarray] = {}
     tables: dict[str, pa.Table] = {}
     for fname, checksum in files.items():
@@ -190,6 +194,21 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
     return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
+
+
+def _manifest_files(manifest: object, name: str) -> dict[str, str]:
+    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.parquet`` names with SHA-256 digests.
+
+    Raises:
+        SnapshotError: the manifest is not an object or its file list is malformed.
+    """
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
+    for fname, checksum in files.items():
+        if not _FILE.match(fname) or not isinstance(checksum, str):
+            raise SnapshotError(f"snapshot {name} has a malformed manifest: bad file entry {fname[:60]!r}")
+    return files
 
 
 def resolve_name(home: str | Path, name: str | int | None) -> str:
