@@ -1,0 +1,50 @@
+"""The Dagster code location (``workspace.yaml`` loads ``pipelines.definitions``).
+
+Configuration is read from the environment when :func:`build_definitions` runs:
+
+- ``QORTEX_HOME``: data home (default ``~/.qortex``; a local path or ``s3://``/``gs://``/``az://`` URI);
+  ``QORTEX_SNAPSHOT_HOME``: snapshot folder when the home is a URI.
+- ``QORTEX_SOURCE_DIR`` (default ``samples/docs``), ``QORTEX_DOMAIN`` (fixed domain; default: first folder).
+- ``QORTEX_EXTRACTOR``: ``auto`` (default: ``llm`` if a key or base URL is set, else ``offline``), ``llm``,
+  ``offline``, ``recorded`` with ``QORTEX_OPENIE``; ``QORTEX_LLM_MODEL``, ``QORTEX_LLM_BASE_URL``,
+  ``QORTEX_LLM_API_KEY`` (or ``OPENAI_API_KEY``) as Dagster ``EnvVar``.
+- ``QORTEX_EMBEDDER`` (``bundled``, ``st:PATH``, ``openai:MODEL``), ``QORTEX_EMBED_BASE_URL``, ``QORTEX_EMBED_API_KEY``.
+- ``QORTEX_EXECUTOR`` (``in_process`` | ``multiprocess``), ``QORTEX_MAX_CONCURRENT``.
+- ``QORTEX_INGEST_CRON``, ``QORTEX_INGEST_TIMEZONE``, ``QORTEX_SCHEDULE=on``, ``QORTEX_SENSOR=on``,
+  ``QORTEX_SENSOR_INTERVAL_S``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from dagster import Definitions
+
+from assets import INGEST_ASSETS
+from pipelines.checks import INGEST_CHECKS
+from pipelines.jobs import make_ingest_job
+from pipelines.resources import build_resources
+from pipelines.schedules import make_schedule
+from pipelines.sensors import make_source_sensor
+
+
+def build_definitions(
+    env: Mapping[str, str], resources: Mapping[str, object] | None = None, loggers: Mapping[str, object] | None = None,
+) -> Definitions:
+    """Assets, checks, the ``ingest`` job, its schedule and sensor, and resources from ``env``.
+
+    Args:
+        env: configuration (normally ``os.environ``).
+        resources: replacements for some of the resources built from ``env``.
+        loggers: Dagster loggers (default: Dagster's console logger).
+    """
+    job = make_ingest_job(env)
+    return Definitions(
+        assets=list(INGEST_ASSETS), asset_checks=list(INGEST_CHECKS), jobs=[job],
+        schedules=[make_schedule(job, env)], sensors=[make_source_sensor(job, env)],
+        resources={**build_resources(env), **(resources or {})}, loggers=dict(loggers) if loggers else None,
+    )
+
+
+defs = build_definitions(os.environ)

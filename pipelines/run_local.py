@@ -1,0 +1,201 @@
+"""Run the ``ingest`` job in this process against a persistent local Dagster instance.
+
+``qortex ingest`` and ``qortex bench ingest`` use this: the same job, assets
+and checks as the code location, with the source directory and data home given
+on the command line, recorded in the instance under ``DAGSTER_HOME`` (default
+``<data home>/dagster``) so the runs show in ``dagster dev`` afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from dagster import DagsterEventType, DagsterInstance, logger
+
+from pipelines.definitions import build_definitions
+from pipelines.resources import SourceResource, StoreResource
+from qortex_core.errors import ConfigError, DatasetError, QortexError
+
+ASSET_STEPS = ("documents", "chunks", "extractions", "embeddings", "synonym_edges", "graph_snapshot")
+REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
+FALLBACK_YAML = """storage:
+  sqlite:
+    base_dir:
+      env: DAGSTER_HOME
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: 2
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
+
+
+def local_instance(dagster_home: Path) -> DagsterInstance:
+    """The instance under ``dagster_home``, created with qortex's ``dagster.yaml`` if it has none.
+
+    Raises:
+        ConfigError: the folder cannot be created.
+    """
+    try:
+        dagster_home.mkdir(parents=True, exist_ok=True)
+        target = dagster_home / "dagster.yaml"
+        if not target.exists():
+            if REPO_YAML.is_file():
+                shutil.copyfile(REPO_YAML, target)
+            else:
+                target.write_text(FALLBACK_YAML)
+    except OSError as exc:
+        raise ConfigError(f"cannot prepare DAGSTER_HOME {dagster_home}: {exc.strerror or exc}") from None
+    os.environ["DAGSTER_HOME"] = str(dagster_home)  # the yaml's sqlite base_dir reads it
+    return DagsterInstance.from_config(str(dagster_home))
+
+
+class _StderrProgress(logging.Handler):
+    """Step starts, step ends and the assets' own INFO/WARNING lines, compactly."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "dagster_meta", None) or {}
+        event, step = meta.get("dagster_event"), meta.get("step_key") or ""
+        message = meta.get("orig_message", record.getMessage())
+        if event is not None:
+            kind = event.event_type
+            if kind == DagsterEventType.STEP_SUCCESS and step in ASSET_STEPS:
+                line = f"qortex: {step} done ({message.rsplit(' in ', 1)[-1].rstrip('.')})"
+            elif kind == DagsterEventType.STEP_FAILURE:
+                line = f"qortex: {step} FAILED"
+            elif kind == DagsterEventType.ASSET_CHECK_EVALUATION:
+                data = event.event_specific_data
+                line = f"qortex: check {data.check_name}: {'passed' if data.passed else 'FAILED'}"
+            else:
+                return
+        elif record.levelno >= logging.INFO:
+            line = f"  {step}: {message}" if step else f"  {message}"
+        else:
+            return
+        print(line, file=sys.stderr, flush=True)
+
+
+@logger(description="compact progress on stderr")
+def stderr_progress(_init_context) -> logging.Logger:
+    log = logging.getLogger("qortex.ingest.progress")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    if not log.handlers:
+        log.addHandler(_StderrProgress())
+    return log
+
+
+@logger(description="no output")
+def quiet(_init_context) -> logging.Logger:
+    log = logging.getLogger("qortex.ingest.quiet")
+    log.propagate = False
+    log.setLevel(logging.CRITICAL + 1)
+    return log
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    """What a run did: the summary a user sees, every asset's metadata, checks and step seconds."""
+
+    summary: dict
+    metadata: dict[str, dict] = field(default_factory=dict)
+    checks: dict[str, bool] = field(default_factory=dict)
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    run_id: str = ""
+
+
+def _metadata(result) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.materialization
+        out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+def _step_seconds(instance: DagsterInstance, run_id: str) -> dict[str, float]:
+    starts: dict[str, float] = {}
+    out: dict[str, float] = {}
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None or not event.step_key:
+            continue
+        if event.event_type == DagsterEventType.STEP_START:
+            starts[event.step_key] = entry.timestamp
+        elif event.event_type == DagsterEventType.STEP_SUCCESS and event.step_key in starts:
+            out[event.step_key] = entry.timestamp - starts[event.step_key]
+    return out
+
+
+def _failure(result) -> QortexError:
+    """The first failed step as one line (the library's own message when it raised a QortexError)."""
+    for event in result.all_events:
+        if event.event_type == DagsterEventType.STEP_FAILURE:
+            error = event.step_failure_data.error
+            while error is not None and error.cls_name in ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"):
+                error = error.cause
+            text = (error.message if error else "unknown error").strip().splitlines()[-1]
+            return QortexError(f"ingest failed at {event.step_key}: {text}")
+    return QortexError("ingest failed")
+
+
+def summarise(metadata: Mapping[str, dict]) -> dict:
+    """The ``--json`` summary from the assets' metadata."""
+    docs, chunks, ex = metadata.get("documents", {}), metadata.get("chunks", {}), metadata.get("extractions", {})
+    emb, snap = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
+    return {
+        "documents": docs.get("documents", 0), "new_documents": docs.get("new_documents", 0),
+        "changed_documents": docs.get("changed_documents", 0), "deleted_documents": docs.get("deleted_documents", 0),
+        "skipped_files": docs.get("skipped_files", 0), "chunks": chunks.get("chunks", 0),
+        "extracted": ex.get("extracted", 0), "extraction_cache_hits": ex.get("cache_hits", 0),
+        "failed": ex.get("failed", 0), "llm_calls": ex.get("llm_calls", 0),
+        "estimated_cost_usd": ex.get("estimated_cost_usd", 0.0), "embedded": emb.get("texts_embedded", 0),
+        "embedding_cache_hits": emb.get("cache_hits", 0), "concepts": emb.get("concepts", 0), "facts": emb.get("facts", 0),
+        "synonym_edges": metadata.get("synonym_edges", {}).get("synonym_edges", 0),
+        "snapshot": snap.get("snapshot", ""), "snapshot_version": snap.get("snapshot_version", 0),
+    }
+
+
+def run_ingest(
+    source: Path, home: Path, dagster_home: Path | None = None, resources: Mapping[str, object] | None = None,
+    progress: bool = True, env: Mapping[str, str] | None = None,
+) -> IngestOutcome:
+    """Run the ``ingest`` job over ``source`` into ``home``, in this process.
+
+    Args:
+        source: the source directory.
+        home: the qortex data home.
+        dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
+        resources: replacements for the configured resources (the embedder, say).
+        progress: print step progress on stderr.
+        env: configuration (default ``os.environ``).
+
+    Raises:
+        DatasetError: ``source`` is not a directory.
+        QortexError: a step failed; the message names it.
+    """
+    if not Path(source).is_dir():
+        raise DatasetError(f"source directory not found: {source}")
+    env = os.environ if env is None else env
+    dagster_home = dagster_home or Path(env.get("DAGSTER_HOME") or Path(home) / "dagster")
+    instance = local_instance(Path(dagster_home))
+    chosen = {"store": StoreResource(home=str(home)), "source": SourceResource(path=str(source)), **(resources or {})}
+    chosen_logger = "progress" if progress else "quiet"
+    defs = build_definitions(env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet})
+    run_config = {"loggers": {chosen_logger: {}}}
+    result = defs.resolve_job_def("ingest").execute_in_process(instance=instance, raise_on_error=False, run_config=run_config)
+    if not result.success:
+        raise _failure(result)
+    metadata = _metadata(result)
+    checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
+    return IngestOutcome(summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id)
