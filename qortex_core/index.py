@@ -259,7 +259,8 @@ def build_snapshot(
     }
     manifest = {
         "counts": {"phrases": n_phr, "passages": len(p_ids), "facts": len(fact_nodes), "rules": len(rule_rows),
-                   "nodes": n_phr + len(p_ids), "edges": int(adj.nnz // 2), "synonym_edges": len(syn_rows)},
+                   "nodes": n_phr + len(p_ids), "edges": int(adj.nnz // 2), "synonym_edges": len(syn_rows),
+                   "contains": len(contains)},
         "embedding_model": embedding_model, "table_versions": versions,
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
