@@ -32,6 +32,7 @@ from qortex_core.llm_schema import PROMPT_VERSION, PassageExtraction, build_mess
 from qortex_core.model import Extraction, Passage
 
 ERROR_CAP = 300
+_log = logging.getLogger(__name__)
 _MODES = {"tools": "TOOLS", "json": "JSON"}  # instructor modes: forced tool call, or JSON-object content
 _RETRY_STATUS = {408, 409, 429}
 _FATAL_STATUS = {401, 403, 404}
@@ -283,7 +284,9 @@ class LLMExtractor:
             out = to_extraction(passage, answer, self.cache_key)
         except Exception as exc:  # every failure becomes a recorded, retryable chunk
             self._add(failures=1)
-            out = Extraction(passage.id, extractor=self.cache_key, meta={"status": "failed", "error": self._describe(exc)})
+            error = self._describe(exc)
+            _log.warning("LLM extraction of chunk %s failed (retried on the next run): %s", passage.id, error)
+            out = Extraction(passage.id, extractor=self.cache_key, meta={"status": "failed", "error": error})
         out.meta.update(http_calls=self._tally.calls, retries=self._tally.retries, reasks=self._tally.reasks,
                         prompt_tokens=self._tally.prompt_tokens, completion_tokens=self._tally.completion_tokens)
         return out
@@ -305,7 +308,9 @@ class LLMExtractor:
                     raise
                 self._tally.retries += 1
                 self._add(retries=1)
-                time.sleep(self._delay(attempt, cause))
+                delay = self._delay(attempt, cause)
+                _log.debug("chunk %s: %s, retry %d in %.2fs", passage.id, type(cause).__name__, attempt + 1, delay)
+                time.sleep(delay)
         raise AssertionError("unreachable")
 
     def _delay(self, attempt: int, cause: BaseException) -> float:
