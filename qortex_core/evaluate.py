@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from qortex_core.errors import DatasetError
+from qortex_core.errors import DatasetError, QueryError
 from qortex_core.model import Passage
 
 
@@ -105,6 +105,39 @@ class EvalSetup:
     ks: tuple[int, ...] = (1, 2, 5, 10)
 
 
+def validate_setup(setup: EvalSetup) -> None:
+    """Check modes and cut-offs before any work is done.
+
+    Raises:
+        QueryError: no mode, an unknown mode, no cut-off or a cut-off outside 1..MAX_TOP_K.
+    """
+    from qortex_core.retrieve import MAX_TOP_K, MODES
+
+    if not setup.modes:
+        raise QueryError(f"no retrieval mode given: use one or more of {', '.join(MODES)}")
+    unknown = [m for m in setup.modes if m not in MODES]
+    if unknown:
+        raise QueryError(f"unknown mode {unknown[0]!r}: use one or more of {', '.join(MODES)}")
+    if not setup.ks:
+        raise QueryError("no recall cut-off given: use e.g. --k 1,2,5,10")
+    bad = [k for k in setup.ks if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_TOP_K]
+    if bad:
+        raise QueryError(f"recall cut-off {bad[0]!r} is out of range: use integers from 1 to {MAX_TOP_K}")
+
+
+def check_openie_coverage(extractor, passages: Sequence[Passage], path: Path | None) -> int:
+    """Number of corpus passages the recorded OpenIE file covers.
+
+    Raises:
+        DatasetError: the file covers none of them (it belongs to another corpus).
+    """
+    covered = sum(extractor.covers(p) for p in passages)
+    if passages and covered == 0:
+        raise DatasetError(f"OpenIE file {path} has no entry for any of the {len(passages)} corpus passages "
+                           "(match on title + newline + text): is it the OpenIE file of this corpus?")
+    return covered
+
+
 def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embedder=None) -> dict:
     """Build the index through the pipeline's stage functions, then score every mode.
 
@@ -121,6 +154,7 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
     say = progress or (lambda stage, done, total: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    validate_setup(setup)
     questions = load_questions(setup.questions)
     passages = load_corpus(setup.corpus)
     if setup.extractor == "recorded":
@@ -132,6 +166,10 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
     else:
         raise DatasetError(f"unknown extractor {setup.extractor!r}: use recorded or offline")
     missing = check_gold_in_corpus(questions, passages)
+    if missing == sum(len(q.gold) for q in questions):
+        raise DatasetError(f"none of the gold passages of {setup.questions} is in the corpus {setup.corpus} "
+                           "(match on title + text): are they the same dataset?")
+    covered = check_openie_coverage(extractor, passages, setup.openie) if setup.extractor == "recorded" else None
     timings["load_s"] = time.perf_counter() - t0
     embedder = embedder or make_embedder()
     store = LanceStore.open(setup.home)
@@ -171,5 +209,5 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
         "index": {"extracted": extract.extracted, "cached_extractions": extract.cached, "failed": extract.failed,
                   "concepts": embedded.concepts, "facts": embedded.facts, "synonym_edges": synonyms,
                   "texts_embedded": embedded.texts_embedded},
-        "extractor": extractor.cache_key, "embedding_model": embedder.name,
+        "extractor": extractor.cache_key, "embedding_model": embedder.name, "openie_covered_passages": covered,
     }

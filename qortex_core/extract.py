@@ -172,6 +172,10 @@ class RecordedExtractor:
     def cache_key(self) -> str:
         return f"recorded/{ids.digest(self.path.name)}"
 
+    def covers(self, passage: Passage) -> bool:
+        """Whether the recorded file has an entry for ``passage`` (else it goes to the fallback)."""
+        return passage.full_text in self._records
+
     def extract(self, passages: Sequence[Passage]) -> list[Extraction]:
         out = []
         for passage in passages:
