@@ -1,4 +1,15 @@
-"""Personalized PageRank: one pure function over a CSR matrix and a teleport vector."""
+"""Personalized PageRank: one pure function over a walk and a teleport vector.
+
+Two walks are accepted:
+
+- a column-stochastic CSR matrix from :func:`walk_matrix` (any graph, directed or
+  not): power iteration with preallocated buffers;
+- a :class:`~qortex_core.ppr_cg.SymmetricWalk` from :func:`symmetric_walk` (an
+  undirected graph, as the retriever's): a preconditioned conjugate-gradient solve
+  on the adjacency itself, with a certified L1 error bound (see :mod:`qortex_core.ppr_cg`).
+
+Both return the same vector up to ``config.tol``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from qortex_core.ppr_cg import SymmetricWalk, symmetric_pagerank, symmetric_walk
+
+__all__ = ["PPRConfig", "SymmetricWalk", "personalized_pagerank", "symmetric_walk", "walk_matrix"]
+
 
 @dataclass(frozen=True)
 class PPRConfig:
@@ -14,8 +29,10 @@ class PPRConfig:
 
     Attributes:
         damping: probability of following an edge at each step (HippoRAG 2: 0.5).
-        tol: stop when the L1 change between iterations drops below this.
-        max_iter: iteration cap.
+        tol: accuracy. Power iteration stops when the L1 change between iterations drops
+            below this (its L1 error is then at most ``damping / (1 - damping)`` times
+            that); the symmetric solver stops when its certified L1 error bound does.
+        max_iter: cap on iterations (matrix products).
     """
 
     damping: float = 0.5
@@ -38,38 +55,65 @@ def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     return sp.csr_matrix(adj.T @ sp.diags(inv.astype(np.float32)), dtype=np.float32)
 
 
+def _normalised(teleport: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n, q) float32 teleports scaled to sum 1 (zero columns stay zero) and their (q,) sums."""
+    t = np.array(teleport, dtype=np.float32, ndmin=1)
+    if t.ndim not in (1, 2) or t.shape[0] != n:
+        raise ValueError(f"teleport has shape {t.shape}, graph has {n} nodes: need (n,) or (n, q)")
+    t = t.reshape(n, -1)
+    if t.size and float(t.min()) < 0:
+        raise ValueError("teleport has negative entries")
+    total = t.sum(axis=0)
+    np.divide(t, total, out=t, where=total > 0)
+    return t, total
+
+
+def _power_iteration(walk: sp.csr_matrix, t: np.ndarray, config: PPRConfig) -> np.ndarray:
+    """Power iteration ``x <- a W x + (1 - a 1^T W x) t`` on (n, q) normalised teleports."""
+    alpha = np.float32(config.damping)
+    live = (t.sum(axis=0) > 0).astype(np.float32)  # (q,) zero columns stay zero
+    x = t.copy()
+    diff = np.empty_like(t)
+    for _ in range(config.max_iter):
+        step = walk @ x  # (n, n) @ (n, q)
+        step *= alpha
+        lost = live - step.sum(axis=0)  # restart mass + dangling mass, per column
+        step += t * lost
+        np.subtract(step, x, out=diff)
+        np.abs(diff, out=diff)
+        x = step
+        if float(diff.sum(axis=0).max(initial=0.0)) < config.tol:
+            break
+    return x
+
+
 def personalized_pagerank(
-    walk: sp.csr_matrix,
+    walk: sp.csr_matrix | SymmetricWalk,
     teleport: np.ndarray,
     config: PPRConfig = PPRConfig(),
 ) -> np.ndarray:
     """Scores of the personalized PageRank of ``teleport`` over ``walk``.
 
     Args:
-        walk: column-stochastic (n, n) matrix from :func:`walk_matrix`.
+        walk: column-stochastic (n, n) matrix from :func:`walk_matrix`, or a
+            :class:`SymmetricWalk` from :func:`symmetric_walk` (faster, undirected graphs).
         teleport: non-negative (n,) or (n, q) restart distribution(s); each
             column is normalised to sum to 1. An all-zero column gives zeros.
         config: damping, tolerance and iteration cap.
 
     Returns:
         float32 array of the teleport's shape; each non-zero column sums to 1.
+
+    Raises:
+        ValueError: the teleport's shape does not match the graph, or it has negative entries.
     """
-    t = np.asarray(teleport, dtype=np.float32)
-    if t.shape[0] != walk.shape[0]:
-        raise ValueError(f"teleport has {t.shape[0]} rows, graph has {walk.shape[0]} nodes")
+    shape = np.shape(teleport)
+    n = walk.shape[0]
+    t, _ = _normalised(teleport, n)
     if t.size == 0:
-        return t.copy()
-    total = t.sum(axis=0, keepdims=True)
-    t = np.divide(t, total, out=np.zeros_like(t), where=total > 0)
-    alpha = np.float32(config.damping)
-    x = t.copy()
-    for _ in range(config.max_iter):
-        step = alpha * (walk @ x)  # (n, n) @ (n, q)
-        lost = 1.0 - step.sum(axis=0, keepdims=True)  # restart mass + dangling mass
-        new = step + lost * t
-        new *= total > 0
-        delta = np.abs(new - x).sum(axis=0).max() if new.ndim > 1 else np.abs(new - x).sum()
-        x = new
-        if delta < config.tol:
-            break
-    return x
+        return t.reshape(shape)
+    if isinstance(walk, SymmetricWalk):
+        x = symmetric_pagerank(walk, t, config.damping, config.tol, config.max_iter)
+    else:
+        x = _power_iteration(walk, t, config)
+    return np.ascontiguousarray(x, dtype=np.float32).reshape(shape)
