@@ -22,6 +22,7 @@ from typing import Mapping
 from dagster import Definitions
 
 from assets import INGEST_ASSETS
+from assets.factors import factors_job, make_feedback_sensor, teleportation_factors
 from pipelines.checks import INGEST_CHECKS
 from pipelines.jobs import make_ingest_job
 from pipelines.resources import build_resources
@@ -41,8 +42,8 @@ def build_definitions(
     """
     job = make_ingest_job(env)
     return Definitions(
-        assets=list(INGEST_ASSETS), asset_checks=list(INGEST_CHECKS), jobs=[job],
-        schedules=[make_schedule(job, env)], sensors=[make_source_sensor(job, env)],
+        assets=[*INGEST_ASSETS, teleportation_factors], asset_checks=list(INGEST_CHECKS), jobs=[job, factors_job],
+        schedules=[make_schedule(job, env)], sensors=[make_source_sensor(job, env), make_feedback_sensor(env)],
         resources={**build_resources(env), **(resources or {})}, loggers=dict(loggers) if loggers else None,
     )
 

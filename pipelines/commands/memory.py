@@ -40,13 +40,13 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fold_with_dagster(home) -> dict | None:
+def _fold_with_dagster(home, force: bool) -> dict | None:
     """Materialise the ``teleportation_factors`` asset in-process, or None when the asset is not there."""
     try:
         from assets.factors import materialize_factors
     except ImportError:
         return None
-    return materialize_factors(home)
+    return materialize_factors(home, force=force)
 
 
 def cmd_factors_update(args: argparse.Namespace) -> int:
@@ -54,7 +54,7 @@ def cmd_factors_update(args: argparse.Namespace) -> int:
     from qortex_core.store import LanceStore
 
     home = _home(args)
-    summary = None if args.via == "library" else _fold_with_dagster(home)
+    summary = None if args.via == "library" else _fold_with_dagster(home, args.force)
     if summary is None:
         if args.via == "dagster":
             from qortex_core.errors import ConfigError
