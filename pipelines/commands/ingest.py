@@ -15,6 +15,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     source = Path(args.source)
     if not source.is_dir():
         raise DatasetError(f"source directory not found: {source}")
+    from qortex_core.documents import SourceConfig, load_documents
+
+    found = load_documents(SourceConfig(root=source))  # an empty source would publish an empty snapshot
+    if not found.documents:
+        why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
+        raise DatasetError(f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed")
     home = Path(args.home) if args.home else default_home()
     from pipelines.run_local import run_ingest  # imports dagster
 
