@@ -33,11 +33,13 @@ class PPRConfig:
             below this (its L1 error is then at most ``damping / (1 - damping)`` times
             that); the symmetric solver stops when its certified L1 error bound does.
         max_iter: cap on iterations (matrix products).
+        threads: threads per matrix product of the symmetric solver (scipy releases the GIL).
     """
 
     damping: float = 0.5
     tol: float = 1e-7
     max_iter: int = 100
+    threads: int = 1
 
 
 def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:
@@ -113,7 +115,7 @@ def personalized_pagerank(
     if t.size == 0:
         return t.reshape(shape)
     if isinstance(walk, SymmetricWalk):
-        x = symmetric_pagerank(walk, t, config.damping, config.tol, config.max_iter)
+        x = symmetric_pagerank(walk, t, config.damping, config.tol, config.max_iter, config.threads)
     else:
         x = _power_iteration(walk, t, config)
     return np.ascontiguousarray(x, dtype=np.float32).reshape(shape)

@@ -14,10 +14,36 @@ shared), and give a cheap certificate: the residual ``r`` bounds the error,
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+
+PARALLEL_MIN_NNZ = 200_000  # below this a product is too short to split across threads
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="qortex-ppr")
+        return _POOLS[threads]
+
+
+def row_blocks(adj: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr_matrix]]:
+    """``parts`` row ranges with about equal non-zeros, as CSR views sharing ``adj``'s arrays."""
+    n = adj.shape[0]
+    cuts = np.searchsorted(adj.indptr, np.linspace(0, adj.nnz, parts + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
+    out = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        s, e = int(adj.indptr[lo]), int(adj.indptr[hi])
+        out.append((lo, hi, sp.csr_matrix((adj.data[s:e], adj.indices[s:e], adj.indptr[lo:hi + 1] - s),
+                                          shape=(hi - lo, n))))
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,6 +57,7 @@ class SymmetricWalk:
         adjacency: the (n, n) float32 CSR adjacency, arrays shared with the caller.
         degree: (n,) float32 weighted degrees, 1 for isolated nodes (so ``y = D z`` keeps their teleport).
         inv_degree: (n,) float32 ``1 / degree``.
+        isolated: indices of nodes without edges (their PageRank is their teleport).
         background: optional (n,) non-negative vector most teleports contain a multiple of
             (e.g. the passage nodes); its solution is computed once per damping and used as
             the starting guess, which removes that share of the error before the first product.
@@ -39,8 +66,10 @@ class SymmetricWalk:
     adjacency: sp.csr_matrix
     degree: np.ndarray
     inv_degree: np.ndarray
+    isolated: np.ndarray
     background: np.ndarray | None = None
     _prior: dict = field(default_factory=dict, repr=False)
+    _blocks: dict = field(default_factory=dict, repr=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -51,6 +80,24 @@ class SymmetricWalk:
         x = np.asarray(x, dtype=np.float32)
         scale = self.inv_degree if x.ndim == 1 else self.inv_degree[:, None]
         return self.adjacency @ (x * scale)
+
+    def product(self, x: np.ndarray, threads: int = 1) -> np.ndarray:
+        """``A @ x`` for float32 ``x`` (n,) or (n, q), split by rows over ``threads`` threads.
+
+        scipy's sparse kernels release the GIL, so the row blocks run in parallel.
+        """
+        if threads <= 1 or self.adjacency.nnz < PARALLEL_MIN_NNZ:
+            return self.adjacency @ x
+        if threads not in self._blocks:
+            self._blocks[threads] = row_blocks(self.adjacency, threads)
+        out = np.empty(x.shape, np.float32)
+
+        def run(block: tuple[int, int, sp.csr_matrix]) -> None:
+            lo, hi, rows = block
+            out[lo:hi] = rows @ x
+
+        list(_pool(threads).map(run, self._blocks[threads]))
+        return out
 
     def matrix(self) -> sp.csr_matrix:
         """The column-stochastic walk as a CSR matrix (a new array; the solver never needs it)."""
@@ -89,12 +136,13 @@ def symmetric_walk(adjacency: sp.spmatrix, background: np.ndarray | None = None,
         if not _looks_symmetric(adj, np.random.default_rng(0)):
             raise ValueError("adjacency is not symmetric: use walk_matrix for a directed graph")
     degree = np.asarray(adj.sum(axis=1), dtype=np.float32).ravel()
-    degree[degree <= 0] = 1.0
+    isolated = np.flatnonzero(degree <= 0)
+    degree[isolated] = 1.0
     if background is not None:
         background = np.asarray(background, dtype=np.float32)
         if background.shape != (adj.shape[0],) or float(background.min(initial=0.0)) < 0:
             raise ValueError("background must be a non-negative (n,) vector")
-    return SymmetricWalk(adj, degree, (1.0 / degree).astype(np.float32), background)
+    return SymmetricWalk(adj, degree, (1.0 / degree).astype(np.float32), isolated, background)
 
 
 def _start(walk: SymmetricWalk, t: np.ndarray, damping: float) -> tuple[np.ndarray, np.ndarray]:
@@ -109,8 +157,29 @@ def _start(walk: SymmetricWalk, t: np.ndarray, damping: float) -> tuple[np.ndarr
     return walk._prior[damping][:, None] * c, t - u[:, None] * c
 
 
+def error_bound(walk: SymmetricWalk, z: np.ndarray, r: np.ndarray, damping: float, tmp: np.ndarray) -> np.ndarray:
+    """(q,) certified L1 error of the normalised, clipped ``y = D z`` given the residual ``r``.
+
+    With ``y* - y = (I - aW)^-1 r``: ``|y - y*|_1 <= E = |r|_1 / (1 - a)``, and the total
+    ``c = 1^T (y* - y)`` is known exactly (``1^T W = 1^T`` off isolated nodes), so
+    ``s* = s + c``. Clipping negatives (mass ``m``) moves entries towards ``y* >= 0``, hence
+    ``|y+/s+ - y*/s*|_1 <= (E + |m - c|) / (s + c)``.
+    """
+    np.abs(r, out=tmp)
+    big_e = tmp.sum(axis=0) / (1.0 - damping)
+    c = r.sum(axis=0) / (1.0 - damping)
+    if walk.isolated.size:
+        c -= r[walk.isolated].sum(axis=0) * (damping / (1.0 - damping))
+    np.multiply(z, walk.degree[:, None], out=tmp)
+    s = tmp.sum(axis=0)
+    np.minimum(tmp, 0.0, out=tmp)
+    clipped = -tmp.sum(axis=0)
+    total = s + c
+    return np.divide(big_e + np.abs(clipped - c), total, out=np.full_like(total, np.inf), where=total > 0)
+
+
 def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: float, max_iter: int,
-                       use_background: bool = True) -> tuple[np.ndarray, int]:
+                       use_background: bool = True, threads: int = 1) -> tuple[np.ndarray, int]:
     """Solve ``(D - aA) Z = T`` column by column until the L1 error certificate is below ``tol``.
 
     Args:
@@ -120,6 +189,7 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
         tol: bound on the L1 error of every normalised column ``y / sum(y)``, ``y = D z``.
         max_iter: cap on matrix products.
         use_background: start from the background solution when the walk has one.
+        threads: threads per matrix product.
 
     Returns:
         (Z, number of matrix products) with Z (n, q) float32.
@@ -134,13 +204,9 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     live = t.sum(axis=0) > 0  # (q,)
     products = 0
     for products in range(max_iter + 1):
-        np.abs(r, out=tmp)
-        err = tmp.sum(axis=0) / (1.0 - damping)  # (q,) bound on |y - y*|_1
-        mass = np.einsum("ij,ij->j", z, np.broadcast_to(d, z.shape))  # (q,) sum(y)
-        bound = np.divide(2.0 * err, mass - err, out=np.full_like(err, np.inf), where=mass > err)
-        if products == max_iter or not np.any(live & (bound >= tol)):
+        if products == max_iter or not np.any(live & (error_bound(walk, z, r, damping, tmp) >= tol)):
             break
-        ap = walk.adjacency @ p  # (n, n) @ (n, q)
+        ap = walk.product(p, threads)  # (n, n) @ (n, q)
         ap *= -alpha
         np.multiply(p, d, out=tmp)
         ap += tmp  # (D - aA) p
@@ -157,9 +223,10 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     return z, products
 
 
-def symmetric_pagerank(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: float, max_iter: int) -> np.ndarray:
+def symmetric_pagerank(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: float, max_iter: int,
+                       threads: int = 1) -> np.ndarray:
     """Normalised PageRank columns for float32 teleports ``t`` (n, q); zero columns stay zero."""
-    z, _ = conjugate_gradient(walk, t, damping, tol, max_iter)
+    z, _ = conjugate_gradient(walk, t, damping, tol, max_iter, threads=threads)
     z *= walk.degree[:, None]  # y = D z
     np.maximum(z, 0.0, out=z)  # the exact y is >= 0; clipping only moves entries towards it
     total = z.sum(axis=0, keepdims=True)

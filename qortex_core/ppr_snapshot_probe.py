@@ -50,7 +50,7 @@ def _status() -> dict[str, float]:
     return out
 
 
-def probe(home: str, teleports_path: str, scores_path: str, tol: float) -> dict:
+def probe(home: str, teleports_path: str, scores_path: str, tol: float, threads: int = 1) -> dict:
     """In this process: load the latest snapshot under ``home``, run PPR per teleport column, report RSS.
 
     Scores are saved to ``scores_path`` (n, q) for the caller to check against the exact solution.
@@ -64,7 +64,7 @@ def probe(home: str, teleports_path: str, scores_path: str, tol: float) -> dict:
     background[loaded.n_phrases:] = 1.0
     walk = symmetric_walk(loaded.adjacency, background=background)
     copied = not np.shares_memory(walk.adjacency.indices, loaded.arrays["adj_indices"])
-    config = PPRConfig(tol=tol)
+    config = PPRConfig(tol=tol, threads=threads)
     personalized_pagerank(walk, background, config)
     load_s = time.perf_counter() - t0
     teleports = np.load(teleports_path)
@@ -82,14 +82,14 @@ def probe(home: str, teleports_path: str, scores_path: str, tol: float) -> dict:
             "p95_ms": round(float(np.percentile(per, 95)) * 1000, 3)}
 
 
-def run_probe(home: str | Path, teleports: np.ndarray, tol: float) -> tuple[dict, np.ndarray]:
+def run_probe(home: str | Path, teleports: np.ndarray, tol: float, threads: int = 1) -> tuple[dict, np.ndarray]:
     """Run :func:`probe` in a fresh Python process; returns its report and its scores."""
     with tempfile.TemporaryDirectory() as tmp:
         tpath, spath = str(Path(tmp) / "teleports.npy"), str(Path(tmp) / "scores.npy")
         np.save(tpath, teleports)
         code = ("import json, sys; from qortex_core.ppr_snapshot_probe import probe; "
-                "print(json.dumps(probe(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]))))")
-        done = subprocess.run([sys.executable, "-c", code, str(home), tpath, spath, repr(tol)],
+                "print(json.dumps(probe(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))))")
+        done = subprocess.run([sys.executable, "-c", code, str(home), tpath, spath, repr(tol), str(threads)],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"snapshot probe failed: {done.stderr.strip()[-500:]}")

@@ -151,3 +151,15 @@ def test_bad_teleports_raise():
         personalized_pagerank(walk, np.ones(5, np.float32))
     with pytest.raises(ValueError, match="negative"):
         personalized_pagerank(walk, -np.ones(6, np.float32))
+
+
+def test_threaded_products_equal_single_threaded():
+    graph = synthetic_graph(3000, 120_000, seed=8)  # above the size where products are split
+    walk = symmetric_walk(graph.adjacency)
+    teleports = synthetic_teleports(graph, 3, seed=8)
+    x = teleports[:, 0]
+    assert np.allclose(walk.product(x, threads=2), graph.adjacency @ x, rtol=1e-6, atol=1e-9)
+    assert np.allclose(walk.product(teleports, threads=3), graph.adjacency @ teleports, rtol=1e-6, atol=1e-9)
+    one = personalized_pagerank(walk, teleports, PPRConfig(tol=1e-5))
+    two = personalized_pagerank(walk, teleports, PPRConfig(tol=1e-5, threads=2))
+    assert np.abs(one - two).sum(axis=0).max() < 1e-5

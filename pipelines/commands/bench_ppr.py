@@ -19,6 +19,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
     ppr.add_argument("--queries", type=int, default=20)
     ppr.add_argument("--seed", type=int, default=0)
     ppr.add_argument("--tol", type=float, default=1e-3, help="qortex's certified L1 error bound")
+    ppr.add_argument("--threads", type=int, default=1, help="threads per matrix product in qortex's solver")
     ppr.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
     ppr.add_argument("--networkx-max-edges", type=int, default=200_000)
     ppr.add_argument("--snapshot-home", help="also publish the graph here and measure a fresh process that loads it")
@@ -50,13 +51,12 @@ def _ratios(engines: dict) -> dict[str, float]:
     return out
 
 
-def _engines(names: list[str], graph, tol: float, nx_max: int, skipped: dict) -> list:
+def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> list:
     from qortex_core import ppr_bench as pb
-    from qortex_core.ppr import PPRConfig
 
     out = []
     if {"qortex", "qortex_batched"} & set(names):
-        out += [e for e in pb.qortex_engines(graph.adjacency, graph.n_phrases, PPRConfig(tol=tol)) if e.name in names]
+        out += [e for e in pb.qortex_engines(graph.adjacency, graph.n_phrases, config) if e.name in names]
     if "scipy_power" in names:
         out.append(pb.scipy_engine(graph.adjacency))
     if "igraph_prpack" in names:
@@ -73,6 +73,7 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
     from qortex_core import ppr_bench as pb
     from qortex_core.bench_graphs import synthetic_graph, synthetic_teleports
     from qortex_core.errors import ConfigError
+    from qortex_core.ppr import PPRConfig
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     unknown = sorted(set(names) - set(ENGINES))
@@ -93,11 +94,13 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
                     "exact": "float64 power iteration, L1 change < 1e-12",
                     "memory": "peak_mem_mb = growth of VmHWM (peak RSS, reset via /proc/self/clear_refs) "
                               "over RSS while the timed queries ran", "engines": {}, "skipped": {}}
-    for engine in _engines(names, graph, args.tol, args.networkx_max_edges, report["skipped"]):
+    config = PPRConfig(tol=args.tol, threads=args.threads)
+    report["qortex_config"] = {"tol": config.tol, "threads": config.threads, "max_iter": config.max_iter}
+    for engine in _engines(names, graph, config, args.networkx_max_edges, report["skipped"]):
         _say(f"{engine.name}: prepared in {engine.prepare_s:.2f}s, timing {args.queries} queries")
         report["engines"][engine.name] = pb.measure(engine, teleports, exact)
     if args.snapshot_home:
-        report["snapshot"] = _snapshot(args.snapshot_home, graph, teleports, exact, args.tol)
+        report["snapshot"] = _snapshot(args.snapshot_home, graph, teleports, exact, config)
     report["ratios"] = _ratios(report["engines"])
     _print_ppr(report)
     if args.json:
@@ -105,7 +108,7 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
     return 0
 
 
-def _snapshot(home: str, graph, teleports, exact, tol: float) -> dict:
+def _snapshot(home: str, graph, teleports, exact, config) -> dict:
     import numpy as np
 
     from qortex_core.ppr_bench import top_overlap
@@ -113,7 +116,7 @@ def _snapshot(home: str, graph, teleports, exact, tol: float) -> dict:
 
     path = publish_synthetic(home, graph)
     _say(f"snapshot: published {path}; probing a fresh process")
-    probe, scores = run_probe(home, teleports, tol)
+    probe, scores = run_probe(home, teleports, config.tol, config.threads)
     l1 = np.abs(scores - exact).sum(axis=0)
     probe.update(path=str(path), l1_error=float(l1.max()), top20_overlap=round(float(np.mean(
         [top_overlap(scores[:, j], exact[:, j]) for j in range(exact.shape[1])])), 4))
