@@ -11,6 +11,7 @@ from pathlib import Path
 COMMAND_MODULES = (
     "pipelines.commands.ingest",
     "pipelines.commands.bench",
+    "pipelines.commands.ablation",
     "pipelines.commands.memory",
 )
 
@@ -38,6 +39,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from qortex_core.evaluate import EvalSetup, run_evaluation
 
     home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
+    if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
+        from qortex_core.errors import ConfigError
+
+        raise ConfigError(f"cannot write the report to {args.json}: its folder does not exist or it is a directory")
     report = run_evaluation(EvalSetup(Path(args.questions), Path(args.corpus), home,
                                       Path(args.openie) if args.openie else None, args.extractor,
                                       args.modes, args.k), progress=Progress())
@@ -97,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: object) -> str:
+    """An error message on one line (a user error prints exactly one line)."""
+    return " ".join(str(message).split()) or "unknown error"
+
+
 def main(argv: list[str] | None = None) -> int:
     from qortex_core.errors import QortexError
 
@@ -106,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except QortexError as exc:
-        print(f"qortex: error: {exc}", file=sys.stderr)
+        print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the environment (disk full, permissions, a path that is a file): no traceback
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)

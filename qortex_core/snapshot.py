@@ -145,12 +145,15 @@ def latest_name(home: str | Path) -> str:
 
     Raises:
         SnapshotError: nothing has been published under ``home``.
+        HomeError: ``home`` is a file.
     """
     pointer = snapshots_dir(home) / POINTER
     try:
         name = pointer.read_text().strip()
     except FileNotFoundError:
         raise SnapshotError(f"no snapshot published under {home} (run `qortex ingest` or `qortex eval` first)") from None
+    except NotADirectoryError:
+        raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
     if not _NAME.match(name):

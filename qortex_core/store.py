@@ -77,6 +77,12 @@ class StoreConfig:
     subdir: str = "lancedb"
 
 
+def _unreadable(name: str, exc: BaseException) -> HomeError:
+    """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance table)."""
+    detail = " ".join(str(exc).split())[:200]
+    return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
+
+
 class LanceStore:
     """LanceDB on disk (or an object-store URI) as the single store of record."""
 
@@ -96,7 +102,10 @@ class LanceStore:
             uri = str(home / config.subdir)
         else:
             uri = uri.rstrip("/") + "/" + config.subdir
-        self._db = lancedb.connect(uri)
+        try:
+            self._db = lancedb.connect(uri)
+        except OSError as exc:
+            raise HomeError(f"cannot open the LanceDB folder {uri} of the data home: {exc.strerror or exc}") from None
         self._tables: dict[str, object] = {}
 
     @classmethod
@@ -109,11 +118,18 @@ class LanceStore:
                 self._tables[name] = self._db.open_table(name)
             except (FileNotFoundError, ValueError):
                 return None
+            except (OSError, RuntimeError) as exc:
+                raise _unreadable(name, exc) from None
         return self._tables[name]
 
     def read(self, name: str) -> pa.Table:
         table = self._table(name)
-        return table.to_arrow() if table is not None else pa.table({})
+        if table is None:
+            return pa.table({})
+        try:
+            return table.to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
 
     def read_where(self, name: str, key: str, values: list[str]) -> pa.Table:
         """Rows whose ``key`` is one of ``values``."""

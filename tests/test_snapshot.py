@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from qortex_core import snapshot as snap
-from qortex_core.errors import QortexError, SnapshotError
+from qortex_core.errors import HomeError, QortexError, SnapshotError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,8 +171,9 @@ def test_bad_pointer_is_a_snapshot_error(tmp_path, pointer):
 def test_home_that_is_a_file(tmp_path):
     home = tmp_path / "home"
     home.write_text("not a directory")
-    with pytest.raises(SnapshotError):
-        snap.load(home)
+    for where in (home, home / "sub"):
+        with pytest.raises(HomeError, match="not a directory"):
+            snap.load(where)
     with pytest.raises(QortexError, match="home"):
         snap.publish(home, make_snapshot(1))
     assert home.read_text() == "not a directory"
