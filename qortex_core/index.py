@@ -18,7 +18,7 @@ from qortex_core import ids, snapshot as snap
 from qortex_core.embed import CachedEmbedder, Embedder
 from qortex_core.extract import Extractor
 from qortex_core.graph import GraphConfig, GraphInput, build_adjacency
-from qortex_core.model import Extraction, Passage
+from qortex_core.model import Extraction, Passage, fact_text
 from qortex_core.store import (
     CHUNKS, CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore, arrow_to_vectors, vectors_to_arrow,
 )
@@ -168,7 +168,7 @@ def embed_index(store: LanceStore, embedder: Embedder, extractor_key: str, progr
     progress("embed", 1, 4)
     for name, rows, text_of in (
         (CONCEPTS, concepts, lambda r: r["name"]),
-        (FACTS, facts, lambda r: f"{r['subject']} {r['predicate']} {r['object']}"),
+        (FACTS, facts, lambda r: fact_text(r["subject"], r["predicate"], r["object"])),
         (RULES, rules, lambda r: r["text"]),
     ):
         keys = sorted(rows)
@@ -237,10 +237,13 @@ def build_snapshot(
         "name": (concepts["name"].to_pylist() if n_phr else []) + (passages["title"].to_pylist() if p_ids else []),
     })
     arrays = {
-        "adj_indptr": adj.indptr.astype(np.int64), "adj_indices": adj.indices.astype(np.int32),
+        # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load (no mmap sharing)
+        "adj_indptr": adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64), "adj_indices": adj.indices.astype(np.int32),
         "adj_data": adj.data.astype(np.float32), "passage_vectors": _vectors(passages),
         "fact_vectors": _vectors(facts), "fact_nodes": fact_nodes, "phrase_vectors": _vectors(concepts),
         "phrase_passage_count": passage_count,
+        "synonym_pairs": np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
+        "synonym_weights": synonyms[2] * np.float32(graph_config.synonym_scale),
     }
     rule_rows = rules.to_pylist() if rules.num_rows else []
     p_domain = dict(zip(p_ids, passages["domain"].to_pylist() if p_ids else []))  # rules are filtered by their passages' domains

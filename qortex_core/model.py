@@ -70,7 +70,15 @@ class Fact:
     @property
     def text(self) -> str:
         """The text that is embedded for query-to-fact linking."""
-        return f"{self.subject} {self.predicate} {self.object}"
+        return fact_text(self.subject, self.predicate, self.object)
+
+
+def fact_text(subject: str, predicate: str, obj: str) -> str:
+    """Embedded form of a fact: the lower-cased triple as a Python tuple, as HippoRAG 2 embeds it.
+
+    On musique_100 with all-MiniLM-L6-v2 this form links better than "s p o" prose.
+    """
+    return str((subject.lower(), predicate.lower(), obj.lower()))
 
 
 @dataclass(frozen=True)

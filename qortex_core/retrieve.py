@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qortex_core import snapshot as snap
+from qortex_core import ids, snapshot as snap
 from qortex_core.embed import Embedder, make_embedder
 from qortex_core.errors import QueryError
 from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
@@ -24,20 +24,30 @@ MAX_QUERY_CHARS = 8192
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """Seeding and walk parameters (HippoRAG 2 defaults).
+    """Seeding, walk and ranking parameters.
+
+    HippoRAG 2's defaults except three, chosen on musique_100 with the recorded
+    GPT-3.5 OpenIE and all-MiniLM-L6-v2 (see docs/ablation.md): 3 linked facts
+    instead of 5, verbatim concept seeds, and a light dense term in the final score.
 
     Attributes:
         fact_top_k: facts linked to the query (HippoRAG 2's linking_top_k).
         fact_threshold: raw cosine a fact must reach to seed the walk; none -> dense fallback.
         passage_node_weight: weight of min-max dense scores on passage nodes.
         specificity: divide phrase seeds by the number of passages containing the phrase.
+        lexical_weight: seed weight of concepts named verbatim in the query (0: off).
+        lexical_max_passages: concepts in more passages than this are too common to seed lexically.
+        dense_fusion: final passage score = min-max PPR + this x min-max dense score (0: PPR only).
         ppr: damping, tolerance and iteration cap.
     """
 
-    fact_top_k: int = 5
+    fact_top_k: int = 3
     fact_threshold: float = 0.2
     passage_node_weight: float = 0.05
     specificity: bool = True
+    lexical_weight: float = 0.5
+    lexical_max_passages: int = 50
+    dense_fusion: float = 0.25
     ppr: PPRConfig = PPRConfig()
 
 
@@ -130,6 +140,55 @@ def phrase_seed_weights(
     return weights.astype(np.float32)
 
 
+_STOP = frozenset("""a an the of in on at to for from by with and or is was were are be been who what which
+when where why how whose whom that this these those it its he she they his her their as do does did than then
+there here not no yes one two first second new old other same""".split())
+
+
+def phrase_lookup(names: Sequence[str], max_words: int = 6) -> dict[str, int]:
+    """Normalised concept name -> phrase index, for names worth matching in a query."""
+    out: dict[str, int] = {}
+    for i, name in enumerate(names):
+        key = ids.normalize_phrase(name)
+        words = key.split()
+        if 0 < len(words) <= max_words and len(key.replace(" ", "")) >= 3 and not all(w in _STOP for w in words):
+            out.setdefault(key, i)
+    return out
+
+
+def lexical_matches(text: str, lookup: dict[str, int], max_words: int = 6) -> list[int]:
+    """Phrase indices whose names occur as whole word n-grams in ``text``; longest matches win."""
+    words = ids.normalize_phrase(text).split()
+    covered = [False] * len(words)
+    found: list[int] = []
+    for n in range(min(max_words, len(words)), 0, -1):
+        for start in range(len(words) - n + 1):
+            if all(covered[start : start + n]):
+                continue
+            hit = lookup.get(" ".join(words[start : start + n]))
+            if hit is not None:
+                found.append(hit)
+                covered[start : start + n] = [True] * n
+    return found
+
+
+def lexical_seed_weights(matches: Sequence[int], passage_count: np.ndarray, weight: float, max_passages: int,
+                         specificity: bool) -> np.ndarray:
+    """Seed weight per phrase for verbatim matches: ``weight`` (/ passage count), common phrases dropped."""
+    out = np.zeros(passage_count.shape[0], np.float32)
+    idx = np.array([m for m in matches if passage_count[m] <= max_passages], dtype=np.int64)
+    if idx.size:
+        out[idx] = weight / np.maximum(passage_count[idx], 1.0) if specificity else weight
+    return out
+
+
+def fuse(ppr_scores: np.ndarray, dense: np.ndarray, dense_weight: float) -> np.ndarray:
+    """Final passage score: min-max PPR mass plus ``dense_weight`` x min-max dense score."""
+    if dense_weight <= 0:
+        return ppr_scores
+    return min_max(ppr_scores) + dense_weight * min_max(dense)
+
+
 def teleport_vector(phrase_weights: np.ndarray, passage_dense: np.ndarray, passage_node_weight: float) -> np.ndarray:
     """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight."""
     return np.concatenate([phrase_weights, min_max(passage_dense) * passage_node_weight]).astype(np.float32)
@@ -167,6 +226,7 @@ class Retriever:
         self.node_names = t["nodes"]["name"].to_pylist()
         self.passages = t["passages"].to_pylist()
         self.facts = t["facts"]
+        self.phrase_index = phrase_lookup(self.node_names[: self.n_phrases])
         self.passage_domains = np.array([p["domain"] for p in self.passages], dtype=object)
 
     @classmethod
@@ -201,11 +261,16 @@ class Retriever:
                                fallback=f"no fact reached cosine {self.config.fact_threshold}: dense retrieval")
         phrase_w = phrase_seed_weights(linked, min_max(fact_scores)[linked], self.fact_nodes,
                                        self.passage_count, self.config.specificity)
+        if self.config.lexical_weight > 0:
+            phrase_w = phrase_w + lexical_seed_weights(
+                lexical_matches(text, self.phrase_index), self.passage_count, self.config.lexical_weight,
+                self.config.lexical_max_passages, self.config.specificity)
         teleport = teleport_vector(phrase_w, dense, self.config.passage_node_weight)
         scores = personalized_pagerank(self.walk, teleport, self.config.ppr)  # (n_nodes,)
         passage_scores = scores[self.n_phrases :]
         seeds = self._seeds(phrase_w, linked)
-        hits = self._hits(passage_scores, {"ppr": passage_scores, "dense": dense,
+        final = fuse(passage_scores, dense, self.config.dense_fusion)
+        hits = self._hits(final, {"ppr": passage_scores, "dense": dense,
                                            "seed": teleport[self.n_phrases :] / max(teleport.sum(), 1e-12)},
                           top_k, domains, scores, teleport)
         concepts = [ConceptHit(self.node_ids[i], self.node_names[i], float(scores[i]))

@@ -1,0 +1,32 @@
+"""``qortex ablation``: the ablation table of docs/ablation.md, from a home built by ``qortex eval``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def cmd_ablation(args: argparse.Namespace) -> int:
+    from qortex_core.ablation import default_variants, markdown_table, run_ablation
+    from qortex_core.embed import make_embedder
+    from qortex_core.evaluate import load_questions
+
+    rows = run_ablation(args.home, load_questions(args.questions), make_embedder(), default_variants(), args.k)
+    table = markdown_table(rows)
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    print(table, end="")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ablation", help="recall@k of retrieval variants (components off, parameter sweeps)")
+    p.add_argument("--questions", required=True)
+    p.add_argument("--home", required=True, help="a data home built by `qortex eval` on the same corpus")
+    p.add_argument("--k", type=lambda t: tuple(int(x) for x in t.split(",")), default=(2, 5, 10))
+    p.add_argument("--markdown")
+    p.add_argument("--json")
+    p.set_defaults(func=cmd_ablation)
