@@ -1,12 +1,12 @@
 """Asset checks: the graph has no dangling edges, every chunk is extracted or recorded as failed,
 and the published snapshot loads and answers a probe query."""
 
+import numpy as np
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
 from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core import snapshot as snap
 from qortex_core.index import extraction_key, read_chunks
 from qortex_core.retrieve import Retriever
 from qortex_core.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
@@ -58,18 +58,23 @@ def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) ->
 
 @asset_check(asset=graph_snapshot, description="The latest snapshot loads (checksums verified) and answers a probe query.")
 def snapshot_answers_probe(store: StoreResource, embedder: EmbedderResource) -> AssetCheckResult:
+    """Query the snapshot with one of its own passages (its stored vector, so no model is loaded or called)."""
     retriever = Retriever.open(store.snapshots(), embedder=embedder.get())
     passages = retriever.snapshot.tables["passages"]
     if passages.num_rows == 0:
         return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata={"reason": "snapshot has no passages"})
-    probe = passages.slice(0, 1).to_pylist()[0]
-    text = f"{probe['title']}\n{probe['text']}"[:2000]
-    graph = retriever.query(text, top_k=3, mode="hipporag")
-    dense = retriever.query(text, top_k=1, mode="dense")
+    row = passages.num_rows // 2
+    probe = passages.slice(row, 1).to_pylist()[0]
+    vector = np.asarray(retriever.passage_vectors[row], dtype=np.float32)
+    text = f"{probe['title']} {probe['text']}"[:2000]
+    graph = retriever.search(text, vector, top_k=3, mode="hipporag")
+    dense = retriever.search(text, vector, top_k=1, mode="dense")
     found = bool(dense.passages) and dense.passages[0].id == probe["id"]
-    return AssetCheckResult(passed=bool(graph.passages) and found, metadata={
-        "snapshot": snap.latest_name(store.snapshots()), "probe_passage": probe["id"],
-        "hipporag_hits": len(graph.passages), "dense_top1_is_probe": found, "fallback": graph.fallback or ""})
+    model = retriever.snapshot.manifest.get("embedding_model")
+    return AssetCheckResult(passed=bool(graph.passages) and found and model == embedder.get().name, metadata={
+        "snapshot": retriever.snapshot.manifest.get("name", ""), "probe_passage": probe["id"],
+        "hipporag_hits": len(graph.passages), "dense_top1_is_probe": found, "embedding_model": str(model),
+        "fallback": graph.fallback or ""})
 
 
 INGEST_CHECKS = (no_dangling_edges, every_chunk_accounted, no_failed_extractions, snapshot_answers_probe)

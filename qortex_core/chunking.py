@@ -66,11 +66,10 @@ def split_sentences(paragraph: str) -> list[str]:
 def _windows(sentence: str, size: int) -> list[str]:
     """Cut an over-long sentence at token boundaries into pieces of at most ``size`` tokens."""
     spans = [m.span() for m in TOKEN.finditer(sentence)]
-    out = []
-    for start in range(0, len(spans), size):
-        part = spans[start : start + size]
-        out.append(sentence[part[0][0] : part[-1][1]])
-    return out
+    bounds = [(spans[i][0], spans[min(i + size, len(spans)) - 1][1]) for i in range(0, len(spans), size)]
+    if len(bounds) > 1 and not re.search(r"\w", sentence[bounds[-1][0] : bounds[-1][1]]):
+        bounds[-2:] = [(bounds[-2][0], bounds[-1][1])]  # no piece of bare punctuation (size <= max/2, so it fits)
+    return [sentence[a:b] for a, b in bounds]
 
 
 def _units(text: str, config: ChunkConfig) -> list[_Unit]:
