@@ -60,9 +60,9 @@ def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
         "query_id and the ids of results that helped (accepted), did not (rejected) or partly did (partial)."))
     session = _Session(config)
 
-    @server.tool()
+    @server.tool(structured_output=True)
     def qortex_query(query: str, top_k: int = 5, mode: str = "auto", domains: list[str] | None = None,
-                     profile: str | None = None) -> dict:
+                     profile: str | None = None) -> dict[str, Any]:
         """Retrieve passages, concepts and rules for a query. Returns a query_id for qortex_feedback.
 
         Args:
@@ -78,9 +78,9 @@ def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
             raise ToolError(str(exc)) from exc
         return result_payload(result, config.max_text_chars)
 
-    @server.tool()
+    @server.tool(structured_output=True)
     def qortex_feedback(query_id: str, accepted: list[str] | None = None, rejected: list[str] | None = None,
-                        partial: list[str] | None = None) -> dict:
+                        partial: list[str] | None = None) -> dict[str, Any]:
         """Judge results of an earlier qortex_query by id; the concepts behind them are boosted or suppressed.
 
         Args:
