@@ -20,9 +20,11 @@ def _home(args: argparse.Namespace):
     return tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
 
 
-def _add_home(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", help="data home (default: $QORTEX_HOME or ~/.qortex)")
-    p.add_argument("--tenant", help="tenant namespace (default: the home itself)")
+def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
+    """``--home`` and ``--tenant``; ``nested`` keeps a parent command's values when the subcommand omits them."""
+    default = argparse.SUPPRESS if nested else None
+    p.add_argument("--home", default=default, help="data home (default: $QORTEX_HOME or ~/.qortex)")
+    p.add_argument("--tenant", default=default, help="tenant namespace (default: the home itself)")
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
@@ -145,7 +147,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--keep", type=int, default=None, help="snapshots to keep (default: $QORTEX_SNAPSHOT_KEEP or 5)")
     pr.add_argument("--no-optimize", action="store_true")
     pr.add_argument("--json", action="store_true")
-    _add_home(pr)
+    _add_home(pr, nested=True)
     pr.set_defaults(func=cmd_snapshots_prune)
 
     mc = sub.add_parser("mcp", help="serve qortex_query and qortex_feedback as an MCP server over stdio")
