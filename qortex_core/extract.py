@@ -165,12 +165,14 @@ class RecordedExtractor:
     def __init__(self, path: str | Path, fallback: Extractor | None = None) -> None:
         self.path = Path(path)
         self._records = load_openie(self.path)
+        # the cache key follows the content, so an edited file with the same name is extracted again
+        self._content = ids.digest(self.path.read_text(encoding="utf-8"))
         self.fallback = fallback or OfflineExtractor()
         self.misses = 0
 
     @property
     def cache_key(self) -> str:
-        return f"recorded/{ids.digest(self.path.name)}"
+        return f"recorded/{self._content}"
 
     def covers(self, passage: Passage) -> bool:
         """Whether the recorded file has an entry for ``passage`` (else it goes to the fallback)."""

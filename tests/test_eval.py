@@ -60,7 +60,8 @@ def test_load_openie_format(toy_dataset):
     extractor = RecordedExtractor(toy_dataset.openie)
     passages = load_corpus(toy_dataset.corpus)
     extraction = extractor.extract(passages[:1])[0]
-    assert {f.text for f in extraction.facts} == {"Orlan Vesk is a composer", "Orlan Vesk born in Ostrania"}
+    assert {(f.subject, f.predicate, f.object) for f in extraction.facts} == {("Orlan Vesk", "is a", "composer"),
+                                                                               ("Orlan Vesk", "born in", "Ostrania")}
     assert {c.name for c in extraction.concepts} == {"Orlan Vesk", "composer", "Ostrania"}
     assert extractor.misses == 0
 
@@ -247,3 +248,21 @@ def test_questions_of_another_corpus_are_rejected(toy_dataset, tmp_path):
     corpus = write(tmp_path, "other_corpus.json", [{"title": "X", "text": "Y"}])
     with pytest.raises(DatasetError, match="none of the gold passages"):
         run_evaluation(EvalSetup(toy_dataset.questions, corpus, tmp_path / "home", None, "offline"))
+
+
+def test_edited_openie_file_is_not_served_from_the_cache(toy_home, embedder, tmp_path):
+    """Same file name, new content: the extraction cache must not replay the old triples."""
+    from conftest import write_toy_dataset
+    from qortex_core import snapshot as snap
+
+    data = write_toy_dataset(tmp_path / "edited")
+    doc = json.loads(data.openie.read_text())
+    doc["docs"][1]["extracted_triples"] = [["Ostrania", "has capital", "Velmora"]]
+    data.openie.write_text(json.dumps(doc))
+    report = run_evaluation(EvalSetup(data.questions, data.corpus, toy_home, data.openie, "recorded", ("dense",), (1,)),
+                            embedder=embedder)
+    assert report["index"]["extracted"] == len(TOY_CORPUS)
+    facts = snap.load(toy_home).tables["facts"]
+    triples = set(zip(facts["subject"].to_pylist(), facts["predicate"].to_pylist(), facts["object"].to_pylist()))
+    assert ("Ostrania", "has capital", "Velmora") in triples
+    assert ("Ostrania", "governed from", "Velmora") not in triples
