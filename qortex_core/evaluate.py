@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from qortex_core.errors import DatasetError, QueryError
+from qortex_core.errors import DatasetError, HomeError, QueryError
 from qortex_core.model import Passage
 
 
@@ -138,6 +138,21 @@ def check_openie_coverage(extractor, passages: Sequence[Passage], path: Path | N
     return covered
 
 
+MEMORY_TABLES = ("documents", "feedback_events", "query_log", "teleportation_factors")
+
+
+def check_home_is_for_eval(store, home: Path) -> None:
+    """Refuse a data home that holds ingested memory: evaluation replaces a home's chunks and snapshot.
+
+    Raises:
+        HomeError: the home has tables that only ``qortex ingest`` or feedback create.
+    """
+    found = [name for name in MEMORY_TABLES if store.open_latest(name) is not None]
+    if found:
+        raise HomeError(f"data home {home} holds ingested memory ({', '.join(found)}); qortex eval would replace "
+                        "its chunks and latest snapshot: pass another --home")
+
+
 def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embedder=None) -> dict:
     """Build the index through the pipeline's stage functions, then score every mode.
 
@@ -173,6 +188,7 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
     timings["load_s"] = time.perf_counter() - t0
     embedder = embedder or make_embedder()
     store = LanceStore.open(setup.home)
+    check_home_is_for_eval(store, setup.home)
     t = time.perf_counter()
     index.sync_chunks(store, passages)
     extract = index.extract_chunks(store, extractor, progress=say)

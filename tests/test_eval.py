@@ -266,3 +266,18 @@ def test_edited_openie_file_is_not_served_from_the_cache(toy_home, embedder, tmp
     triples = set(zip(facts["subject"].to_pylist(), facts["predicate"].to_pylist(), facts["object"].to_pylist()))
     assert ("Ostrania", "has capital", "Velmora") in triples
     assert ("Ostrania", "governed from", "Velmora") not in triples
+
+
+def test_eval_refuses_a_home_with_ingested_memory(toy_home, toy_dataset, embedder):
+    """Evaluating into a memory home would prune its chunks and move LATEST: refuse, change nothing."""
+    import pyarrow as pa
+
+    from qortex_core import snapshot as snap
+    from qortex_core.errors import HomeError
+    from qortex_core.store import LanceStore
+
+    LanceStore.open(toy_home).upsert("documents", pa.table({"id": ["notes/a.md"], "signature": ["x"]}))
+    before = (snap.latest_name(toy_home), LanceStore.open(toy_home).versions())
+    with pytest.raises(HomeError, match="holds ingested memory"):
+        run_evaluation(EvalSetup(toy_dataset.questions, toy_dataset.corpus, toy_home, toy_dataset.openie), embedder=embedder)
+    assert (snap.latest_name(toy_home), LanceStore.open(toy_home).versions()) == before
