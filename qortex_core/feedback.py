@@ -7,7 +7,9 @@ number of processes (the retriever, the CLI, the MCP server) can write at once.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -69,10 +71,15 @@ class FeedbackConfig:
     """Attributes:
         log_capacity: queries kept in memory for resolving feedback without a table read.
         log_queries: append every query's result traces to the ``query_log`` table.
+        flush_every: traces of this many queries are appended in one commit (1: every query) ...
+        flush_after_s: ... or once the oldest pending query is this old; pending traces are also
+            written at interpreter exit and before a table lookup.
     """
 
     log_capacity: int = 1024
     log_queries: bool = True
+    flush_every: int = 16
+    flush_after_s: float = 2.0
 
 
 class QueryLog:
@@ -83,6 +90,10 @@ class QueryLog:
         self.config = config
         self.tenant = tenant
         self._recent: OrderedDict[str, dict[str, tuple[str, ...]]] = OrderedDict()
+        self._pending: list[dict] = []
+        self._pending_queries = 0
+        self._pending_since = 0.0
+        atexit.register(self._flush_at_exit)
 
     def record(self, query_id: str, snapshot: str, traces: Sequence[ResultTrace]) -> None:
         """Remember the traces of ``query_id`` (in memory, and durably when ``log_queries``)."""
@@ -93,10 +104,29 @@ class QueryLog:
         if not self.config.log_queries or not traces:
             return
         when = now()
-        self.store.append(QUERY_LOG, pa.Table.from_pylist([
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.extend(
             {"query_id": query_id, "result_id": t.result_id, "result_kind": t.result_kind,
              "concept_ids": list(t.concept_ids), "snapshot": snapshot, "ts": when, "tenant": self.tenant}
-            for t in traces], schema=LOG_SCHEMA))
+            for t in traces)
+        self._pending_queries += 1
+        if (self._pending_queries >= self.config.flush_every
+                or time.monotonic() - self._pending_since >= self.config.flush_after_s):
+            self.flush()
+
+    def flush(self) -> int:
+        """Append pending traces to the ``query_log`` table in one commit; returns the rows written."""
+        rows, self._pending, self._pending_queries = self._pending, [], 0
+        if rows:
+            self.store.append(QUERY_LOG, pa.Table.from_pylist(rows, schema=LOG_SCHEMA))
+        return len(rows)
+
+    def _flush_at_exit(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001 - the home may be gone at exit; the log is best effort, events are not
+            pass
 
     def resolve(self, query_id: str) -> dict[str, tuple[str, ...]]:
         """Result id -> concept ids for a logged query.
@@ -106,6 +136,7 @@ class QueryLog:
         """
         if query_id in self._recent:
             return self._recent[query_id]
+        self.flush()
         table = self.store.open_latest(QUERY_LOG)
         rows = [] if table is None else (
             table.search().where(f"query_id = {_quote(query_id)}").limit(None).to_arrow().to_pylist())

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 
 import pytest
 
 from qortex_core.errors import ConfigError, QueryError
 from qortex_core.factors import FactorCache, FactorConfig, extremes, fold, load_factors, update_factors
-from qortex_core.feedback import FeedbackEvent, QueryLog, ResultTrace, read_events, record_feedback
+from qortex_core.feedback import FeedbackConfig, FeedbackEvent, QueryLog, ResultTrace, read_events, record_feedback
 from qortex_core.store import LanceStore
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -52,9 +55,20 @@ def test_extremes_split_boosted_and_suppressed():
     assert suppressed == [("d", 0.2), ("b", 0.5)]
 
 
+RECORD_AND_EXIT = """
+import sys
+from qortex_core.feedback import QueryLog, ResultTrace
+from qortex_core.store import LanceStore
+QueryLog(LanceStore.open(sys.argv[1])).record(
+    "q_1", "v1", [ResultTrace("p_a", "passage", ("c_x", "c_y")), ResultTrace("r_b", "rule", ("c_z",))])
+"""
+
+
 def test_feedback_resolves_concepts_from_another_process_log(tmp_path):
+    # the query ran in a process that exited normally (as `qortex query` does): its pending log was written
+    subprocess.run([sys.executable, "-c", RECORD_AND_EXIT, str(tmp_path)], check=True, timeout=120,
+                   env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     store = LanceStore.open(tmp_path)
-    QueryLog(store).record("q_1", "v1", [ResultTrace("p_a", "passage", ("c_x", "c_y")), ResultTrace("r_b", "rule", ("c_z",))])
     fresh = QueryLog(LanceStore.open(tmp_path))  # nothing in memory: must read the table
     events = record_feedback(store, fresh, "q_1", accepted=["p_a"], rejected=["r_b"])
     assert [(e.result_id, e.kind, e.concept_ids) for e in events] == [("p_a", "accepted", ("c_x", "c_y")), ("r_b", "rejected", ("c_z",))]
@@ -66,6 +80,21 @@ def test_feedback_resolves_concepts_from_another_process_log(tmp_path):
         record_feedback(store, fresh, "q_1", accepted=["p_other"])
     with pytest.raises(QueryError, match="no result ids"):
         record_feedback(store, fresh, "q_1")
+
+
+def test_query_log_batches_and_flushes_before_lookup(tmp_path):
+    store = LanceStore.open(tmp_path)
+    log = QueryLog(store, FeedbackConfig(flush_every=3, flush_after_s=3600))
+    for n in range(2):
+        log.record(f"q_{n}", "v1", [ResultTrace("p_a", "passage", ("c_x",))])
+    assert store.open_latest("query_log") is None  # pending, not yet committed
+    log.record("q_2", "v1", [ResultTrace("p_a", "passage", ("c_x",))])
+    assert store.open_latest("query_log").count_rows() == 3  # one commit for three queries
+    log.record("q_3", "v1", [ResultTrace("p_b", "passage", ("c_y",))])
+    other = QueryLog(store)
+    with pytest.raises(QueryError):
+        other.resolve("q_3")  # still pending in the first log's process
+    assert log.flush() == 1 and other.resolve("q_3") == {"p_b": ("c_y",)}
 
 
 def test_update_is_idempotent_and_watermarked(tmp_path):
