@@ -82,6 +82,11 @@ class Memory:
         if self.log is not None:
             self.log.record(query_id, snapshot, traces)
 
+    def flush(self) -> None:
+        """Write pending query-log traces now (a one-shot CLI process does this before exiting)."""
+        if self.log is not None:
+            self.log.flush()
+
     def feedback(self, query_id: str, accepted: Sequence[str] = (), rejected: Sequence[str] = (),
                  partial: Sequence[str] = ()) -> list[FeedbackEvent]:
         """Append one event per judged result of ``query_id``.
