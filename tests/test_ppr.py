@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
+from qortex_core.ppr import PPRConfig, personalized_pagerank, symmetric_walk, walk_matrix
 
 HALF = PPRConfig(damping=0.5, tol=1e-9, max_iter=500)
 
@@ -29,44 +29,52 @@ def seed(n: int, *nodes: int) -> np.ndarray:
     return t
 
 
-def ppr(adj: sp.csr_matrix, t: np.ndarray, config: PPRConfig = HALF) -> np.ndarray:
-    return personalized_pagerank(walk_matrix(adj), t, config)
+WALKS = {"power": walk_matrix, "symmetric": symmetric_walk}  # both paths must give the same answers
+
+
+@pytest.fixture(params=sorted(WALKS))
+def kind(request) -> str:
+    return request.param
+
+
+def ppr(adj: sp.csr_matrix, t: np.ndarray, config: PPRConfig = HALF, kind: str = "power") -> np.ndarray:
+    return personalized_pagerank(WALKS[kind](adj), t, config)
 
 
 # -- hand-computed ------------------------------------------------------------------------
-def test_two_nodes_by_hand():
+def test_two_nodes_by_hand(kind):
     # x0 = 1/2 + x1/2, x1 = x0/2  ->  x0 = 2/3, x1 = 1/3
-    x = ppr(undirected(2, [(0, 1, 1.0)]), seed(2, 0))
+    x = ppr(undirected(2, [(0, 1, 1.0)]), seed(2, 0), kind=kind)
     np.testing.assert_allclose(x, [2 / 3, 1 / 3], atol=1e-6)
 
 
-def test_three_node_path_by_hand():
+def test_three_node_path_by_hand(kind):
     # path 0-1-2, seed 0: x0 = 1/2 + x1/4, x1 = (x0 + x2)/2, x2 = x1/4  ->  (7/12, 4/12, 1/12)
-    x = ppr(undirected(3, [(0, 1, 1.0), (1, 2, 1.0)]), seed(3, 0))
+    x = ppr(undirected(3, [(0, 1, 1.0), (1, 2, 1.0)]), seed(3, 0), kind=kind)
     np.testing.assert_allclose(x, [7 / 12, 4 / 12, 1 / 12], atol=1e-6)
 
 
-def test_star_seeded_at_a_leaf_by_hand():
+def test_star_seeded_at_a_leaf_by_hand(kind):
     # centre 0, leaves 1..3, seed leaf 1: x0 = 1/3, x1 = 1/2 + x0/6 = 5/9, x2 = x3 = x0/6 = 1/18
-    x = ppr(undirected(4, [(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0)]), seed(4, 1))
+    x = ppr(undirected(4, [(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0)]), seed(4, 1), kind=kind)
     np.testing.assert_allclose(x, [1 / 3, 5 / 9, 1 / 18, 1 / 18], atol=1e-6)
 
 
-def test_weighted_triangle_matches_linear_solve():
+def test_weighted_triangle_matches_linear_solve(kind):
     # edge weights change the split: solve (I - d W) x = (1 - d) t exactly in float64
     adj = undirected(3, [(0, 1, 3.0), (0, 2, 1.0), (1, 2, 2.0)])
     w = np.array([[0, 3 / 5, 1 / 3], [3 / 4, 0, 2 / 3], [1 / 4, 2 / 5, 0]])  # column j = j's edges / j's degree
     t = np.array([0.0, 0.25, 0.75])
     expected = np.linalg.solve(np.eye(3) - 0.5 * w, 0.5 * t)
     np.testing.assert_allclose(walk_matrix(adj).toarray(), w, atol=1e-6)
-    np.testing.assert_allclose(ppr(adj, t.astype(np.float32)), expected, atol=1e-6)
+    np.testing.assert_allclose(ppr(adj, t.astype(np.float32), kind=kind), expected, atol=1e-6)
 
 
-def test_damping_is_honoured():
+def test_damping_is_honoured(kind):
     # 2 nodes, damping d, seed 0: x0 = (1 - d) + d x1, x1 = d x0  ->  x0 = 1 / (1 + d)
     adj = undirected(2, [(0, 1, 1.0)])
     for d in (0.15, 0.5, 0.85):
-        x = ppr(adj, seed(2, 0), PPRConfig(damping=d, tol=1e-10, max_iter=1000))
+        x = ppr(adj, seed(2, 0), PPRConfig(damping=d, tol=1e-10, max_iter=1000), kind=kind)
         np.testing.assert_allclose(x, [1 / (1 + d), d / (1 + d)], atol=1e-5)
 
 
@@ -85,10 +93,10 @@ def networkx_ppr(n: int, edges, teleport: np.ndarray, damping: float, directed: 
 
 @pytest.mark.parametrize("damping", [0.5, 0.85])
 @pytest.mark.parametrize("teleport", [[1, 0, 0, 0, 0, 0, 0, 0], [0, 0.2, 0, 0, 0, 0, 0.8, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
-def test_matches_networkx_on_weighted_undirected_graph(damping, teleport):
+def test_matches_networkx_on_weighted_undirected_graph(damping, teleport, kind):
     # node 7 is isolated (dangling): networkx and qortex both send its mass back to the teleport
     t = np.array(teleport, np.float32)
-    ours = ppr(undirected(8, WEIGHTED_EDGES), t, PPRConfig(damping=damping, tol=1e-10, max_iter=1000))
+    ours = ppr(undirected(8, WEIGHTED_EDGES), t, PPRConfig(damping=damping, tol=1e-10, max_iter=1000), kind=kind)
     np.testing.assert_allclose(ours, networkx_ppr(8, WEIGHTED_EDGES, t, damping), atol=1e-5)
 
 
@@ -102,61 +110,66 @@ def test_matches_networkx_on_directed_graph_with_a_sink():
 
 
 # -- invariants ---------------------------------------------------------------------------
-def test_scores_sum_to_one_and_peak_at_the_seed():
+def test_scores_sum_to_one_and_peak_at_the_seed(kind):
     adj = undirected(8, WEIGHTED_EDGES)
     for node in range(7):
-        x = ppr(adj, seed(8, node))
+        x = ppr(adj, seed(8, node), kind=kind)
         assert x.dtype == np.float32
         assert x.sum() == pytest.approx(1.0, abs=1e-5)
         assert (x >= 0).all()
         assert int(np.argmax(x)) == node
 
 
-def test_teleport_scale_does_not_matter():
+def test_teleport_scale_does_not_matter(kind):
     adj = undirected(8, WEIGHTED_EDGES)
     t = np.array([0, 3, 0, 1, 0, 0, 0, 0], np.float32)
-    np.testing.assert_allclose(ppr(adj, t), ppr(adj, t * 250.0), atol=1e-6)
+    np.testing.assert_allclose(ppr(adj, t, kind=kind), ppr(adj, t * 250.0, kind=kind), atol=1e-6)
 
 
-def test_isolated_seed_keeps_all_its_mass():
+def test_isolated_seed_keeps_all_its_mass(kind):
     adj = undirected(4, [(0, 1, 1.0), (1, 2, 1.0)])  # node 3 has no edge
-    np.testing.assert_allclose(ppr(adj, seed(4, 3)), [0, 0, 0, 1], atol=1e-7)
+    np.testing.assert_allclose(ppr(adj, seed(4, 3), kind=kind), [0, 0, 0, 1], atol=1e-7)
 
 
-def test_isolated_seed_beside_a_connected_seed():
+def test_isolated_seed_beside_a_connected_seed(kind):
     # the isolated node's walk mass returns to the teleport (half of it to itself):
     # x3 = (1 - d)/2 + (d x3)/2  ->  x3 = 1/3 with d = 1/2
     adj = undirected(4, [(0, 1, 1.0), (1, 2, 1.0)])
-    x = ppr(adj, seed(4, 0, 3))
+    x = ppr(adj, seed(4, 0, 3), kind=kind)
     assert x.sum() == pytest.approx(1.0, abs=1e-5)
     assert x[3] == pytest.approx(1 / 3, abs=1e-6)
     np.testing.assert_allclose(x, networkx_ppr(4, [(0, 1, 1.0), (1, 2, 1.0)], seed(4, 0, 3), 0.5), atol=1e-5)
 
 
-def test_graph_with_no_edges_returns_the_teleport():
+def test_graph_with_no_edges_returns_the_teleport(kind):
     adj = sp.csr_matrix((5, 5), dtype=np.float32)
     t = np.array([0, 1, 3, 0, 0], np.float32)
-    np.testing.assert_allclose(ppr(adj, t), t / 4, atol=1e-7)
+    np.testing.assert_allclose(ppr(adj, t, kind=kind), t / 4, atol=1e-7)
 
 
-def test_empty_graph():
-    walk = walk_matrix(sp.csr_matrix((0, 0), dtype=np.float32))
+def test_empty_graph(kind):
+    walk = WALKS[kind](sp.csr_matrix((0, 0), dtype=np.float32))
     assert walk.shape == (0, 0)
     x = personalized_pagerank(walk, np.zeros(0, np.float32), HALF)
     assert x.shape == (0,)
     assert personalized_pagerank(walk, np.zeros((0, 3), np.float32), HALF).shape == (0, 3)
 
 
-def test_all_zero_teleport_returns_zeros():
+def test_all_zero_teleport_returns_zeros(kind):
     adj = undirected(8, WEIGHTED_EDGES)
-    x = ppr(adj, np.zeros(8, np.float32))
+    x = ppr(adj, np.zeros(8, np.float32), kind=kind)
     assert x.shape == (8,)
     assert not x.any()
 
 
-def test_teleport_with_wrong_length_is_rejected():
+def test_teleport_with_wrong_length_is_rejected(kind):
     with pytest.raises(ValueError):
-        ppr(undirected(3, [(0, 1, 1.0)]), np.ones(4, np.float32))
+        ppr(undirected(3, [(0, 1, 1.0)]), np.ones(4, np.float32), kind=kind)
+
+
+def test_negative_teleport_is_rejected(kind):
+    with pytest.raises(ValueError):
+        ppr(undirected(3, [(0, 1, 1.0)]), np.array([1.0, -0.5, 0.0], np.float32), kind=kind)
 
 
 def test_walk_matrix_is_column_stochastic_except_dangling_columns():
@@ -167,9 +180,9 @@ def test_walk_matrix_is_column_stochastic_except_dangling_columns():
     assert walk.dtype == np.float32
 
 
-def test_batched_teleport_equals_per_column_calls():
+def test_batched_teleport_equals_per_column_calls(kind):
     adj = undirected(8, WEIGHTED_EDGES)
-    walk = walk_matrix(adj)
+    walk = WALKS[kind](adj)
     rng = np.random.default_rng(7)
     batch = rng.random((8, 5)).astype(np.float32)
     batch[:, 1] = 0.0  # an all-zero column stays zero
@@ -182,8 +195,8 @@ def test_batched_teleport_equals_per_column_calls():
     np.testing.assert_allclose(out[:, [0, 2, 3, 4]].sum(axis=0), 1.0, atol=1e-5)
 
 
-def test_teleport_is_not_modified():
+def test_teleport_is_not_modified(kind):
     adj = undirected(3, [(0, 1, 1.0), (1, 2, 1.0)])
     t = np.array([2.0, 0.0, 0.0], np.float32)
-    ppr(adj, t)
+    ppr(adj, t, kind=kind)
     np.testing.assert_array_equal(t, [2.0, 0.0, 0.0])
