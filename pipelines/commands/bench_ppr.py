@@ -30,6 +30,9 @@ def register(kinds: argparse._SubParsersAction) -> None:
     query.add_argument("--queries", help="questions (HippoRAG JSON, gives recall) or text, one query a line")
     query.add_argument("--limit", type=int, default=100)
     query.add_argument("--top-k", type=int, default=10)
+    query.add_argument("--embed-threads", type=int, default=1,
+                       help="torch threads for the query embedding (0: torch's default); one short text "
+                            "embeds fastest on one thread, and far slower with two on a busy 2-core box")
     query.add_argument("--json", help="write the report here")
     query.set_defaults(func=cmd_bench_query)
 
@@ -134,8 +137,9 @@ def _print_ppr(report: dict) -> None:
         print(f"{name:16}{why}")
     if "snapshot" in report:
         s = report["snapshot"]
-        print(f"snapshot process: rss {s['rss_after_queries_mb']} MB (before load {s['rss_before_load_mb']} MB, "
-              f"peak {s['peak_rss_mb']} MB), p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}")
+        print(f"snapshot process: loaded snapshot adds {s['snapshot_rss_mb']} MB RSS (process {s['rss_after_queries_mb']} MB,"
+              f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables {s['tables_anon_mb']} MB anon),"
+              f" p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}")
     for name, value in report["ratios"].items():
         print(f"{name}: {value}x")
 
@@ -166,11 +170,16 @@ def cmd_bench_query(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     retriever = Retriever.open(args.home)
     retriever.embedder.embed(["warm up"])
+    if args.embed_threads > 0:
+        import torch  # already imported by the embedder
+
+        torch.set_num_threads(args.embed_threads)
     _say(f"retriever: opened and embedder warm in {time.perf_counter() - t:.1f}s")
     texts, questions = _read_queries(args.queries, retriever, args.limit)
     report: dict = {"home": args.home, "snapshot": retriever.snapshot.manifest.get("name"),
                     "nodes": int(retriever.adjacency.shape[0]), "edges": int(retriever.adjacency.nnz // 2),
                     "ppr": {"walk": type(retriever.walk).__name__, "tol": retriever.config.ppr.tol},
+                    "embed_threads": args.embed_threads,
                     "assembly": "end to end minus embed, seed search and PPR",
                     "latency": qb.latency(retriever, texts, ("dense", "hipporag"), args.top_k)}
     if questions:
