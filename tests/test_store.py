@@ -71,6 +71,13 @@ def test_damaged_table_is_a_home_error(tmp_path):
         LanceStore.open(tmp_path).read("chunks")
 
 
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs Linux sysfs")
+def test_home_on_a_read_only_filesystem():
+    # sysfs refuses new folders even to root: a home that really cannot be created
+    with pytest.raises(HomeError, match="cannot create data home"):
+        LanceStore.open("/sys/qortex-test-home")
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_read_only_home(tmp_path):
     home = tmp_path / "home"
