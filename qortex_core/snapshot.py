@@ -126,8 +126,10 @@ def publish(home: str | Path, snapshot: Snapshot) -> Path:
         for child in tmp.iterdir():
             with open(child, "rb") as fh:
                 os.fsync(fh.fileno())
+        _fsync_dir(tmp)  # the directory's entries too, so a crash cannot leave LATEST on a folder missing files
         final = root / name
         os.rename(tmp, final)
+        _fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
