@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from qortex_core.ppr_cg import SymmetricWalk, symmetric_pagerank, symmetric_walk
 
-__all__ = ["PPRConfig", "SymmetricWalk", "personalized_pagerank", "symmetric_walk", "walk_matrix"]
+__all__ = ["PPRConfig", "SymmetricWalk", "fast_walk", "personalized_pagerank", "symmetric_walk", "walk_matrix"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,21 @@ def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     inv = np.divide(1.0, out_weight, out=np.zeros_like(out_weight), where=out_weight > 0)
     # (n, n)^T @ diag(n): column j is j's out-edges over its out-weight; row i sums what arrives at i
     return sp.csr_matrix(adj.T @ sp.diags(inv.astype(np.float32)), dtype=np.float32)
+
+
+def fast_walk(adjacency: sp.spmatrix, background: np.ndarray | None = None) -> sp.csr_matrix | SymmetricWalk:
+    """The fastest walk for ``adjacency``: a :class:`SymmetricWalk` (no copy) when it is symmetric
+    and non-negative, else the column-stochastic matrix of :func:`walk_matrix`.
+
+    Args:
+        adjacency: (n, n) weights.
+        background: for the symmetric solver, a vector most teleports hold a multiple of
+            (the retriever passes its passage nodes); see :class:`SymmetricWalk`.
+    """
+    try:
+        return symmetric_walk(adjacency, background=background)
+    except ValueError:
+        return walk_matrix(adjacency)
 
 
 def _normalised(teleport: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -157,13 +157,15 @@ def _start(walk: SymmetricWalk, t: np.ndarray, damping: float) -> tuple[np.ndarr
     return walk._prior[damping][:, None] * c, t - u[:, None] * c
 
 
-def error_bound(walk: SymmetricWalk, z: np.ndarray, r: np.ndarray, damping: float, tmp: np.ndarray) -> np.ndarray:
-    """(q,) certified L1 error of the normalised, clipped ``y = D z`` given the residual ``r``.
+def unconverged(walk: SymmetricWalk, z: np.ndarray, r: np.ndarray, damping: float, tol: float,
+                tmp: np.ndarray) -> np.ndarray:
+    """(q,) True where the certified L1 error of the normalised, clipped ``y = D z`` may reach ``tol``.
 
     With ``y* - y = (I - aW)^-1 r``: ``|y - y*|_1 <= E = |r|_1 / (1 - a)``, and the total
     ``c = 1^T (y* - y)`` is known exactly (``1^T W = 1^T`` off isolated nodes), so
     ``s* = s + c``. Clipping negatives (mass ``m``) moves entries towards ``y* >= 0``, hence
-    ``|y+/s+ - y*/s*|_1 <= (E + |m - c|) / (s + c)``.
+    ``|y+/s+ - y*/s*|_1 <= (E + |m - c|) / (s + c)``; ``m`` is only summed once ``E / (s + c)``
+    alone is below ``tol``.
     """
     np.abs(r, out=tmp)
     big_e = tmp.sum(axis=0) / (1.0 - damping)
@@ -171,11 +173,13 @@ def error_bound(walk: SymmetricWalk, z: np.ndarray, r: np.ndarray, damping: floa
     if walk.isolated.size:
         c -= r[walk.isolated].sum(axis=0) * (damping / (1.0 - damping))
     np.multiply(z, walk.degree[:, None], out=tmp)
-    s = tmp.sum(axis=0)
+    total = tmp.sum(axis=0) + c  # s + c = s*
+    open_ = ~(big_e < tol * total)
+    if open_.all():
+        return open_
     np.minimum(tmp, 0.0, out=tmp)
     clipped = -tmp.sum(axis=0)
-    total = s + c
-    return np.divide(big_e + np.abs(clipped - c), total, out=np.full_like(total, np.inf), where=total > 0)
+    return ~(big_e + np.abs(clipped - c) < tol * total)
 
 
 def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: float, max_iter: int,
@@ -204,7 +208,7 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     live = t.sum(axis=0) > 0  # (q,)
     products = 0
     for products in range(max_iter + 1):
-        if products == max_iter or not np.any(live & (error_bound(walk, z, r, damping, tmp) >= tol)):
+        if products == max_iter or not np.any(live & unconverged(walk, z, r, damping, tol, tmp)):
             break
         ap = walk.product(p, threads)  # (n, n) @ (n, q)
         ap *= -alpha
@@ -212,8 +216,10 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
         ap += tmp  # (D - aA) p
         pq = np.einsum("ij,ij->j", p, ap)
         step = np.divide(rh, pq, out=np.zeros_like(rh), where=pq > 0)
-        z += p * step
-        r -= ap * step
+        np.multiply(p, step, out=tmp)
+        z += tmp
+        ap *= step
+        r -= ap
         np.multiply(r, dinv, out=h)
         rh_new = np.einsum("ij,ij->j", r, h)
         beta = np.divide(rh_new, rh, out=np.zeros_like(rh), where=rh > 0)

@@ -163,3 +163,15 @@ def test_threaded_products_equal_single_threaded():
     one = personalized_pagerank(walk, teleports, PPRConfig(tol=1e-5))
     two = personalized_pagerank(walk, teleports, PPRConfig(tol=1e-5, threads=2))
     assert np.abs(one - two).sum(axis=0).max() < 1e-5
+
+
+def test_fast_walk_picks_the_symmetric_solver_only_for_undirected_graphs():
+    from qortex_core.ppr import fast_walk
+
+    a = random_symmetric(15, 0.3, 9)
+    assert isinstance(fast_walk(sp.csr_matrix(a)), SymmetricWalk)
+    directed = np.triu(a)
+    walk = fast_walk(sp.csr_matrix(directed))
+    assert sp.issparse(walk)
+    t = np.ones(15, np.float32)
+    assert np.abs(personalized_pagerank(walk, t, PPRConfig(tol=1e-10, max_iter=500)) - exact_ppr(directed, t)).sum() < 1e-5

@@ -128,10 +128,10 @@ def _snapshot(home: str, graph, teleports, exact, config) -> dict:
 
 def _print_ppr(report: dict) -> None:
     print(f"nodes {report['nodes']}  edges {report['edges']}  queries {report['queries']}")
-    print(f"{'engine':16}{'p50 ms':>10}{'p95 ms':>10}{'qps':>9}{'L1 err':>10}{'top20':>7}{'peak MB':>9}")
+    print(f"{'engine':16}{'p50 ms':>10}{'p95 ms':>10}{'cpu p50':>9}{'qps':>9}{'L1 err':>10}{'top20':>7}{'peak MB':>9}")
     for name, e in report["engines"].items():
         peak = "-" if e["peak_mem_mb"] is None else f"{e['peak_mem_mb']:.1f}"
-        print(f"{name:16}{e['p50_ms']:>10.2f}{e['p95_ms']:>10.2f}{e['qps']:>9.1f}{e['l1_error']:>10.1e}"
+        print(f"{name:16}{e['p50_ms']:>10.2f}{e['p95_ms']:>10.2f}{e['cpu_p50_ms']:>9.2f}{e['qps']:>9.1f}{e['l1_error']:>10.1e}"
               f"{e['top20_overlap']:>7.2f}{peak:>9}")
     for name, why in report["skipped"].items():
         print(f"{name:16}{why}")
