@@ -53,3 +53,35 @@ def test_teleports_have_few_phrase_seeds_and_dense_passage_mass():
     passage = t[g.n_phrases:]
     assert np.allclose(passage.max(axis=0), 0.05) and np.allclose(passage.min(axis=0), 0.0)
     assert ((passage > 0).mean(axis=0) > 0.9).all()
+
+
+def test_bench_ppr_cli_reports_every_engine_against_the_exact_solution(tmp_path, capsys):
+    import json
+
+    from pipelines.cli import main
+
+    out = tmp_path / "ppr.json"
+    code = main(["bench", "ppr", "--nodes", "400", "--edges", "2500", "--queries", "3", "--tol", "1e-4",
+                 "--json", str(out), "--networkx-max-edges", "10000"])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert (report["nodes"], report["edges"]) == (400, 2500)
+    assert set(report["engines"]) == {"qortex", "qortex_batched", "scipy_power", "igraph_prpack", "networkx"}
+    assert report["engines"]["qortex"]["l1_error"] <= 1e-4  # the certified tolerance holds
+    assert report["engines"]["igraph_prpack"]["l1_error"] < 1e-5  # same PageRank definition as ours
+    assert all(e["top20_overlap"] >= 0.9 for e in report["engines"].values())
+    assert "speedup_vs_igraph" in report["ratios"] and "speedup_vs_igraph" in capsys.readouterr().out
+
+
+def test_bench_ppr_cli_skips_networkx_above_its_edge_limit_and_rejects_bad_engines(tmp_path, capsys):
+    import json
+
+    from pipelines.cli import main
+
+    out = tmp_path / "ppr.json"
+    assert main(["bench", "ppr", "--nodes", "300", "--edges", "1500", "--queries", "2", "--engines",
+                 "qortex,networkx", "--networkx-max-edges", "1000", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert set(report["engines"]) == {"qortex"} and "networkx" in report["skipped"]
+    assert main(["bench", "ppr", "--nodes", "300", "--edges", "1500", "--engines", "qortex,nope"]) == 2
+    assert "nope" in capsys.readouterr().err

@@ -175,3 +175,21 @@ def test_fast_walk_picks_the_symmetric_solver_only_for_undirected_graphs():
     assert sp.issparse(walk)
     t = np.ones(15, np.float32)
     assert np.abs(personalized_pagerank(walk, t, PPRConfig(tol=1e-10, max_iter=500)) - exact_ppr(directed, t)).sum() < 1e-5
+
+
+def test_published_snapshot_graph_is_used_without_copy(tmp_path):
+    from qortex_core import snapshot as snap
+    from qortex_core.ppr_snapshot_probe import publish_synthetic
+
+    graph = synthetic_graph(500, 2500, seed=11)
+    publish_synthetic(tmp_path, graph)
+    loaded = snap.load(tmp_path)
+    background = np.zeros(graph.n_nodes, np.float32)
+    background[loaded.n_phrases:] = 1.0
+    walk = symmetric_walk(loaded.adjacency, background=background)
+    assert isinstance(loaded.arrays["adj_indices"], np.memmap)
+    assert np.shares_memory(walk.adjacency.indices, loaded.arrays["adj_indices"])
+    assert np.shares_memory(walk.adjacency.data, loaded.arrays["adj_data"])
+    teleports = synthetic_teleports(graph, 2, seed=11)
+    got = personalized_pagerank(walk, teleports, PPRConfig(tol=1e-4))
+    assert np.abs(got - exact_ppr(graph.adjacency.toarray(), teleports)).sum(axis=0).max() <= 1e-4
