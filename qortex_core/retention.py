@@ -12,10 +12,12 @@ from pathlib import Path
 
 from qortex_core import snapshot as snap
 from qortex_core.errors import ConfigError
-from qortex_core.store import LanceStore
+from qortex_core.store import QUERY_LOG, LanceStore
 
 KEEP_ENV = "QORTEX_SNAPSHOT_KEEP"
 DEFAULT_KEEP = 5
+LOG_DAYS_ENV = "QORTEX_QUERY_LOG_DAYS"
+DEFAULT_LOG_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class PruneReport:
     kept: list[str]
     removed: list[str]
     optimized: dict[str, int]  # table -> version after optimize
+    query_log_removed: int = 0  # query traces older than the log retention (feedback events are never pruned)
 
 
 def default_keep() -> int:
@@ -44,6 +47,29 @@ def default_keep() -> int:
     if not raw.strip().isdigit() or int(raw) < 1:
         raise ConfigError(f"{KEEP_ENV} must be a positive integer, got {raw!r}")
     return int(raw)
+
+
+def query_log_days() -> int:
+    """Days of query traces kept for resolving feedback: ``$QORTEX_QUERY_LOG_DAYS`` or 30.
+
+    Raises:
+        ConfigError: the variable is not a positive integer.
+    """
+    raw = os.environ.get(LOG_DAYS_ENV, str(DEFAULT_LOG_DAYS))
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigError(f"{LOG_DAYS_ENV} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def prune_query_log(home: str | Path, days: int) -> int:
+    """Delete query traces older than ``days`` (feedback on those queries is then refused); rows removed."""
+    table = LanceStore.open(home).open_latest(QUERY_LOG)
+    if table is None:
+        return 0
+    before = table.count_rows()
+    cut = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)).strftime("%Y-%m-%d %H:%M:%S")
+    table.delete(f"ts < timestamp '{cut}'")
+    return before - table.count_rows()
 
 
 def list_snapshots(home: str | Path) -> list[SnapshotInfo]:
@@ -63,7 +89,7 @@ def list_snapshots(home: str | Path) -> list[SnapshotInfo]:
     return out
 
 
-def prune_snapshots(home: str | Path, keep: int, optimize: bool = True) -> PruneReport:
+def prune_snapshots(home: str | Path, keep: int, optimize: bool = True, log_days: int | None = None) -> PruneReport:
     """Delete all but the ``keep`` newest snapshot directories (LATEST is always kept), then optimize.
 
     A directory is first renamed out of the version namespace, so a reader never
@@ -87,8 +113,9 @@ def prune_snapshots(home: str | Path, keep: int, optimize: bool = True) -> Prune
         shutil.rmtree(trash, ignore_errors=True)
         removed.append(info.name)
     oldest = min((i.created for i in infos if i.name in kept and i.created), default="")
+    log_removed = prune_query_log(home, log_days if log_days is not None else query_log_days())
     optimized = optimize_tables(home, oldest) if optimize else {}
-    return PruneReport(sorted(kept), removed, optimized)
+    return PruneReport(sorted(kept), removed, optimized, log_removed)
 
 
 def optimize_tables(home: str | Path, keep_since_iso: str = "") -> dict[str, int]:

@@ -150,3 +150,23 @@ def test_appends_from_several_processes_are_all_kept(tmp_path):
     factors, _ = load_factors(LanceStore.open(tmp_path))
     assert factors["c_shared"] == pytest.approx(1.0 + 15 * 0.1)
     assert all(factors[f"c_w{w}"] == pytest.approx(1.5) for w in range(3))
+
+
+def test_query_log_retention_drops_only_old_traces(tmp_path):
+    import pyarrow as pa
+
+    from qortex_core.feedback import LOG_SCHEMA, now
+    from qortex_core.retention import prune_query_log
+
+    store = LanceStore.open(tmp_path)
+    old = now() - dt.timedelta(days=40)
+    store.append("query_log", pa.Table.from_pylist([{"query_id": "q_old", "result_id": "p_a", "result_kind": "passage",
+                                                     "concept_ids": ["c_x"], "snapshot": "v", "ts": old, "tenant": "default"}],
+                                                   schema=LOG_SCHEMA))
+    log = QueryLog(store, FeedbackConfig(flush_every=1))
+    log.record("q_new", "v", [ResultTrace("p_b", "passage", ("c_y",))])
+    assert prune_query_log(tmp_path, days=30) == 1
+    fresh = QueryLog(LanceStore.open(tmp_path))
+    assert fresh.resolve("q_new") == {"p_b": ("c_y",)}
+    with pytest.raises(QueryError):
+        fresh.resolve("q_old")
