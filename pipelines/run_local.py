@@ -167,14 +167,15 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
 
 
 def run_ingest(
-    source: Path, home: Path, dagster_home: Path | None = None, resources: Mapping[str, object] | None = None,
+    source: Path, home: Path | str, dagster_home: Path | None = None, resources: Mapping[str, object] | None = None,
     progress: bool = True, env: Mapping[str, str] | None = None,
 ) -> IngestOutcome:
     """Run the ``ingest`` job over ``source`` into ``home``, in this process.
 
     Args:
         source: the source directory.
-        home: the qortex data home.
+        home: the qortex data home: a local folder or an object-store URI (then ``$QORTEX_SNAPSHOT_HOME``
+            must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
         dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
         resources: replacements for the configured resources (the embedder, say).
         progress: print step progress on stderr.
@@ -187,9 +188,13 @@ def run_ingest(
     if not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
     env = os.environ if env is None else env
+    remote = "://" in str(home)
+    if remote and not (dagster_home or env.get("DAGSTER_HOME")):
+        raise ConfigError(f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance")
     dagster_home = dagster_home or Path(env.get("DAGSTER_HOME") or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
-    chosen = {"store": StoreResource(home=str(home)), "source": SourceResource(path=str(source)), **(resources or {})}
+    store = StoreResource(home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else "")
+    chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet})
     run_config = {"loggers": {chosen_logger: {}}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -21,7 +22,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not found.documents:
         why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
         raise DatasetError(f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed")
-    home = Path(args.home) if args.home else default_home()
+    raw = args.home or os.environ.get("QORTEX_HOME") or ""
+    home = raw if "://" in raw else Path(raw) if raw else default_home()  # a URI must not go through Path
     from pipelines.run_local import run_ingest  # imports dagster
 
     outcome = run_ingest(source, home, progress=not args.quiet)
