@@ -204,7 +204,7 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     h = r * dinv
     p = h.copy()
     rh = np.einsum("ij,ij->j", r, h)  # (q,)
-    tmp = np.empty_like(t)
+    tmp = h  # scratch: h is dead from the end of one step (p += h) to its recomputation
     live = t.sum(axis=0) > 0  # (q,)
     products = 0
     for products in range(max_iter + 1):
@@ -236,4 +236,5 @@ def symmetric_pagerank(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     z *= walk.degree[:, None]  # y = D z
     np.maximum(z, 0.0, out=z)  # the exact y is >= 0; clipping only moves entries towards it
     total = z.sum(axis=0, keepdims=True)
-    return np.divide(z, total, out=np.zeros_like(z), where=total > 0)
+    z[:, total[0] <= 0] = 0.0
+    return np.divide(z, total, out=z, where=total > 0)

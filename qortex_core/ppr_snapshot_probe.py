@@ -83,7 +83,8 @@ def probe(home: str, teleports_path: str, scores_path: str, tol: float, threads:
             "rss_after_queries_mb": after["VmRSS"], "peak_rss_mb": after["VmHWM"],
             "rss_anon_mb": after["RssAnon"], "rss_file_mb": after["RssFile"],
             "tables_anon_mb": round(after_load["RssAnon"] - before["RssAnon"], 1),
-            "snapshot_rss_mb": round(after["VmRSS"] - before["VmRSS"], 1), "adjacency_copied": copied,
+            "snapshot_rss_mb": round(after["VmRSS"] - before["VmRSS"], 1),
+            "graph_rss_mb": round(after["VmRSS"] - after_load["VmRSS"], 1), "adjacency_copied": copied,
             "load_and_prepare_s": round(load_s, 3), "p50_ms": round(float(np.percentile(per, 50)) * 1000, 3),
             "p95_ms": round(float(np.percentile(per, 95)) * 1000, 3)}
 

@@ -138,7 +138,8 @@ def _print_ppr(report: dict) -> None:
     if "snapshot" in report:
         s = report["snapshot"]
         print(f"snapshot process: loaded snapshot adds {s['snapshot_rss_mb']} MB RSS (process {s['rss_after_queries_mb']} MB,"
-              f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables {s['tables_anon_mb']} MB anon),"
+              f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables {s['tables_anon_mb']} MB anon,"
+              f" graph + PPR {s['graph_rss_mb']} MB),"
               f" p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}")
     for name, value in report["ratios"].items():
         print(f"{name}: {value}x")
