@@ -24,11 +24,7 @@ from qortex_core.errors import ConfigError, DatasetError, QortexError
 
 ASSET_STEPS = ("documents", "chunks", "extractions", "embeddings", "synonym_edges", "graph_snapshot")
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
-FALLBACK_YAML = """storage:
-  sqlite:
-    base_dir:
-      env: DAGSTER_HOME
-run_coordinator:
+FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
 concurrency:
@@ -57,7 +53,7 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
                 target.write_text(FALLBACK_YAML)
     except OSError as exc:
         raise ConfigError(f"cannot prepare DAGSTER_HOME {dagster_home}: {exc.strerror or exc}") from None
-    os.environ["DAGSTER_HOME"] = str(dagster_home)  # the yaml's sqlite base_dir reads it
+    os.environ["DAGSTER_HOME"] = str(dagster_home)  # for anything in the yaml that reads it
     return DagsterInstance.from_config(str(dagster_home))
 
 

@@ -248,3 +248,15 @@ def test_sensor_requests_a_run_only_when_sources_change(setup) -> None:
     assert isinstance(sensor_def(context), RunRequest)
     missing = build_sensor_context(resources={"source": SourceResource(path=str(src / "nope"))})
     assert isinstance(sensor_def(missing), SkipReason)
+
+
+def test_repo_dagster_yaml_gives_a_queued_instance_with_pool_limits(tmp_path: Path, monkeypatch) -> None:
+    from pipelines.run_local import local_instance
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "restored-after-test"))
+    instance = local_instance(tmp_path / "dagster")
+    assert (tmp_path / "dagster" / "dagster.yaml").read_text() == (Path(__file__).parents[1] / "dagster.yaml").read_text()
+    assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+    assert instance.event_log_storage.supports_global_concurrency_limits  # sqlite storage under the folder
+    assert Path(instance.root_directory) == tmp_path / "dagster"
