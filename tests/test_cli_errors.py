@@ -247,3 +247,19 @@ def test_eval_failing_midway_keeps_the_published_snapshot(qortex, toy_home, toy_
     assert snap.latest_name(toy_home) == latest and snap.list_versions(toy_home) == versions
     result = Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=2)
     assert [h.title for h in result.passages] == list(BRIDGE_GOLD)
+
+
+def test_ingest_failing_midway_keeps_the_published_snapshot(qortex, toy_home, tmp_path, embedder):
+    """The Dagster ingest job fails at its embeddings step: one error line, LATEST unchanged and answering."""
+    from qortex_core.retrieve import Retriever
+
+    source = tmp_path / "notes"
+    source.mkdir()
+    (source / "pump.md").write_text("# Pump\n\nThe Orion Pump is serviced by Mara Lind every spring.\n")
+    latest, versions, _ = stored_state(toy_home)
+    proc = qortex("ingest", source, "--home", toy_home, "--quiet", env={"QORTEX_EMBEDDER": f"st:{tmp_path / 'no-model'}"},
+                  subprocess=True)
+    assert_user_error(proc, "no-model")
+    assert snap.latest_name(toy_home) == latest and snap.list_versions(toy_home) == versions
+    result = Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=2)
+    assert [h.title for h in result.passages] == list(BRIDGE_GOLD)
