@@ -77,7 +77,7 @@ def _normalised(teleport: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     t = np.array(teleport, dtype=np.float32, ndmin=1)
     if t.ndim not in (1, 2) or t.shape[0] != n:
         raise ValueError(f"teleport has shape {t.shape}, graph has {n} nodes: need (n,) or (n, q)")
-    t = t.reshape(n, -1)
+    t = t.reshape(n, t.shape[1] if t.ndim == 2 else 1)
     if t.size and float(t.min()) < 0:
         raise ValueError("teleport has negative entries")
     total = t.sum(axis=0)

@@ -193,3 +193,10 @@ def test_published_snapshot_graph_is_used_without_copy(tmp_path):
     teleports = synthetic_teleports(graph, 2, seed=11)
     got = personalized_pagerank(walk, teleports, PPRConfig(tol=1e-4))
     assert np.abs(got - exact_ppr(graph.adjacency.toarray(), teleports)).sum(axis=0).max() <= 1e-4
+
+
+@pytest.mark.parametrize("make", [symmetric_walk, walk_matrix])
+def test_empty_graph_gives_empty_scores(make):
+    walk = make(sp.csr_matrix((0, 0), dtype=np.float32))
+    assert personalized_pagerank(walk, np.zeros(0, np.float32)).shape == (0,)
+    assert personalized_pagerank(walk, np.zeros((0, 2), np.float32)).shape == (0, 2)
