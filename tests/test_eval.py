@@ -281,3 +281,23 @@ def test_eval_refuses_a_home_with_ingested_memory(toy_home, toy_dataset, embedde
     with pytest.raises(HomeError, match="holds ingested memory"):
         run_evaluation(EvalSetup(toy_dataset.questions, toy_dataset.corpus, toy_home, toy_dataset.openie), embedder=embedder)
     assert (snap.latest_name(toy_home), LanceStore.open(toy_home).versions()) == before
+
+
+def test_cli_eval_writes_the_json_report(toy_dataset, tmp_path, capsys, monkeypatch):
+    """``qortex eval ... --json OUT`` (through main, in this process): stdout and OUT hold the same report."""
+    from pipelines import cli
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "report.json"
+    code = cli.main(["eval", "--questions", str(toy_dataset.questions), "--corpus", str(toy_dataset.corpus),
+                     "--openie", str(toy_dataset.openie), "--home", str(tmp_path / "home"), "--k", "1,2",
+                     "--modes", "dense,hipporag", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    report = json.loads(out.read_text())
+    assert json.loads(captured.out) == report
+    assert report["extractor"].startswith("recorded/")  # --openie without --extractor means recorded
+    assert {m: list(r) for m, r in report["results"].items()} == {"dense": ["recall@1", "recall@2"],
+                                                                   "hipporag": ["recall@1", "recall@2"]}
+    assert report["results"]["hipporag"]["recall@2"] == 1.0
+    assert "extract" in captured.err  # progress goes to stderr, the report to stdout
