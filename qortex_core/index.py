@@ -44,11 +44,15 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
     unique = {p.id: p for p in passages}
     existing = store.read(CHUNKS)
     have = set(existing["id"].to_pylist()) if existing.num_rows else set()
+    placed = {r["id"]: (r["doc_id"], r["domain"]) for r in existing.select(["id", "doc_id", "domain"]).to_pylist()} if have else {}
     new = [p for pid, p in unique.items() if pid not in have]
-    if new:
+    moved = [p for pid, p in unique.items() if pid in placed and placed[pid] != (p.doc_id, p.domain)]  # same text, new home
+    new_and_moved = new + moved
+    if new_and_moved:
         store.upsert(CHUNKS, pa.table({
-            "id": [p.id for p in new], "doc_id": [p.doc_id for p in new], "title": [p.title for p in new],
-            "text": [p.text for p in new], "domain": [p.domain for p in new],
+            "id": [p.id for p in new_and_moved], "doc_id": [p.doc_id for p in new_and_moved],
+            "title": [p.title for p in new_and_moved], "text": [p.text for p in new_and_moved],
+            "domain": [p.domain for p in new_and_moved],
         }))
     stale = sorted(have - set(unique)) if prune else []
     store.delete(CHUNKS, "id", stale)

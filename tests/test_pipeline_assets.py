@@ -220,6 +220,13 @@ def test_materialize_graph_then_incremental_runs(setup) -> None:
     facts = LanceStore.open(home).read(FACTS)
     assert not any(bread_chunk.id in plist for plist in facts["passage_ids"].to_pylist())
 
+    (src / "science" / "warsaw.md").rename(src / "cooking" / "warsaw.md")  # same text, another domain folder
+    ex.seen.clear(); em.calls = 0
+    _run(res, instance)
+    assert (ex.calls, em.calls) == (0, 0)
+    passages = snap.load(home).tables["passages"].to_pylist()
+    assert {p["domain"] for p in passages if p["title"] == "Warsaw"} == {"cooking"}
+
 
 # -- checks and sensor --------------------------------------------------------------------
 def test_check_logic_finds_missing_extractions_and_dangling_edges(setup) -> None:
