@@ -167,8 +167,9 @@ def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: in
     far less than wall-clock time.
     """
     q = teleports.shape[1]
+    columns = [np.ascontiguousarray(teleports[:, j]) for j in range(q)]  # as a retriever builds them
     for j in range(min(warmup, q)):
-        engine.run(teleports[:, j:j + 1] if engine.batched else teleports[:, j])
+        engine.run(teleports[:, j:j + 1] if engine.batched else columns[j])
     rss0 = _rss_mb("VmRSS")
     peak_ok = _reset_peak()
     if engine.batched:
@@ -179,7 +180,7 @@ def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: in
         cols, per, cpu = [], np.zeros(q), np.zeros(q)
         for j in range(q):
             t, c = time.perf_counter(), time.process_time()
-            cols.append(engine.run(teleports[:, j]))
+            cols.append(engine.run(columns[j]))
             per[j], cpu[j] = time.perf_counter() - t, time.process_time() - c
         scores = np.column_stack(cols)
     peak = _rss_mb("VmHWM") - rss0 if peak_ok else None
