@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -110,6 +111,7 @@ def _one_line(message: object) -> str:
 def main(argv: list[str] | None = None) -> int:
     from qortex_core.errors import QortexError
 
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr: our progress lines and one error line only
     args = build_parser().parse_args(argv)
     if getattr(args, "extractor", "x") is None:
         args.extractor = "recorded" if args.openie else "offline"

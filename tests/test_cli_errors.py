@@ -146,6 +146,13 @@ def test_eval_report_path_in_a_missing_folder(qortex, tmp_path, toy_dataset):
     assert not (tmp_path / "home").exists()
 
 
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs Linux sysfs")
+def test_eval_report_that_cannot_be_written(qortex, tmp_path, toy_dataset):
+    """The write fails after the run (sysfs refuses new files, even to root): one line, exit 2."""
+    proc = qortex(*eval_args(toy_dataset, tmp_path / "home", json="/sys/qortex-report.json", modes="dense", k="1"))
+    assert_user_error(proc, "/sys/qortex-report.json")
+
+
 # -- data home ----------------------------------------------------------------------------
 def home_cases(tmp_path: Path) -> dict[str, Path]:
     afile = tmp_path / "a-file"
