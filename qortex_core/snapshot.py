@@ -208,6 +208,9 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
         SnapshotError: the manifest is not an object or its file list is malformed.
     """
     files = manifest.get("files") if isinstance(manifest, dict) else None
+    if isinstance(manifest, dict) and manifest.get("format", FORMAT) != FORMAT:
+        raise SnapshotError(f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format {FORMAT}: "
+                            "publish a new snapshot")
     if not isinstance(files, dict) or not files:
         raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
     for fname, checksum in files.items():

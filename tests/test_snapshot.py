@@ -160,6 +160,14 @@ def test_bad_manifest_is_a_snapshot_error(tmp_path, body):
         snap.load(tmp_path)
 
 
+def test_unknown_format_is_a_snapshot_error(tmp_path):
+    path = snap.publish(tmp_path, make_snapshot(1))
+    manifest = json.loads((path / "manifest.json").read_text())
+    (path / "manifest.json").write_text(json.dumps(dict(manifest, format=snap.FORMAT + 1)))
+    with pytest.raises(SnapshotError, match="format"):
+        snap.load(tmp_path)
+
+
 @pytest.mark.parametrize("pointer", ["garbage\n", "", "v000009-deadbeef\n"])
 def test_bad_pointer_is_a_snapshot_error(tmp_path, pointer):
     snap.publish(tmp_path, make_snapshot(1))
