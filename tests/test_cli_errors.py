@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BRIDGE_GOLD, BRIDGE_QUESTION, TOY_CORPUS, ToyDataset, openie_document
+from conftest import BRIDGE_QUESTION, TOY_CORPUS, ToyDataset, openie_document
 from qortex_core import snapshot as snap
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,11 +225,18 @@ def stored_state(home: Path) -> tuple[str, list[str], dict[str, int]]:
     return snap.latest_name(home), snap.list_versions(home), LanceStore.open(home).versions()
 
 
-def test_failed_attempts_keep_the_published_snapshot(qortex, toy_home, toy_dataset, tmp_path, embedder):
+def answer_ids(home: Path, embedder) -> list[str]:
+    """The passages the latest snapshot returns for the bridge question (a non-empty answer)."""
     from qortex_core.retrieve import Retriever
 
+    ids = [h.id for h in Retriever.open(home, embedder=embedder).query(BRIDGE_QUESTION, top_k=3).passages]
+    assert len(ids) == 3
+    return ids
+
+
+def test_failed_attempts_keep_the_published_snapshot(qortex, toy_home, toy_dataset, tmp_path, embedder):
     before = stored_state(toy_home)
-    answer = [h.id for h in Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=3).passages]
+    answer = answer_ids(toy_home, embedder)
     bad_questions = write(tmp_path, "bad_questions.json", [])
     bad_openie = write(tmp_path, "bad_openie.json", {"docs": "x"})
     for argv in (eval_args(toy_dataset, toy_home, questions=bad_questions),
@@ -239,34 +246,28 @@ def test_failed_attempts_keep_the_published_snapshot(qortex, toy_home, toy_datas
                  ["query", "", "--home", toy_home]):
         assert_user_error(qortex(*argv))
     assert stored_state(toy_home) == before
-    again = Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=3)
-    assert [h.id for h in again.passages] == answer
-    assert [h.title for h in again.passages[:2]] == list(BRIDGE_GOLD)
+    assert answer_ids(toy_home, embedder) == answer
 
 
 def test_eval_failing_midway_keeps_the_published_snapshot(qortex, toy_home, toy_dataset, tmp_path, embedder):
     """An embedder that fails after the chunks were synced: the published snapshot still answers."""
-    from qortex_core.retrieve import Retriever
-
     latest, versions, _ = stored_state(toy_home)
+    answer = answer_ids(toy_home, embedder)
     proc = qortex(*eval_args(toy_dataset, toy_home), env={"QORTEX_EMBEDDER": f"st:{tmp_path / 'no-model'}"})
     assert_user_error(proc, "no-model")
     assert snap.latest_name(toy_home) == latest and snap.list_versions(toy_home) == versions
-    result = Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=2)
-    assert [h.title for h in result.passages] == list(BRIDGE_GOLD)
+    assert answer_ids(toy_home, embedder) == answer
 
 
 def test_ingest_failing_midway_keeps_the_published_snapshot(qortex, toy_home, tmp_path, embedder):
     """The Dagster ingest job fails at its embeddings step: one error line, LATEST unchanged and answering."""
-    from qortex_core.retrieve import Retriever
-
     source = tmp_path / "notes"
     source.mkdir()
     (source / "pump.md").write_text("# Pump\n\nThe Orion Pump is serviced by Mara Lind every spring.\n")
     latest, versions, _ = stored_state(toy_home)
+    answer = answer_ids(toy_home, embedder)
     proc = qortex("ingest", source, "--home", toy_home, "--quiet", env={"QORTEX_EMBEDDER": f"st:{tmp_path / 'no-model'}"},
                   subprocess=True)
     assert_user_error(proc, "no-model")
     assert snap.latest_name(toy_home) == latest and snap.list_versions(toy_home) == versions
-    result = Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=2)
-    assert [h.title for h in result.passages] == list(BRIDGE_GOLD)
+    assert answer_ids(toy_home, embedder) == answer
