@@ -17,6 +17,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # as the CLI sets it: in-process CLI runs see its stderr
 
 # A toy multi-hop corpus of invented names (so the embedder has no prior knowledge).
 # The bridge question needs "Ostrania", which never names Orlan Vesk nor says "capital";
