@@ -5,11 +5,14 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 from assets.reporting import markdown_table
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.documents import load_documents, sync_documents
+from qortex_core.errors import DatasetError
 
 
 @asset(group_name="ingest", kinds={"lancedb"}, description="Source files (md, txt, corpus json) with content hashes.")
 def documents(context: AssetExecutionContext, source: SourceResource, store: StoreResource) -> MaterializeResult:
     found = load_documents(source.config())
+    if not found.documents:  # a missing mount must not wipe the index: publish nothing, change nothing
+        raise DatasetError(f"no usable document under {source.path} ({len(found.skipped)} files skipped); nothing was changed")
     report = sync_documents(store.open(), found.documents)
     for skip in found.skipped:
         context.log.warning(f"skipped {skip.path}: {skip.reason}")

@@ -267,3 +267,16 @@ def test_repo_dagster_yaml_gives_a_queued_instance_with_pool_limits(tmp_path: Pa
     assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
     assert instance.event_log_storage.supports_global_concurrency_limits  # sqlite storage under the folder
     assert Path(instance.root_directory) == tmp_path / "dagster"
+
+
+def test_empty_source_raises_and_keeps_the_stored_documents(setup, tmp_path: Path) -> None:
+    from qortex_core.documents import read_stored_documents
+    from qortex_core.errors import DatasetError
+
+    src, home, res = setup
+    documents(build_asset_context(), source=res["source"], store=res["store"])
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "blank.md").write_text("\n")
+    with pytest.raises(DatasetError, match="no usable document"):
+        documents(build_asset_context(), source=SourceResource(path=str(tmp_path / "empty")), store=res["store"])
+    assert len(read_stored_documents(LanceStore.open(home))) == 4
