@@ -18,6 +18,14 @@ class Question:
     gold: tuple[str, ...]  # passage ids of the supporting paragraphs
 
 
+def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
+    """``json.loads`` with a :class:`DatasetError` naming the file and line (``line``: a JSON-lines row)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{what} file {path} is not valid JSON: {exc.msg} at line {line or exc.lineno}") from None
+
+
 def _read_json_list(path: str | Path, what: str) -> list:
     path = Path(path)
     try:
@@ -28,10 +36,8 @@ def _read_json_list(path: str | Path, what: str) -> list:
         raise DatasetError(f"{what} path is a directory, not a file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{what} file {path} is not readable text: {exc}") from None
-    try:
-        data = json.loads(raw) if path.suffix != ".jsonl" else [json.loads(l) for l in raw.splitlines() if l.strip()]
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{what} file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data = _parse_json(raw, path, what) if path.suffix != ".jsonl" else [
+        _parse_json(line, path, what, n) for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
     if not isinstance(data, list) or not data:
         raise DatasetError(f"{what} file {path} must hold a non-empty JSON list")
     return data

@@ -167,6 +167,9 @@ def test_jsonl_corpus(tmp_path):
     path = tmp_path / "corpus.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in TOY_CORPUS[:2]) + "\n\n")
     assert [p.title for p in load_corpus(path)] == ["Orlan Vesk", "Ostrania"]
+    path.write_text(json.dumps(TOY_CORPUS[0]) + "\n\n" + '{"title": "x", "text": ' + "\n")
+    with pytest.raises(DatasetError, match="not valid JSON: .* at line 3"):
+        load_corpus(path)
 
 
 # -- run_evaluation -------------------------------------------------------------------------
