@@ -6,7 +6,7 @@ them to a loaded snapshot and an embedder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -209,6 +209,8 @@ def validate(text: str, top_k: int, mode: str) -> str:
 class Retriever:
     """Answers queries from one loaded snapshot."""
 
+    warning: str | None = None  # set by :meth:`open` when it fell back to an older snapshot
+
     def __init__(self, snapshot: snap.Snapshot, embedder: Embedder, config: RetrievalConfig = RetrievalConfig()) -> None:
         self.snapshot = snapshot
         self.embedder = embedder
@@ -234,15 +236,29 @@ class Retriever:
         cls, home: str | Path | None = None, embedder: Embedder | None = None, config: RetrievalConfig = RetrievalConfig(),
         version: str | None = None, verify: bool = True,
     ) -> "Retriever":
-        """Load the latest (or a pinned) snapshot under ``home``."""
+        """Load the latest (or a pinned) snapshot under ``home``.
+
+        A corrupt latest snapshot is skipped for the newest good one before it; ``warning``
+        then says so, and every result of :meth:`query` carries it in ``fallback``.
+        """
         from qortex_core.store import default_home
 
-        return cls(snap.load(home or default_home(), version, verify=verify), embedder or make_embedder(), config)
+        home = home or default_home()
+        loaded, problems = snap.load_latest_good(home, verify=verify) if version is None else (
+            snap.load(home, version, verify=verify), [])
+        retriever = cls(loaded, embedder or make_embedder(), config)
+        if problems:
+            retriever.warning = (f"serving older snapshot {loaded.manifest.get('name', '?')}: "
+                                 + "; ".join(problems))
+        return retriever
 
     def query(self, text: str, top_k: int = 10, mode: str = "hipporag", domains: Sequence[str] | None = None) -> QueryResult:
         """Embed ``text`` once and retrieve; see :meth:`search`."""
-        text = validate(text, top_k, mode)
-        return self.search(text, self.embedder.embed([text])[0], top_k, mode, domains)
+        clean = validate(text, top_k, mode)
+        result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains)
+        cut = f"query truncated to {MAX_QUERY_CHARS} characters" if len(text.strip()) > MAX_QUERY_CHARS else None
+        notes = [n for n in (self.warning, cut, result.fallback) if n]
+        return replace(result, fallback="; ".join(notes)) if notes else result
 
     def search(self, text: str, vector: np.ndarray, top_k: int = 10, mode: str = "hipporag",
                domains: Sequence[str] | None = None) -> QueryResult:

@@ -232,3 +232,35 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
     if not _NAME.match(text):
         raise SnapshotError(f"not a snapshot name: {text!r}")
     return text
+
+
+def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, list[str]]:
+    """The snapshot ``LATEST`` points to or, when it is unusable, the newest good one before it.
+
+    Args:
+        home: the data home.
+        verify: check every file's SHA-256 against the manifest.
+
+    Returns:
+        The loaded snapshot and one line per snapshot refused on the way (empty when the latest loaded).
+
+    Raises:
+        SnapshotError: nothing published, or no snapshot under ``home`` loads (the message names each problem).
+        HomeError: ``home`` is a file.
+    """
+    problems: list[str] = []
+    versions = list_versions(home)
+    try:
+        first: str | None = latest_name(home)
+    except SnapshotError as exc:
+        if not versions:
+            raise
+        problems.append(str(exc))
+        first = None
+    older = [v for v in reversed(versions) if first is None or v < first]
+    for name in ([first] if first else []) + older:
+        try:
+            return load(home, name, verify=verify), problems
+        except SnapshotError as exc:
+            problems.append(str(exc))
+    raise SnapshotError(f"no usable snapshot under {home}: " + "; ".join(problems))
