@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
+from qortex_core.redact import RedactionConfig, redact
 from qortex_core.store import Store
 
 DOCUMENTS = "documents"
@@ -42,6 +43,7 @@ class SourceConfig:
     domain: str = ""
     default_domain: str = "default"
     max_bytes: int = 256 * 1024 * 1024
+    redaction: RedactionConfig = RedactionConfig()  # secrets removed from text as it is read
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ def read_document(path: Path, config: SourceConfig) -> Document:
         raw = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"unreadable: {exc.strerror or exc}") from None
-    text = _decode(raw)
+    text = redact(_decode(raw), config.redaction)
     if not text.strip():
         raise ValueError("empty file")
     corpus = path.suffix.lower() in CORPUS_SUFFIXES
