@@ -1,7 +1,8 @@
 """Shared fixtures: one real bundled embedder per session and a tiny HippoRAG-format dataset.
 
-Other test modules may import from here; keep the names stable:
-``embedder``, ``toy_dataset``, ``toy_home``, ``write_toy_dataset`` and the ``TOY_*`` data.
+Other test modules may import from here; keep the names stable: the fixtures ``embedder``
+(session), ``toy_dataset``, ``toy_home`` (a private copy of an indexed home) and ``toy_report``;
+``write_toy_dataset``, ``openie_document`` and the ``TOY_*`` / ``BRIDGE_*`` data.
 """
 
 from __future__ import annotations
