@@ -199,11 +199,27 @@ def validate(text: str, top_k: int, mode: str) -> str:
     """The query text to use, or a :class:`QueryError`."""
     if not isinstance(text, str) or not text.strip():
         raise QueryError("query is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise QueryError("query is not valid UTF-8 text (it holds undecodable bytes)") from None
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
         raise QueryError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     if mode not in MODES:
         raise QueryError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     return text.strip()[:MAX_QUERY_CHARS]
+
+
+def validate_domains(domains: Sequence[str] | None, known: set[str]) -> list[str] | None:
+    """``domains`` as a list (None: all), or a :class:`QueryError` for a bare string or an unknown domain."""
+    if not domains:
+        return None
+    if isinstance(domains, str) or not all(isinstance(d, str) for d in domains):
+        raise QueryError("domains must be a list of domain names")
+    unknown = sorted(set(domains) - known)
+    if unknown:
+        raise QueryError(f"unknown domain {unknown[0]!r}: this snapshot has {', '.join(sorted(known)[:20]) or 'none'}")
+    return list(domains)
 
 
 class Retriever:
@@ -255,6 +271,7 @@ class Retriever:
     def query(self, text: str, top_k: int = 10, mode: str = "hipporag", domains: Sequence[str] | None = None) -> QueryResult:
         """Embed ``text`` once and retrieve; see :meth:`search`."""
         clean = validate(text, top_k, mode)
+        domains = validate_domains(domains, set(self.passage_domains.tolist()))
         result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains)
         cut = f"query truncated to {MAX_QUERY_CHARS} characters" if len(text.strip()) > MAX_QUERY_CHARS else None
         notes = [n for n in (self.warning, cut, result.fallback) if n]
