@@ -108,7 +108,10 @@ def _candidates(root: Path) -> tuple[list[Path], list[Skipped]]:
             rel = str(path.relative_to(root))
             if name.startswith("."):
                 continue
-            if path.suffix.lower() not in TEXT_SUFFIXES + CORPUS_SUFFIXES:
+            if rel != rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"):  # ids must be UTF-8
+                skipped.append(Skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                                       "file name is not valid UTF-8"))
+            elif path.suffix.lower() not in TEXT_SUFFIXES + CORPUS_SUFFIXES:
                 skipped.append(Skipped(rel, f"unsupported file type {path.suffix or '(none)'}"))
             elif path.is_symlink() and not _inside(path, real_root):
                 skipped.append(Skipped(rel, "symlink leads outside the source root"))
