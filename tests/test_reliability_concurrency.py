@@ -1,0 +1,70 @@
+"""Queries in several threads keep answering from whole snapshots while another process publishes new ones.
+
+(Concurrent feedback appends from several processes are covered by
+``tests/test_memory_factors.py::test_appends_from_several_processes_are_all_kept``.)
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from pathlib import Path
+
+from conftest import BRIDGE_QUESTION
+from qortex_core import snapshot as snap
+from qortex_core.retrieve import Retriever
+
+PUBLISHES = 4
+
+
+def _publish_many(home: str, n: int) -> None:
+    """Rebuild and publish the snapshot ``n`` times from the stored tables (what an ingestion's last stage does)."""
+    from qortex_core import index
+    from qortex_core.store import LanceStore
+
+    store = LanceStore.open(home)
+    for run in range(n):
+        index.build_snapshot(store, home, "all-MiniLM-L6-v2", params={"run": run})
+
+
+def test_threads_answer_from_whole_snapshots_during_publishes(toy_home: Path, embedder):
+    baseline = Retriever.open(toy_home, embedder=embedder)
+    expected = [h.id for h in baseline.query(BRIDGE_QUESTION, top_k=3).passages]
+    first = baseline.snapshot.path.name
+    done = threading.Event()
+    seen: list[str] = []
+    errors: list[str] = []
+
+    def reader() -> None:
+        pinned = Retriever.open(toy_home, embedder=embedder)  # one long-lived retriever per thread
+        for _ in range(40):
+            try:
+                fresh = Retriever.open(toy_home, embedder=embedder)
+                for r in (fresh, pinned):
+                    result = r.query(BRIDGE_QUESTION, top_k=3)
+                    if r.warning or result.snapshot != r.snapshot.path.name:
+                        errors.append(f"fallback or mixed snapshot: {r.warning} {result.snapshot}")
+                    if [h.id for h in result.passages] != expected:
+                        errors.append(f"different answer from {result.snapshot}")
+                seen.append(fresh.snapshot.path.name)
+            except Exception as exc:  # any failure at all is what this test looks for
+                errors.append(f"{type(exc).__name__}: {exc}")
+            if done.is_set():
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    publisher = mp.get_context("spawn").Process(target=_publish_many, args=(str(toy_home), PUBLISHES))
+    publisher.start()
+    publisher.join(300)
+    done.set()
+    for t in threads:
+        t.join(300)
+    assert publisher.exitcode == 0
+    assert errors == []
+    versions = snap.list_versions(toy_home)
+    assert len(versions) == 1 + PUBLISHES and snap.latest_name(toy_home) == versions[-1]
+    assert set(seen) <= set(versions) and first in versions
+    last = Retriever.open(toy_home, embedder=embedder).query(BRIDGE_QUESTION, top_k=3)
+    assert last.snapshot == versions[-1] and [h.id for h in last.passages] == expected
