@@ -88,6 +88,8 @@ def _inside(path: Path, root: Path) -> bool:
         return True
     except ValueError:
         return False
+    except (RuntimeError, OSError):  # a symlink loop leads nowhere: the regular-file check skips it
+        return True
 
 
 def _candidates(root: Path) -> tuple[list[Path], list[Skipped]]:
