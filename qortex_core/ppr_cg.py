@@ -99,6 +99,46 @@ class SymmetricWalk:
         list(_pool(threads).map(run, self._blocks[threads]))
         return out
 
+    def sparse_product(self, x: np.ndarray, threads: int = 1) -> np.ndarray:
+        """``A @ x`` for an ``x`` that is zero off the background's rows but for a few nodes.
+
+        By symmetry ``A x = sum_j x_j A[j, :]``, so only the rows of the non-zeros need
+        reading: the background rows (a contiguous CSR view, read as its transpose) plus
+        the few other rows. A CG solve's first direction has this shape (teleport = dense
+        passage mass + a few seeds), and the passage rows hold a small share of the edges.
+        Falls back to :meth:`product` when the rows to read are half the matrix or more.
+        """
+        span = self._background_rows()
+        if span is None:
+            return self.product(x, threads)
+        lo, hi, rows = span
+        x2 = x.reshape(x.shape[0], -1)
+        others = np.concatenate([np.flatnonzero(x2[:lo].any(axis=1)), hi + np.flatnonzero(x2[hi:].any(axis=1))])
+        a = self.adjacency
+        read = int(a.indptr[hi] - a.indptr[lo]) + int((a.indptr[others + 1] - a.indptr[others]).sum())
+        if others.size > 64 or read * 2 >= a.nnz:
+            return self.product(x, threads)
+        out = rows.T @ x[lo:hi]  # (n, hi - lo) @ (hi - lo, q): a scatter over the background rows
+        for j in others.tolist():  # a few seed rows; a CSR row has no repeated column
+            s, e = int(a.indptr[j]), int(a.indptr[j + 1])
+            weights = a.data[s:e] if x.ndim == 1 else a.data[s:e, None]
+            out[a.indices[s:e]] += weights * x[j]
+        return out
+
+    def _background_rows(self) -> tuple[int, int, sp.csr_matrix] | None:
+        """(lo, hi, CSR view of rows lo:hi) when the background is non-zero exactly on ``[lo, hi)``."""
+        if "background" not in self._blocks:
+            span = None
+            support = np.flatnonzero(self.background) if self.background is not None else np.zeros(0, np.int64)
+            if support.size and support[-1] - support[0] + 1 == support.size:
+                lo, hi = int(support[0]), int(support[-1]) + 1
+                a = self.adjacency
+                s, e = int(a.indptr[lo]), int(a.indptr[hi])
+                span = (lo, hi, sp.csr_matrix((a.data[s:e], a.indices[s:e], a.indptr[lo:hi + 1] - s),
+                                              shape=(hi - lo, a.shape[1])))
+            self._blocks["background"] = span
+        return self._blocks["background"]
+
     def matrix(self) -> sp.csr_matrix:
         """The column-stochastic walk as a CSR matrix (a new array; the solver never needs it)."""
         a = self.adjacency
@@ -201,6 +241,7 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     d, dinv = walk.degree[:, None], walk.inv_degree[:, None]  # (n, 1)
     alpha = np.float32(damping)
     z, r = _start(walk, t, damping) if use_background else (np.zeros_like(t), t.copy())
+    started = bool(z.any())  # from z = 0 the bound is >= 1: no need to check before the first product
     h = r * dinv
     p = h.copy()
     rh = np.einsum("ij,ij->j", r, h)  # (q,)
@@ -208,9 +249,9 @@ def conjugate_gradient(walk: SymmetricWalk, t: np.ndarray, damping: float, tol: 
     live = t.sum(axis=0) > 0  # (q,)
     products = 0
     for products in range(max_iter + 1):
-        if products == max_iter or not np.any(live & unconverged(walk, z, r, damping, tol, tmp)):
+        if products == max_iter or (started or products) and not np.any(live & unconverged(walk, z, r, damping, tol, tmp)):
             break
-        ap = walk.product(p, threads)  # (n, n) @ (n, q)
+        ap = walk.sparse_product(p, threads) if products == 0 else walk.product(p, threads)  # (n, n) @ (n, q)
         ap *= -alpha
         np.multiply(p, d, out=tmp)
         ap += tmp  # (D - aA) p

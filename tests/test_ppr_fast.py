@@ -200,3 +200,18 @@ def test_empty_graph_gives_empty_scores(make):
     walk = make(sp.csr_matrix((0, 0), dtype=np.float32))
     assert personalized_pagerank(walk, np.zeros(0, np.float32)).shape == (0,)
     assert personalized_pagerank(walk, np.zeros((0, 2), np.float32)).shape == (0, 2)
+
+
+def test_sparse_first_product_reads_only_background_and_seed_rows(hippo):
+    graph, dense, teleports, background = hippo
+    walk = symmetric_walk(graph.adjacency, background=background)
+    x = teleports[:, 0] * walk.inv_degree  # a first CG direction: passages plus a few seeds
+    assert np.allclose(walk.sparse_product(x), graph.adjacency @ x, rtol=1e-5, atol=1e-9)
+    batch = teleports * walk.inv_degree[:, None]
+    assert np.allclose(walk.sparse_product(batch), graph.adjacency @ batch, rtol=1e-5, atol=1e-9)
+    everywhere = np.ones(graph.n_nodes, np.float32)  # falls back to the full product
+    assert np.allclose(walk.sparse_product(everywhere), graph.adjacency @ everywhere, rtol=1e-5)
+    scattered = np.zeros(graph.n_nodes, np.float32)
+    scattered[::3] = 1.0  # a background that is not one block of rows: no shortcut, same answer
+    other = symmetric_walk(graph.adjacency, background=scattered)
+    assert np.allclose(other.sparse_product(x), graph.adjacency @ x, rtol=1e-5, atol=1e-9)
