@@ -93,7 +93,8 @@ def check_snapshots(home: Path) -> list[Check]:
     for name in snap.list_versions(home):
         try:
             loaded = snap.load(home, name, verify=True)
-            checks.append(Check(f"snapshot {name}", True, f"{len(loaded.manifest['files'])} files match their checksums"))
+            files = len(loaded.manifest["files"])
+            checks.append(Check(f"snapshot {name}", True, f"{files} files match their checksums"))
         except QortexError as exc:
             checks.append(Check(f"snapshot {name}", False, _one_line(exc)))
     return checks
