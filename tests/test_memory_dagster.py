@@ -45,7 +45,7 @@ def test_sensor_requests_a_run_only_when_events_arrive(tmp_path):
 
 
 def test_materialize_in_process_reports_extremes(tmp_path, monkeypatch):
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # restored afterwards: the local instance sets it
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))  # the local instance sets it; restored afterwards
     _judge(tmp_path, accepted=["p_a"], rejected=["p_b"])
     summary = materialize_factors(tmp_path, dagster_home=tmp_path / "dagster")
     assert summary["via"] == "dagster" and summary["folded"] == 2 and not summary["skipped"]
