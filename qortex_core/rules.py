@@ -60,10 +60,11 @@ def rule_scores(index: RuleIndex, phrase_scores: np.ndarray) -> np.ndarray:
 
 
 def rank_rules(index: RuleIndex, phrase_scores: np.ndarray, node_ids: Sequence[str], node_names: Sequence[str],
-               top_k: int, domains: Sequence[str] | None = None) -> list[RuleHit]:
+               top_k: int, domains: Sequence[str] | None = None, min_relative: float = 0.01) -> list[RuleHit]:
     """The ``top_k`` rules by their best concept's score (ties by confidence), domain-filtered.
 
-    Rules whose concepts all scored zero are left out: nothing activated them.
+    Rules whose concepts all scored zero, or below ``min_relative`` x the best rule's score,
+    are left out: the walk barely reached them.
     """
     if len(index) == 0:
         return []
@@ -73,6 +74,8 @@ def rank_rules(index: RuleIndex, phrase_scores: np.ndarray, node_ids: Sequence[s
     if domains:
         allowed = set(domains)
         keep &= np.array([bool(allowed.intersection(d)) for d in index.domains], dtype=bool)
+    if keep.any():
+        keep &= scores >= min_relative * float(scores[keep].max())
     order = [i for i in np.lexsort((-confidence, -scores)).tolist() if keep[i]][:top_k]
     out = []
     for r in order:

@@ -34,6 +34,8 @@ def test_rules_rank_by_best_concept_then_confidence():
     assert [h.id for h in rank_rules(index, scores, NODE_IDS, NAMES, top_k=10, domains=["kitchen"])] == ["r_3"]
     assert rank_rules(index, np.zeros(4, np.float32), NODE_IDS, NAMES, top_k=10) == []  # nothing activated
     assert rank_rules(RuleIndex.from_table(None), scores, NODE_IDS, NAMES, top_k=3) == []
+    faint = np.array([0.0, 1.0, 0.001, 0.0], np.float32)  # r_3 barely reached: dropped
+    assert [h.id for h in rank_rules(index, faint, NODE_IDS, NAMES, top_k=10)] == ["r_2", "r_1"]
 
 
 def test_fusion_confidence_is_top_k_agreement():
