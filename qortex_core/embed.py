@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -104,7 +104,7 @@ class OpenAIEmbedderConfig:
 
     model: str
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, log or error
     dim: int = 0
     batch_size: int = 128
 
@@ -127,13 +127,20 @@ class OpenAIEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
         from openai import OpenAI
 
         client = OpenAI(base_url=self.config.base_url, api_key=self.config.api_key or "unused")
         out: list[list[float]] = []
         for start in range(0, len(texts), self.config.batch_size):
             batch = list(texts[start : start + self.config.batch_size])
-            response = client.embeddings.create(model=self.config.model, input=batch)
+            try:
+                response = client.embeddings.create(model=self.config.model, input=batch)
+            except openai.OpenAIError as exc:  # its text may echo the key: masked, and the raw error not chained
+                from qortex_core.llm_extract import redact
+
+                raise ConfigError(f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
+                                  f"{redact(str(exc), [self.config.api_key])}") from None
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         if not out:
             return np.zeros((0, self._dim or 1), dtype=np.float32)
