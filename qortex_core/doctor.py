@@ -64,7 +64,11 @@ def _one_line(exc: BaseException) -> str:
 def check_tables(home: Path) -> tuple[list[Check], dict[str, int]]:
     """Open every LanceDB table under ``home`` and count its rows."""
     if not (home / "lancedb").is_dir():
-        return [Check("tables", False, f"no LanceDB folder {home / 'lancedb'}: nothing was ingested here")], {}
+        from qortex_core.tenants import list_tenants
+
+        others = list_tenants(home)[1:]
+        hint = f" (tenants here: {', '.join(others)}; check one with --tenant)" if others else ""
+        return [Check("tables", False, f"no LanceDB folder {home / 'lancedb'}: nothing was ingested here{hint}")], {}
     from qortex_core.store import LanceStore
 
     try:

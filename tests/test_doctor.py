@@ -132,3 +132,14 @@ def test_cli_exit_codes_and_json(home, capsys):
     assert main(["doctor", "--home", str(home / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("qortex: error: data home") and len(err.strip().splitlines()) == 1
+
+
+def test_tenant_namespace(home, tmp_path, capsys):
+    multi = tmp_path / "multi"
+    shutil.copytree(home, multi / "tenants" / "team-a")
+    assert main(["doctor", "--home", str(multi), "--tenant", "team-a", "--no-probe"]) == 0
+    capsys.readouterr()
+    assert main(["doctor", "--home", str(multi), "--no-probe"]) == 1  # the default namespace holds nothing
+    assert "tenants here: team-a" in capsys.readouterr().out
+    assert main(["doctor", "--home", str(multi), "--tenant", "Bad Name"]) == 2
+    assert "bad tenant name" in capsys.readouterr().err
