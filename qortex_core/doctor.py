@@ -148,7 +148,7 @@ def check_orphans(home: Path, config: DoctorConfig = DoctorConfig()) -> list[Che
 
 
 def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorConfig()) -> Check:
-    """The latest snapshot (no fallback) answers a query made from its first passage."""
+    """The latest snapshot (no fallback) answers a query made from its first passage, and finds that passage."""
     from qortex_core.retrieve import Retriever
 
     try:
@@ -157,14 +157,18 @@ def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorCon
         if not retriever.passages:
             return Check("probe", False, f"snapshot {loaded.path.name} holds no passages")
         first = retriever.passages[0]
-        probe = " ".join(f"{first['title']} {first['text']}".split())[:200]
+        probe = " ".join(f"{first['title']} {first['text']}".split())[:2000]
         result = retriever.query(probe, top_k=config.probe_top_k)
+        dense = retriever.query(probe, top_k=1, mode="dense")
     except QortexError as exc:
         return Check("probe", False, f"the latest snapshot does not load: {_one_line(exc)}")
     except (KeyError, IndexError, ValueError, TypeError) as exc:
         return Check("probe", False, f"the latest snapshot is malformed: {type(exc).__name__}: {_one_line(exc)}")
     if not result.passages:
         return Check("probe", False, f"snapshot {loaded.path.name} returned no passage for a probe query")
+    if not dense.passages or dense.passages[0].text != first["text"]:  # vectors out of step with the passages
+        return Check("probe", False, f"snapshot {loaded.path.name}: a query made of passage {first['id']}'s own text "
+                                     f"does not rank it first in dense mode: its vectors do not match its passages")
     return Check("probe", True, f"snapshot {loaded.path.name} answered a probe query ({len(result.passages)} hits, "
                                 f"top: {result.passages[0].title[:60]!r})")
 

@@ -8,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pipelines.cli import main
@@ -143,3 +144,13 @@ def test_tenant_namespace(home, tmp_path, capsys):
     assert "tenants here: team-a" in capsys.readouterr().out
     assert main(["doctor", "--home", str(multi), "--tenant", "Bad Name"]) == 2
     assert "bad tenant name" in capsys.readouterr().err
+
+
+def test_probe_sees_vectors_out_of_step_with_passages(home, embedder):
+    """A snapshot whose checksums are right but whose passage vectors belong to other rows."""
+    loaded = snap.load(home)
+    arrays = dict(loaded.arrays, passage_vectors=np.asarray(loaded.arrays["passage_vectors"])[::-1].copy())
+    snap.publish(home, snap.Snapshot(arrays=arrays, tables=dict(loaded.tables),
+                                     manifest={k: v for k, v in loaded.manifest.items() if k not in ("files", "name")}))
+    problems = diagnose(home, embedder).problems
+    assert [p.name for p in problems] == ["probe"] and "vectors do not match" in problems[0].detail
