@@ -17,12 +17,14 @@ from qortex_core.errors import ConfigError
 
 MARK = "[REDACTED]"
 
-_KEY_BLOCK = re.compile(  # a complete block, or an unterminated one up to the end of its string
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|[^\"]*)", re.S)
-_URL_PASSWORD = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@\"'<>]+):([^\s@/\"'<>]+)@")
-_ASSIGNMENT = re.compile(
-    r"(?i)\b((?:[a-z0-9]+[_\-])*(?:api[_\-]?key|apikey|secret(?:[_\-]?key)?|access[_\-]?token|auth[_\-]?token|token"
-    r"|password|passwd|pwd|client[_\-]?secret|private[_\-]?key))(\"?'?\s*[:=]\s*)([\"']?)([^\s\"',;]{6,})")
+# Every repetition that can run long is bounded or anchored on a literal, so a pathological text
+# (say, a megabyte of "a-a-a-...") costs linear time, not quadratic.
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----")
+_URL_PASSWORD = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^\s:/@\"'<>]{1,128}):([^\s@/\"'<>]{1,256})@")
+_ASSIGNMENT = re.compile(  # the name's prefix (OPENAI_, db_) is left in place, so no unbounded prefix match
+    r"(?i)(api[_\-]?key|apikey|secret(?:[_\-]?key)?|access[_\-]?token|auth[_\-]?token|token"
+    r"|password|passwd|pwd|client[_\-]?secret|private[_\-]?key)(\"?'?\s{0,8}[:=]\s{0,8})([\"']?)([^\s\"',;]{6,})")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9\-._~+/]{16,}=*)")
 _TOKENS = tuple(re.compile(p) for p in (
     r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic, Stripe-style keys
@@ -54,6 +56,23 @@ class RedactionConfig:
                 raise ConfigError(f"bad redaction pattern {pattern!r}: {exc}") from None
 
 
+def _redact_key_blocks(text: str) -> str:
+    """Private-key blocks replaced; an unterminated block runs to the end of its string (a quote) or the text."""
+    out: list[str] = []
+    pos, no_end = 0, False
+    while (begin := _KEY_BEGIN.search(text, pos)) is not None:
+        end = None if no_end else _KEY_END.search(text, begin.end())
+        no_end = end is None  # once no END follows, none follows a later BEGIN either: search once (linear)
+        if end is not None:
+            stop = end.end()
+        else:
+            quote = text.find('"', begin.end())
+            stop = len(text) if quote < 0 else quote
+        out += [text[pos : begin.start()], "[REDACTED PRIVATE KEY]"]
+        pos = stop
+    return "".join(out) + text[pos:] if out else text
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> re.Pattern:
     return re.compile(pattern)
@@ -63,7 +82,7 @@ def redact(text: str, config: RedactionConfig = RedactionConfig()) -> str:
     """``text`` with every secret replaced by :data:`MARK` (keys and user names of assignments and URLs kept)."""
     if not config.enabled or not text:
         return text
-    out = _KEY_BLOCK.sub("[REDACTED PRIVATE KEY]", text)
+    out = _redact_key_blocks(text)
     out = _URL_PASSWORD.sub(r"\1:***@", out)
     for pattern in _TOKENS:
         out = pattern.sub(MARK, out)

@@ -134,3 +134,14 @@ def test_no_secret_anywhere_under_an_ingested_home(tmp_path, embedder):
         "plain text is stored uncompressed, so a byte search can find a leak"
     leaks = [(str(p.relative_to(home)), k) for p in files for k, v in s.items() if v.encode() in p.read_bytes()]
     assert leaks == []
+
+
+@pytest.mark.parametrize("unit", ["a-", "a.", "x_", '"-----BEGIN RSA PRIVATE KEY-----', "password"])
+def test_pathological_text_is_handled_whole(unit):
+    """Inputs that make naive secret patterns backtrack quadratically (this would not finish before the fix)."""
+    text = unit * (400_000 // len(unit))
+    out = redact(text)
+    if "BEGIN" in unit:
+        assert "PRIVATE KEY-----" not in out and out.count("[REDACTED PRIVATE KEY]") == text.count("BEGIN")
+    else:
+        assert out == text
