@@ -58,18 +58,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from qortex_core.retrieve import Retriever
 
-    result = Retriever.open(args.home).query(args.text, top_k=args.top_k, mode=args.mode,
-                                             domains=args.domain or None)
+    retriever = Retriever.open(args.home, version=args.version, tenant=args.tenant)
+    result = retriever.query(args.text, top_k=args.top_k, mode=args.mode, domains=args.domain or None,
+                             profile=args.profile)
+    retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if args.json:
         from dataclasses import asdict
 
         print(json.dumps(asdict(result), indent=2))
         return 0
+    print(f"query {result.query_id} on {result.snapshot} ({result.mode}){': ' + result.route if result.route else ''}")
     if result.fallback:
         print(f"note: {result.fallback}")
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
-        print(f"{n:2d}. [{hit.score:.4f}] {hit.title}: {hit.text[:100]}{via}")
+        print(f"{n:2d}. [{hit.score:.4f}] {hit.id} {hit.title}: {hit.text[:100]}{via}")
+    for rule in result.rules:
+        print(f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}")
     return 0
 
 
@@ -91,7 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
-    q.add_argument("--mode", default="hipporag")
+    q.add_argument("--mode", default="auto", help="auto (default), hipporag, hybrid or dense")
+    q.add_argument("--version", help="pin a snapshot version (see `qortex snapshots`)")
+    q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
+    q.add_argument("--profile", help="scoring profile (default: relevance only)")
     q.add_argument("--domain", action="append")
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")

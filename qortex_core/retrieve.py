@@ -15,9 +15,13 @@ import numpy as np
 from qortex_core import ids, snapshot as snap
 from qortex_core.embed import Embedder, make_embedder
 from qortex_core.errors import QueryError
+from qortex_core import fusion, profiles
+from qortex_core.feedback import FeedbackEvent, ResultTrace, now
+from qortex_core.memory import Memory, MemoryConfig
+from qortex_core.rules import RuleHit, RuleIndex, rank_rules
 from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
 
-MODES = ("hipporag", "dense")
+MODES = ("auto", "hipporag", "hybrid", "dense")
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 8192
 
@@ -39,6 +43,7 @@ class RetrievalConfig:
         lexical_max_passages: concepts in more passages than this are too common to seed lexically.
         dense_fusion: final passage score = min-max PPR + this x min-max dense score (0: PPR only).
         ppr: damping, tolerance and iteration cap.
+        hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.fusion`).
     """
 
     fact_top_k: int = 3
@@ -49,6 +54,7 @@ class RetrievalConfig:
     lexical_max_passages: int = 50
     dense_fusion: float = 0.25
     ppr: PPRConfig = PPRConfig()
+    hybrid: fusion.FusionConfig = fusion.FusionConfig()
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class PassageHit:
     breakdown: dict[str, float]
     seeds: tuple[str, ...] = ()
     concepts: tuple[str, ...] = ()
+    concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,12 @@ class QueryResult:
     concepts: list[ConceptHit] = field(default_factory=list)
     seeds: list[Seed] = field(default_factory=list)
     fallback: str | None = None
+    query_id: str = ""
+    rules: list[RuleHit] = field(default_factory=list)
+    profile: str = "default"
+    route: str | None = None  # why ``auto`` took its mode
+    confidence: float | None = None  # hybrid: agreement of the dense and graph top-k
+    factors_version: int = 0
 
 
 # -- steps --------------------------------------------------------------------------------
@@ -227,7 +240,9 @@ class Retriever:
 
     warning: str | None = None  # set by :meth:`open` when it fell back to an older snapshot
 
-    def __init__(self, snapshot: snap.Snapshot, embedder: Embedder, config: RetrievalConfig = RetrievalConfig()) -> None:
+    def __init__(self, snapshot: snap.Snapshot, embedder: Embedder, config: RetrievalConfig = RetrievalConfig(),
+                 store=None, tenant: str = "default", memory: MemoryConfig = MemoryConfig(),
+                 home: str | Path | None = None) -> None:
         self.snapshot = snapshot
         self.embedder = embedder
         self.config = config
@@ -246,69 +261,121 @@ class Retriever:
         self.facts = t["facts"]
         self.phrase_index = phrase_lookup(self.node_names[: self.n_phrases])
         self.passage_domains = np.array([p["domain"] for p in self.passages], dtype=object)
+        self.phrase_vectors = a.get("phrase_vectors", np.zeros((0, 1), np.float32))
+        self.rule_index = RuleIndex.from_table(t.get("rules"))
+        self.home, self.tenant = home, tenant
+        passage_phrases = self.adjacency[self.n_phrases :, : self.n_phrases].tocsr()
+        self.memory = Memory(store, self.node_ids[: self.n_phrases], passage_phrases, tenant, memory)
+        self.recency = profiles.recency(None, len(self.passages), 30.0)  # passages carry no time yet
 
     @classmethod
     def open(
         cls, home: str | Path | None = None, embedder: Embedder | None = None, config: RetrievalConfig = RetrievalConfig(),
-        version: str | None = None, verify: bool = True,
+        version: str | None = None, verify: bool = True, tenant: str | None = None,
+        memory: MemoryConfig = MemoryConfig(),
     ) -> "Retriever":
         """Load the latest (or a pinned) snapshot under ``home``.
 
         A corrupt latest snapshot is skipped for the newest good one before it; ``warning``
         then says so, and every result of :meth:`query` carries it in ``fallback``.
         """
-        from qortex_core.store import default_home
+        from qortex_core.store import LanceStore, default_home
+        from qortex_core.tenants import tenant_home, validate_tenant
 
-        home = home or default_home()
+        home = tenant_home(home or default_home(), tenant)  # a tenant's memory lives in its own home
         loaded, problems = snap.load_latest_good(home, verify=verify) if version is None else (
             snap.load(home, version, verify=verify), [])
-        retriever = cls(loaded, embedder or make_embedder(), config)
+        retriever = cls(loaded, embedder or make_embedder(), config, store=LanceStore.open(home),
+                        tenant=validate_tenant(tenant), memory=memory, home=home)
         if problems:
             retriever.warning = (f"serving older snapshot {loaded.manifest.get('name', '?')}: "
                                  + "; ".join(problems))
         return retriever
 
-    def query(self, text: str, top_k: int = 10, mode: str = "hipporag", domains: Sequence[str] | None = None) -> QueryResult:
-        """Embed ``text`` once and retrieve; see :meth:`search`."""
+    def query(self, text: str, top_k: int = 10, mode: str = "auto", domains: Sequence[str] | None = None,
+              profile: str | None = None) -> QueryResult:
+        """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result came through."""
         clean = validate(text, top_k, mode)
         domains = validate_domains(domains, set(self.passage_domains.tolist()))
-        result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains)
+        result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains, profile)
+        self.memory.record(result.query_id, result.snapshot,
+                           [ResultTrace(h.id, "passage", h.concept_ids) for h in result.passages]
+                           + [ResultTrace(r.id, "rule", r.concept_ids) for r in result.rules])
         cut = f"query truncated to {MAX_QUERY_CHARS} characters" if len(text.strip()) > MAX_QUERY_CHARS else None
         notes = [n for n in (self.warning, cut, result.fallback) if n]
         return replace(result, fallback="; ".join(notes)) if notes else result
 
-    def search(self, text: str, vector: np.ndarray, top_k: int = 10, mode: str = "hipporag",
-               domains: Sequence[str] | None = None) -> QueryResult:
-        """Retrieve with a precomputed unit query vector."""
+    def feedback(self, query_id: str, accepted: Sequence[str] = (), rejected: Sequence[str] = (),
+                 partial: Sequence[str] = ()) -> list[FeedbackEvent]:
+        """Durably record judgements of results (passage or rule ids) of an earlier :meth:`query`.
+
+        The factors change when the events are folded (``qortex factors update``, the Dagster
+        asset, or :meth:`update_factors`); this retriever picks them up without a restart.
+        """
+        return self.memory.feedback(query_id, accepted, rejected, partial)
+
+    def update_factors(self, force: bool = False):
+        """Fold all feedback events into the teleportation factors now (no Dagster needed)."""
+        return self.memory.update_factors(force)
+
+    def search(self, text: str, vector: np.ndarray, top_k: int = 10, mode: str = "auto",
+               domains: Sequence[str] | None = None, profile: str | profiles.ScoringProfile | None = None) -> QueryResult:
+        """Retrieve with a precomputed unit query vector (modes: auto, hipporag, hybrid, dense)."""
         validate(text, top_k, mode)
+        prof = profiles.get_profile(profile, self.home)
         dense = cosine(self.passage_vectors, vector)  # (n_passages,)
         name = self.snapshot.manifest.get("name", "")
+        extra = {"query_id": ids.query_id(text, name, now().isoformat()), "profile": prof.name}
         if mode == "dense" or self.fact_vectors.shape[0] == 0:
             fallback = None if mode == "dense" else "graph has no facts: dense retrieval"
-            return QueryResult(text, "dense", name, self._hits(dense, {"dense": dense}, top_k, domains), fallback=fallback)
+            return self._dense_result(text, vector, dense, top_k, domains, prof, fallback, extra)
         fact_scores = cosine(self.fact_vectors, vector)  # (n_facts,)
         linked = top_indices(fact_scores, self.config.fact_top_k)
         linked = linked[fact_scores[linked] >= self.config.fact_threshold]
+        if mode == "auto":
+            mode, extra["route"] = fusion.route(float(fact_scores[linked[0]]) if linked.size else None, self.config.hybrid)
         if linked.size == 0:
-            return QueryResult(text, "dense", name, self._hits(dense, {"dense": dense}, top_k, domains),
-                               fallback=f"no fact reached cosine {self.config.fact_threshold}: dense retrieval")
+            return self._dense_result(text, vector, dense, top_k, domains, prof,
+                                      f"no fact reached cosine {self.config.fact_threshold}: dense retrieval", extra)
         phrase_w = phrase_seed_weights(linked, min_max(fact_scores)[linked], self.fact_nodes,
                                        self.passage_count, self.config.specificity)
         if self.config.lexical_weight > 0:
             phrase_w = phrase_w + lexical_seed_weights(
                 lexical_matches(text, self.phrase_index), self.passage_count, self.config.lexical_weight,
                 self.config.lexical_max_passages, self.config.specificity)
+        phrase_w = phrase_w * self.memory.phrase_factors()  # learned teleportation factors (1.0 when none)
         teleport = teleport_vector(phrase_w, dense, self.config.passage_node_weight)
         scores = personalized_pagerank(self.walk, teleport, self.config.ppr)  # (n_nodes,)
         passage_scores = scores[self.n_phrases :]
         seeds = self._seeds(phrase_w, linked)
         final = fuse(passage_scores, dense, self.config.dense_fusion)
+        if mode == "hybrid":  # dense and graph with equal say, and how far their top-k agree
+            final, extra["confidence"] = fusion.fuse(dense, passage_scores, self.config.hybrid)
         hits = self._hits(final, {"ppr": passage_scores, "dense": dense,
                                            "seed": teleport[self.n_phrases :] / max(teleport.sum(), 1e-12)},
-                          top_k, domains, scores, teleport)
+                          top_k, domains, scores, teleport, prof)
         concepts = [ConceptHit(self.node_ids[i], self.node_names[i], float(scores[i]))
                     for i in top_indices(scores[: self.n_phrases], top_k)]
-        return QueryResult(text, "hipporag", name, hits, concepts, seeds)
+        rules = rank_rules(self.rule_index, scores[: self.n_phrases], self.node_ids, self.node_names, top_k, domains)
+        return QueryResult(text, mode, name, hits, concepts, seeds, rules=rules,
+                           factors_version=self.memory.factors_version, **extra)
+
+    def _dense_result(self, text: str, vector: np.ndarray, dense: np.ndarray, top_k: int, domains: Sequence[str] | None,
+                      prof: profiles.ScoringProfile, fallback: str | None, extra: dict) -> QueryResult:
+        """Dense ranking; rules scored by the cosine of their concepts to the query."""
+        phrase_cos = (cosine(self.phrase_vectors, vector) if self.phrase_vectors.shape[0] == self.n_phrases
+                      else np.zeros(self.n_phrases, np.float32))
+        rules = rank_rules(self.rule_index, phrase_cos, self.node_ids, self.node_names, top_k, domains)
+        return QueryResult(text, "dense", self.snapshot.manifest.get("name", ""),
+                           self._hits(dense, {"dense": dense}, top_k, domains, profile=prof), fallback=fallback,
+                           rules=rules, **extra)
+
+    def _profiled(self, ranking: np.ndarray, parts: dict[str, np.ndarray],
+                  profile: profiles.ScoringProfile) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Final scores under ``profile`` and the breakdown with every component."""
+        final, comps = profiles.combine(profile, ranking, {
+            "recency": self.recency, "salience": self.memory.salience, "preference": self.memory.preference()})
+        return final, parts | comps | {"final": final}
 
     # -- assembly -------------------------------------------------------------------------
     def _seeds(self, phrase_w: np.ndarray, linked: np.ndarray) -> list[Seed]:
@@ -323,7 +390,9 @@ class Retriever:
         return sorted(out, key=lambda s: -s.weight)
 
     def _hits(self, ranking: np.ndarray, parts: dict[str, np.ndarray], top_k: int, domains: Sequence[str] | None,
-              node_scores: np.ndarray | None = None, teleport: np.ndarray | None = None) -> list[PassageHit]:
+              node_scores: np.ndarray | None = None, teleport: np.ndarray | None = None,
+              profile: profiles.ScoringProfile = profiles.BUILTIN["default"]) -> list[PassageHit]:
+        ranking, parts = self._profiled(np.asarray(ranking, dtype=np.float32), parts, profile)
         ranking = np.asarray(ranking, dtype=np.float32).copy()
         if domains:
             ranking[~np.isin(self.passage_domains, list(domains))] = -np.inf
@@ -334,11 +403,15 @@ class Retriever:
             p = self.passages[i]
             seeds: tuple[str, ...] = ()
             concepts: tuple[str, ...] = ()
+            row = self.adjacency.indices[self.adjacency.indptr[self.n_phrases + i] : self.adjacency.indptr[self.n_phrases + i + 1]]
+            phrases = row[row < self.n_phrases]
+            via = phrases[:10]
             if node_scores is not None and teleport is not None:
-                row = self.adjacency.indices[self.adjacency.indptr[self.n_phrases + i] : self.adjacency.indptr[self.n_phrases + i + 1]]
-                phrases = row[row < self.n_phrases]
                 seeds = tuple(self.node_names[j] for j in phrases[teleport[phrases] > 0])
-                concepts = tuple(self.node_names[j] for j in phrases[np.argsort(-node_scores[phrases])][:5])
+                top = phrases[np.argsort(-node_scores[phrases])][:5]
+                concepts = tuple(self.node_names[j] for j in top)
+                via = phrases[teleport[phrases] > 0] if seeds else top
             out.append(PassageHit(p["id"], p["title"], p["text"], p["domain"], float(ranking[i]),
-                                  {k: float(v[i]) for k, v in parts.items()}, seeds, concepts))
+                                  {k: float(v[i]) for k, v in parts.items()}, seeds, concepts,
+                                  tuple(self.node_ids[j] for j in via)))
         return out

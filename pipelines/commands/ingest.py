@@ -24,6 +24,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise DatasetError(f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed")
     raw = args.home or os.environ.get("QORTEX_HOME") or ""
     home = raw if "://" in raw else Path(raw) if raw else default_home()  # a URI must not go through Path
+    from qortex_core.tenants import tenant_home
+
+    home = tenant_home(home, args.tenant)  # a tenant's memory lives in <home>/tenants/NAME
     from pipelines.run_local import run_ingest  # imports dagster
 
     outcome = run_ingest(source, home, progress=not args.quiet)
@@ -45,5 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", help="directory of .md, .txt and corpus .json/.jsonl files")
     p.add_argument("--home", help="data home (default $QORTEX_HOME or ~/.qortex)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.add_argument("--tenant", help="tenant namespace: ingest into <home>/tenants/NAME")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_ingest)
