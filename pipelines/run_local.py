@@ -58,7 +58,7 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
 
 
 class _StderrProgress(logging.Handler):
-    """Step starts, step ends and the assets' own INFO/WARNING lines, compactly."""
+    """Asset step ends, check results, failures and the assets' own INFO/WARNING lines, compactly."""
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "dagster_meta", None) or {}
@@ -141,6 +141,8 @@ def _failure(result) -> QortexError:
             while error is not None and error.cls_name in ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"):
                 error = error.cause
             text = (error.message if error else "unknown error").strip().splitlines()[-1]
+            head, _, rest = text.partition(": ")
+            text = rest if error and rest and head.endswith(error.cls_name) else text  # drop "module.Class: "
             return QortexError(f"ingest failed at {event.step_key}: {text}")
     return QortexError("ingest failed")
 

@@ -61,3 +61,14 @@ def test_bench_ingest_reports_stages_overhead_and_rerun(tmp_path: Path, toy_data
     assert report["embedding_vs_plain"]["texts"] == report["embedding_vs_plain"]["texts_embedded_by_stage"] > 5
     assert report["embedding_vs_plain"]["plain_encode_s"] > 0 and report["first_run"]["passages_per_s"] > 0
     assert (report["unchanged_rerun"]["llm_calls"], report["unchanged_rerun"]["texts_embedded"]) == (0, 0)
+
+
+def test_ingest_step_failure_is_one_line_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("QORTEX_EXTRACTOR", "bogus")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.md").write_text("Warsaw is in Poland.")
+    assert main(["ingest", str(src), "--home", str(tmp_path / "home"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err == "qortex: error: ingest failed at extractions: unknown extractor 'bogus': use one of auto, llm, offline, recorded\n"
+    assert not (tmp_path / "home" / "snapshots").exists()  # nothing published
