@@ -86,7 +86,7 @@ def redact(text: str, config: RedactionConfig = RedactionConfig()) -> str:
     out = _URL_PASSWORD.sub(r"\1:***@", out)
     for pattern in _TOKENS:
         out = pattern.sub(MARK, out)
-    out = _BEARER.sub(lambda m: m.group(0) if m.group(3) == MARK else f"{m.group(1)}{m.group(2)}{MARK}", out)
+    out = _BEARER.sub(rf"\1\2{MARK}", out)
     out = _ASSIGNMENT.sub(lambda m: m.group(0) if MARK in m.group(4) else "".join(m.group(1, 2, 3)) + MARK, out)
     for pattern in config.extra_patterns:
         out = _compiled(pattern).sub(MARK, out)
