@@ -103,3 +103,13 @@ def test_all_corrupt_is_one_error_line_in_cli(two_versions, capsys, monkeypatch)
 def test_nothing_published_keeps_its_message(tmp_path):
     with pytest.raises(SnapshotError, match="no snapshot published"):
         snap.load_latest_good(tmp_path)
+
+
+def test_cli_query_answers_from_the_older_snapshot_with_a_note(two_versions, embedder, capsys, monkeypatch):
+    home, old, new = two_versions
+    flip_bytes(home / "snapshots" / new / "adj_indices.npy")
+    monkeypatch.setattr("qortex_core.retrieve.make_embedder", lambda *a: embedder)  # the real model, loaded once
+    assert main(["query", BRIDGE_QUESTION, "--home", str(home), "--top-k", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"note: serving older snapshot {old}") and "checksum mismatch" in out[0]
+    assert len(out) == 3 and out[1].startswith(" 1. [")
