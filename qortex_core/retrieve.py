@@ -19,7 +19,7 @@ from qortex_core import fusion, profiles
 from qortex_core.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory import Memory, MemoryConfig
 from qortex_core.rules import RuleHit, RuleIndex, rank_rules
-from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
+from qortex_core.ppr import PPRConfig, fast_walk, personalized_pagerank
 
 MODES = ("auto", "hipporag", "hybrid", "dense")
 MAX_TOP_K = 100
@@ -249,7 +249,9 @@ class Retriever:
         a = snapshot.arrays
         self.n_phrases = snapshot.n_phrases
         self.adjacency = snapshot.adjacency
-        self.walk = walk_matrix(self.adjacency)
+        passages = np.zeros(self.adjacency.shape[0], np.float32)
+        passages[self.n_phrases :] = 1.0  # every hipporag teleport holds dense mass on the passage nodes
+        self.walk = fast_walk(self.adjacency, background=passages)  # symmetric: CG on the mmap'd arrays, no copy
         self.passage_vectors = a["passage_vectors"]
         self.fact_vectors = a["fact_vectors"]
         self.fact_nodes = np.asarray(a["fact_nodes"], dtype=np.int64)
