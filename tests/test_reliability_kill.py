@@ -2,7 +2,7 @@
 equals that of a clean run over the same sources.
 
 The ingestion runs the stage functions in a spawned process that SIGKILLs itself at a chosen point:
-mid-extraction (after the first batch is stored), mid-embedding (passages and concepts replaced, facts and
+mid-chunk-sync (new chunks stored, the stale one not yet deleted), mid-extraction (after the first batch is stored), mid-embedding (passages and concepts replaced, facts and
 rules not), and mid-publication (the new snapshot folder renamed into place, the pointer not yet switched).
 """
 
@@ -42,6 +42,8 @@ def run_stages(home: str | Path, rows, embedder, kill_at: str = "") -> Path:
 
     store = LanceStore.open(home)
     extractor = OfflineExtractor()
+    if kill_at == "sync":
+        store.delete = die  # new chunks are stored, the stale one is not yet deleted
     index.sync_chunks(store, [Passage(text, title) for title, text in rows])
     index.extract_chunks(store, extractor, batch=1,
                          progress=(lambda s, done, t: die() if done == 1 else None) if kill_at == "extract" else index._quiet)
@@ -82,7 +84,7 @@ def clean_after(tmp_path_factory, embedder) -> snap.Snapshot:
     return snap.load(home)
 
 
-@pytest.mark.parametrize("kill_at", ["extract", "embed", "publish"])
+@pytest.mark.parametrize("kill_at", ["sync", "extract", "embed", "publish"])
 def test_kill_9_mid_ingestion(tmp_path, embedder, clean_after, kill_at):
     home = tmp_path / "home"
     first = run_stages(home, BEFORE, embedder).name
