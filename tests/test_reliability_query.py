@@ -82,6 +82,9 @@ def cli(monkeypatch, capsys, embedder):
     (["--top-k", "-1"], "top_k"),
     (["--domain", "nowhere"], "unknown domain"),
     (["--mode", "sideways"], "unknown mode"),
+    (["--version", "99"], "no snapshot version 99"),
+    (["--version", "../../etc"], "not a snapshot name"),
+    (["--tenant", "Not A Tenant"], "bad tenant name"),
 ])
 def test_cli_bad_query_is_one_line(cli, _toy_home_session, argv, fragment):
     code, out, err = cli("query", BRIDGE_QUESTION, "--home", _toy_home_session[0], *argv)
