@@ -32,7 +32,7 @@ def retriever(_toy_home_session, embedder) -> Retriever:
 
 @SETTINGS
 @given(text=query_text, top_k=st.one_of(st.integers(-5, 150), st.sampled_from([0, 1, 100, 101, 10**9])),
-       mode=st.sampled_from(["hipporag", "dense", "bogus", ""]),
+       mode=st.sampled_from(["auto", "hipporag", "hybrid", "dense", "bogus", ""]),
        domains=st.one_of(st.none(), st.just(["default"]), st.lists(st.text(max_size=8), max_size=2)))
 def test_query_returns_a_ranked_result_or_a_query_error(retriever, text, top_k, mode, domains):
     try:
