@@ -33,6 +33,19 @@ def _pool(threads: int) -> ThreadPoolExecutor:
         return _POOLS[threads]
 
 
+def compressed_view(kind: type, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+                    shape: tuple[int, int]) -> sp.spmatrix:
+    """A CSR/CSC matrix over the given arrays without copying them.
+
+    scipy's constructor copies index/data arrays that are slices of a much larger array
+    (``prune``), which would duplicate a memory-mapped snapshot; setting the arrays on an
+    empty matrix keeps the views. The caller guarantees a valid compressed layout.
+    """
+    out = kind(shape, dtype=np.float32)
+    out.data, out.indices, out.indptr = data, indices, indptr
+    return out
+
+
 def row_blocks(adj: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr_matrix]]:
     """``parts`` row ranges with about equal non-zeros, as CSR views sharing ``adj``'s arrays."""
     n = adj.shape[0]
@@ -41,8 +54,8 @@ def row_blocks(adj: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr_ma
     out = []
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         s, e = int(adj.indptr[lo]), int(adj.indptr[hi])
-        out.append((lo, hi, sp.csr_matrix((adj.data[s:e], adj.indices[s:e], adj.indptr[lo:hi + 1] - s),
-                                          shape=(hi - lo, n))))
+        out.append((lo, hi, compressed_view(sp.csr_matrix, adj.data[s:e], adj.indices[s:e],
+                                            adj.indptr[lo:hi + 1] - s, (hi - lo, n))))
     return out
 
 
@@ -118,15 +131,15 @@ class SymmetricWalk:
         read = int(a.indptr[hi] - a.indptr[lo]) + int((a.indptr[others + 1] - a.indptr[others]).sum())
         if others.size > 64 or read * 2 >= a.nnz:
             return self.product(x, threads)
-        out = rows.T @ x[lo:hi]  # (n, hi - lo) @ (hi - lo, q): a scatter over the background rows
+        out = rows @ x[lo:hi]  # (n, hi - lo) CSC = the rows transposed: a scatter over the background rows
         for j in others.tolist():  # a few seed rows; a CSR row has no repeated column
             s, e = int(a.indptr[j]), int(a.indptr[j + 1])
             weights = a.data[s:e] if x.ndim == 1 else a.data[s:e, None]
             out[a.indices[s:e]] += weights * x[j]
         return out
 
-    def _background_rows(self) -> tuple[int, int, sp.csr_matrix] | None:
-        """(lo, hi, CSR view of rows lo:hi) when the background is non-zero exactly on ``[lo, hi)``."""
+    def _background_rows(self) -> tuple[int, int, sp.csc_matrix] | None:
+        """(lo, hi, rows lo:hi transposed, a CSC view) when the background is non-zero exactly on ``[lo, hi)``."""
         if "background" not in self._blocks:
             span = None
             support = np.flatnonzero(self.background) if self.background is not None else np.zeros(0, np.int64)
@@ -134,8 +147,8 @@ class SymmetricWalk:
                 lo, hi = int(support[0]), int(support[-1]) + 1
                 a = self.adjacency
                 s, e = int(a.indptr[lo]), int(a.indptr[hi])
-                span = (lo, hi, sp.csr_matrix((a.data[s:e], a.indices[s:e], a.indptr[lo:hi + 1] - s),
-                                              shape=(hi - lo, a.shape[1])))
+                span = (lo, hi, compressed_view(sp.csc_matrix, a.data[s:e], a.indices[s:e], a.indptr[lo:hi + 1] - s,
+                                                (a.shape[1], hi - lo)))
             self._blocks["background"] = span
         return self._blocks["background"]
 

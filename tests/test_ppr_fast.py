@@ -215,3 +215,16 @@ def test_sparse_first_product_reads_only_background_and_seed_rows(hippo):
     scattered[::3] = 1.0  # a background that is not one block of rows: no shortcut, same answer
     other = symmetric_walk(graph.adjacency, background=scattered)
     assert np.allclose(other.sparse_product(x), graph.adjacency @ x, rtol=1e-5, atol=1e-9)
+
+
+def test_row_views_share_the_adjacency_arrays():
+    from qortex_core.ppr_cg import row_blocks
+
+    graph = synthetic_graph(3000, 120_000, seed=12)
+    background = np.zeros(graph.n_nodes, np.float32)
+    background[graph.n_phrases:] = 1.0
+    walk = symmetric_walk(graph.adjacency, background=background)
+    _, _, rows = walk._background_rows()
+    assert np.shares_memory(rows.indices, graph.adjacency.indices) and np.shares_memory(rows.data, graph.adjacency.data)
+    for _, _, block in row_blocks(graph.adjacency, 3):
+        assert np.shares_memory(block.indices, graph.adjacency.indices)
