@@ -6,6 +6,7 @@ them to a loaded snapshot and an embedder.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -235,6 +236,13 @@ def validate_domains(domains: Sequence[str] | None, known: set[str]) -> list[str
     return list(domains)
 
 
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 class Retriever:
     """Answers queries from one loaded snapshot."""
 
@@ -323,6 +331,13 @@ class Retriever:
     def search(self, text: str, vector: np.ndarray, top_k: int = 10, mode: str = "auto",
                domains: Sequence[str] | None = None, profile: str | profiles.ScoringProfile | None = None) -> QueryResult:
         """Retrieve with a precomputed unit query vector (modes: auto, hipporag, hybrid, dense)."""
+        # one BLAS thread: a query is a few small mat-vecs, and a second thread only spin-waits
+        # (12 ms instead of 1.4 ms per 17k x 384 product on a busy 2-core machine)
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return self._search(text, vector, top_k, mode, domains, profile)
+
+    def _search(self, text: str, vector: np.ndarray, top_k: int, mode: str,
+                domains: Sequence[str] | None, profile: str | profiles.ScoringProfile | None) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
         dense = cosine(self.passage_vectors, vector)  # (n_passages,)
