@@ -30,6 +30,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
     query.add_argument("--queries", help="questions (HippoRAG JSON, gives recall) or text, one query a line")
     query.add_argument("--limit", type=int, default=100)
     query.add_argument("--top-k", type=int, default=10)
+    query.add_argument("--ppr-tol", type=float, help="override the retriever's PPR tolerance (default: its config)")
     query.add_argument("--embed-threads", type=int, default=1,
                        help="torch threads for the query embedding (0: torch's default); one short text "
                             "embeds fastest on one thread, and far slower with two on a busy 2-core box")
@@ -176,6 +177,11 @@ def cmd_bench_query(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.embed_threads)
     _say(f"retriever: opened and embedder warm in {time.perf_counter() - t:.1f}s")
+    if args.ppr_tol is not None:
+        import dataclasses
+
+        retriever.config = dataclasses.replace(
+            retriever.config, ppr=dataclasses.replace(retriever.config.ppr, tol=args.ppr_tol))
     texts, questions = _read_queries(args.queries, retriever, args.limit)
     report: dict = {"home": args.home, "snapshot": retriever.snapshot.manifest.get("name"),
                     "nodes": int(retriever.adjacency.shape[0]), "edges": int(retriever.adjacency.nnz // 2),
