@@ -53,6 +53,7 @@ class SentenceTransformerConfig:
     name: str = BUNDLED_MODEL
     batch_size: int = 64
     threads: int = 0  # 0: leave torch's default
+    single_thread_below: int = 8  # batches this small (queries) run on one thread
 
 
 class SentenceTransformerEmbedder:
@@ -91,10 +92,18 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self._load().encode(
-            list(texts), batch_size=self.config.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
+        model = self._load()
+        import torch
+
+        threads = torch.get_num_threads()
+        if len(texts) <= self.config.single_thread_below:
+            # a query or two: one thread; a second only spin-waits (20 ms vs ~1 s seen on a busy 2-core box)
+            torch.set_num_threads(1)
+        try:
+            vectors = model.encode(list(texts), batch_size=self.config.batch_size, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
+        finally:
+            torch.set_num_threads(threads)
         return _normalise(vectors)
 
 
