@@ -48,11 +48,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     report = run_evaluation(EvalSetup(Path(args.questions), Path(args.corpus), home,
                                       Path(args.openie) if args.openie else None, args.extractor,
                                       args.modes, args.k), progress=Progress())
-    text = json.dumps(report, indent=2)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(text)
+    emit_report(report, args.json)
     return 0
+
+
+def emit_report(report: dict, path: str | None) -> None:
+    """Print a JSON report and, when ``path`` is given, write the same text there."""
+    text = json.dumps(report, indent=2)
+    if path:
+        Path(path).write_text(text + "\n")
+    print(text)
 
 
 def cmd_query(args: argparse.Namespace) -> int:

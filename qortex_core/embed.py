@@ -156,7 +156,22 @@ class OpenAIEmbedder:
         return _normalise(np.array(out, dtype=np.float32))
 
 
-class CachedEmbedder:
+class EmbedderWrapper:
+    """Base of embedders that wrap another one: ``name`` and ``dim`` are the inner embedder's."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+
+class CachedEmbedder(EmbedderWrapper):
     """Wraps an embedder so no (model, text) pair is embedded twice.
 
     ``lookup`` and ``save`` are the two halves of a persistent cache (the
@@ -169,20 +184,12 @@ class CachedEmbedder:
         lookup: Callable[[list[str]], dict[str, np.ndarray]],
         save: Callable[[dict[str, np.ndarray]], None],
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._lookup = lookup
         self._save = save
         self.calls = 0
         self.texts_embedded = 0
         self.cache_hits = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         keys = [ids.embedding_key(self.name, t) for t in texts]

@@ -37,16 +37,20 @@ class PruneReport:
     query_log_removed: int = 0  # query traces older than the log retention (feedback events are never pruned)
 
 
+def _positive_int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, str(default))
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
 def default_keep() -> int:
     """The retention setting: ``$QORTEX_SNAPSHOT_KEEP`` or 5.
 
     Raises:
         ConfigError: the variable is not a positive integer.
     """
-    raw = os.environ.get(KEEP_ENV, str(DEFAULT_KEEP))
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ConfigError(f"{KEEP_ENV} must be a positive integer, got {raw!r}")
-    return int(raw)
+    return _positive_int_env(KEEP_ENV, DEFAULT_KEEP)
 
 
 def query_log_days() -> int:
@@ -55,10 +59,7 @@ def query_log_days() -> int:
     Raises:
         ConfigError: the variable is not a positive integer.
     """
-    raw = os.environ.get(LOG_DAYS_ENV, str(DEFAULT_LOG_DAYS))
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ConfigError(f"{LOG_DAYS_ENV} must be a positive integer, got {raw!r}")
-    return int(raw)
+    return _positive_int_env(LOG_DAYS_ENV, DEFAULT_LOG_DAYS)
 
 
 def prune_query_log(home: str | Path, days: int) -> int:

@@ -25,6 +25,7 @@ from pipelines.resources import (
 )
 from qortex_core import snapshot as snap
 from qortex_core.errors import ConfigError
+from qortex_core.embed import EmbedderWrapper
 from qortex_core.extract import OfflineExtractor
 from qortex_core.index import read_chunks, sync_chunks
 from qortex_core.model import Extraction, Passage
@@ -54,21 +55,13 @@ class CountingExtractor:
         return self.inner.extract(passages)
 
 
-class CountingEmbedder:
+class CountingEmbedder(EmbedderWrapper):
     """The session's real embedder, recording every text it embeds."""
 
     def __init__(self, inner) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.calls = 0
         self.texts: list[str] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1

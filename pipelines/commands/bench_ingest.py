@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from qortex_core.embed import EmbedderWrapper
+
 STAGES = ("documents", "chunks", "extractions", "embeddings", "synonym_edges", "graph_snapshot")
 
 
@@ -61,22 +63,14 @@ def _plain_encode_seconds(model, groups: list[list[str]], batch_size: int) -> tu
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-class _TimedEmbedder:
+class _TimedEmbedder(EmbedderWrapper):
     """The shared embedder, summing the seconds spent inside the model (the rest of the stage is overhead)."""
 
     def __init__(self, inner) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.seconds = 0.0
         self.cpu_seconds = 0.0
         self.texts = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts):
         start, cpu = time.perf_counter(), time.process_time()
@@ -165,11 +159,9 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
 
     if args.extractor == "recorded" and not args.openie:
         raise DatasetError("--extractor recorded needs --openie FILE")
-    report = run_bench(args)
-    text = json.dumps(report, indent=2)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(text)
+    from pipelines.cli import emit_report
+
+    emit_report(run_bench(args), args.json)
     return 0
 
 
