@@ -2,7 +2,7 @@
 
 Layout under ``<home>/snapshots``::
 
-    v000003-1a2b3c4d/   manifest.json, *.npy (memory-mappable), *.parquet
+    v000003-1a2b3c4d/   manifest.json, *.npy and *.arrow (both memory-mapped on load)
     LATEST              name of the current snapshot directory (replaced atomically)
 """
 
@@ -20,15 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 
-FORMAT = 1
+FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
 _NAME = re.compile(r"^v(\d{6})-[0-9a-f]{8}$")
-_FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|parquet)$")
+_FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|arrow)$")
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,18 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _write_arrow(table: pa.Table, path: Path) -> None:
+    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory map."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _read_arrow(path: Path) -> pa.Table:
+    """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on use)."""
+    with pa.ipc.open_file(pa.memory_map(str(path), "r")) as reader:
+        return reader.read_all()
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -112,8 +123,8 @@ def publish(home: str | Path, snapshot: Snapshot) -> Path:
             np.save(target, np.ascontiguousarray(array))
             files[target.name] = _sha256(target)
         for name, table in snapshot.tables.items():
-            target = tmp / f"{name}.parquet"
-            pq.write_table(table, target)
+            target = tmp / f"{name}.arrow"
+            _write_arrow(table, target)
             files[target.name] = _sha256(target)
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
@@ -195,14 +206,14 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
             if fname.endswith(".npy"):
                 arrays[fname[:-4]] = np.load(fpath, mmap_mode="r")
             else:
-                tables[fname[: -len(".parquet")]] = pq.read_table(fpath)
+                tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
     return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
 
 
 def _manifest_files(manifest: object, name: str) -> dict[str, str]:
-    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.parquet`` names with SHA-256 digests.
+    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256 digests.
 
     Raises:
         SnapshotError: the manifest is not an object or its file list is malformed.

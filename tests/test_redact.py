@@ -128,9 +128,9 @@ def test_no_secret_anywhere_under_an_ingested_home(tmp_path, embedder):
     assert any("admin:***@db.velmora.example" in h.text for h in result.passages)
 
     files = [p for p in home.rglob("*") if p.is_file()]
-    assert any(p.suffix == ".parquet" for p in files) and any(".lance" in str(p) for p in files)
+    assert any(p.suffix == ".arrow" for p in files) and any(".lance" in str(p) for p in files)
     control = [p for p in files if b"harbour landscapes near Velmora" in p.read_bytes()]
-    assert {"documents.lance", "chunks.lance", "passages.parquet"} <= {part for p in control for part in p.parts}, \
+    assert {"documents.lance", "chunks.lance", "passages.arrow"} <= {part for p in control for part in p.parts}, \
         "plain text is stored uncompressed, so a byte search can find a leak"
     leaks = [(str(p.relative_to(home)), k) for p in files for k, v in s.items() if v.encode() in p.read_bytes()]
     assert leaks == []

@@ -44,7 +44,7 @@ def two_versions(toy_home: Path) -> tuple[Path, str, str]:
     (flip_bytes, "passage_vectors.npy", True),
     (truncate, "adj_indices.npy", True),
     (truncate, "passage_vectors.npy", False),  # no checksum pass: the truncated array itself is refused
-    (truncate, "passages.parquet", False),
+    (truncate, "passages.arrow", False),
 ])
 def test_corrupt_latest_falls_back_to_previous_and_flags_it(two_versions, embedder, damage, fname, verify):
     home, old, new = two_versions

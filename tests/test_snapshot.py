@@ -66,7 +66,7 @@ def test_round_trip(tmp_path):
     assert m["table_versions"] == {"passages": 7, "facts": 7}
     assert m["version"] == 1 and loaded.version == 1
     assert m["name"] == path.name
-    assert set(m["files"]) == {f"{n}.npy" for n in original.arrays} | {f"{n}.parquet" for n in original.tables}
+    assert set(m["files"]) == {f"{n}.npy" for n in original.arrays} | {f"{n}.arrow" for n in original.tables}
     assert all(len(digest) == 64 for digest in m["files"].values())
     assert loaded.n_phrases == 1
     assert loaded.adjacency.toarray().tolist() == [[0.0, 2.5], [2.5, 0.0]]
@@ -126,7 +126,7 @@ def flip_bytes(path: Path, at: int = -8) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("fname", ["marker.npy", "adj_data.npy", "nodes.parquet"])
+@pytest.mark.parametrize("fname", ["marker.npy", "adj_data.npy", "nodes.arrow"])
 def test_flipped_bytes_fail_the_checksum(tmp_path, fname):
     path = snap.publish(tmp_path, make_snapshot(1))
     flip_bytes(path / fname)
@@ -134,7 +134,7 @@ def test_flipped_bytes_fail_the_checksum(tmp_path, fname):
         snap.load(tmp_path)
 
 
-@pytest.mark.parametrize("fname", ["marker.npy", "passages.parquet"])
+@pytest.mark.parametrize("fname", ["marker.npy", "passages.arrow"])
 def test_truncated_file_is_a_snapshot_error(tmp_path, fname):
     path = snap.publish(tmp_path, make_snapshot(1))
     target = path / fname
