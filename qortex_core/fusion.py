@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qortex_core.seeding import min_max, top_indices
+
 
 @dataclass(frozen=True)
 class FusionConfig:
@@ -20,28 +22,17 @@ class FusionConfig:
     graph_threshold: float = 0.5
 
 
-def _scaled(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if x.size == 0:
-        return x
-    lo, hi = float(x.min()), float(x.max())
-    return np.ones_like(x) if hi - lo < 1e-12 else (x - lo) / (hi - lo)
-
-
-def _top(x: np.ndarray, k: int) -> set[int]:
-    k = min(k, x.size)
-    return set(np.argpartition(-x, k - 1)[:k].tolist()) if k > 0 else set()
-
-
 def fuse(dense: np.ndarray, graph: np.ndarray, config: FusionConfig = FusionConfig()) -> tuple[np.ndarray, float]:
     """Normalised-score fusion of (n,) dense and graph scores, and a confidence in [0, 1].
 
     The confidence is the overlap of the two top-k sets: 1 when dense retrieval and
     the walk agree on the best passages, 0 when they share none.
     """
-    fused = config.dense_weight * _scaled(dense) + (1.0 - config.dense_weight) * _scaled(graph)
+    dense, graph = np.asarray(dense, dtype=np.float32), np.asarray(graph, dtype=np.float32)
+    fused = config.dense_weight * min_max(dense) + (1.0 - config.dense_weight) * min_max(graph)
     k = min(config.agreement_k, dense.size)
-    confidence = len(_top(np.asarray(dense), k) & _top(np.asarray(graph), k)) / k if k else 0.0
+    agree = set(top_indices(dense, k).tolist()) & set(top_indices(graph, k).tolist())
+    confidence = len(agree) / k if k else 0.0
     return fused.astype(np.float32), float(confidence)
 
 

@@ -16,10 +16,11 @@ from typing import Sequence
 
 import numpy as np
 
-from qortex_core import retrieve as rt
+from qortex_core import seeding
 from qortex_core.evaluate import Question, recall_at_k
 from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
-from qortex_core.retrieve import Retriever, cosine, min_max, phrase_seed_weights, teleport_vector, top_indices
+from qortex_core.retrieve import Retriever
+from qortex_core.seeding import cosine, min_max, phrase_seed_weights, teleport_vector, top_indices
 
 STEPS = ("embed_ms", "seed_ms", "ppr_ms", "assembly_ms", "end_to_end_ms")
 
@@ -46,8 +47,8 @@ def seed(retriever: Retriever, text: str, vector: np.ndarray) -> Teleport:
     phrase_w = phrase_seed_weights(linked, min_max(fact_scores)[linked], retriever.fact_nodes,
                                    retriever.passage_count, cfg.specificity)
     if getattr(cfg, "lexical_weight", 0) > 0 and hasattr(rt, "lexical_seed_weights"):
-        phrase_w = phrase_w + rt.lexical_seed_weights(
-            rt.lexical_matches(text, retriever.phrase_index), retriever.passage_count, cfg.lexical_weight,
+        phrase_w = phrase_w + seeding.lexical_seed_weights(
+            seeding.lexical_matches(text, retriever.phrase_index), retriever.passage_count, cfg.lexical_weight,
             cfg.lexical_max_passages, cfg.specificity)
     return Teleport(dense, teleport_vector(phrase_w, dense, cfg.passage_node_weight))
 

@@ -20,6 +20,10 @@ from qortex_core import fusion, profiles
 from qortex_core.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory import Memory, MemoryConfig
 from qortex_core.rules import RuleHit, RuleIndex, rank_rules
+from qortex_core.seeding import (
+    add_dense_term, cosine, lexical_matches, lexical_seed_weights, min_max, phrase_lookup, phrase_seed_weights,
+    teleport_vector, top_indices,
+)
 from qortex_core.ppr import PPRConfig, fast_walk, personalized_pagerank
 
 MODES = ("auto", "hipporag", "hybrid", "dense")
@@ -107,108 +111,6 @@ class QueryResult:
     factors_version: int = 0
 
 
-# -- steps --------------------------------------------------------------------------------
-def cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Cosine scores of unit rows against a unit query."""
-    if matrix.shape[0] == 0:
-        return np.zeros(0, np.float32)
-    return np.asarray(matrix @ query, dtype=np.float32)  # (n, d) @ (d,) -> (n,)
-
-
-def min_max(scores: np.ndarray) -> np.ndarray:
-    """Scale to [0, 1]; a constant vector becomes all ones."""
-    if scores.size == 0:
-        return scores
-    lo, hi = float(scores.min()), float(scores.max())
-    return np.ones_like(scores) if hi - lo < 1e-12 else (scores - lo) / (hi - lo)
-
-
-def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest scores, best first."""
-    k = min(k, scores.size)
-    if k <= 0:
-        return np.zeros(0, np.int64)
-    part = np.argpartition(-scores, k - 1)[:k]
-    return part[np.argsort(-scores[part], kind="stable")]
-
-
-def phrase_seed_weights(
-    fact_rank: np.ndarray, fact_weight: np.ndarray, fact_nodes: np.ndarray, passage_count: np.ndarray, specificity: bool,
-) -> np.ndarray:
-    """Mean linked-fact score per phrase, divided by its passage count when ``specificity``.
-
-    Args:
-        fact_rank: (t,) indices of the linked facts.
-        fact_weight: (t,) their min-max scores.
-        fact_nodes: (n_facts, 2) subject/object phrase index per fact.
-        passage_count: (n_phrases,) passages containing each phrase.
-    """
-    n = passage_count.shape[0]
-    ends = fact_nodes[fact_rank].reshape(-1)  # (t, 2) -> (2t,)
-    w = np.repeat(fact_weight, 2)
-    total = np.bincount(ends, weights=w, minlength=n)  # (n_phrases,)
-    hits = np.bincount(ends, minlength=n)
-    weights = np.divide(total, hits, out=np.zeros(n), where=hits > 0)
-    if specificity:
-        weights = np.divide(weights, passage_count, out=weights, where=passage_count > 0)
-    return weights.astype(np.float32)
-
-
-_STOP = frozenset("""a an the of in on at to for from by with and or is was were are be been who what which
-when where why how whose whom that this these those it its he she they his her their as do does did than then
-there here not no yes one two first second new old other same""".split())
-
-
-def phrase_lookup(names: Sequence[str], max_words: int = 6) -> dict[str, int]:
-    """Normalised concept name -> phrase index, for names worth matching in a query."""
-    out: dict[str, int] = {}
-    for i, name in enumerate(names):
-        key = ids.normalize_phrase(name)
-        words = key.split()
-        if 0 < len(words) <= max_words and len(key.replace(" ", "")) >= 3 and not all(w in _STOP for w in words):
-            out.setdefault(key, i)
-    return out
-
-
-def lexical_matches(text: str, lookup: dict[str, int], max_words: int = 6) -> list[int]:
-    """Phrase indices whose names occur as whole word n-grams in ``text``; longest matches win."""
-    words = ids.normalize_phrase(text).split()
-    covered = [False] * len(words)
-    found: list[int] = []
-    for n in range(min(max_words, len(words)), 0, -1):
-        for start in range(len(words) - n + 1):
-            if all(covered[start : start + n]):
-                continue
-            hit = lookup.get(" ".join(words[start : start + n]))
-            if hit is not None:
-                found.append(hit)
-                covered[start : start + n] = [True] * n
-    return found
-
-
-def lexical_seed_weights(matches: Sequence[int], passage_count: np.ndarray, weight: float, max_passages: int,
-                         specificity: bool) -> np.ndarray:
-    """Seed weight per phrase for verbatim matches: ``weight`` (/ passage count), common phrases dropped."""
-    out = np.zeros(passage_count.shape[0], np.float32)
-    idx = np.array([m for m in matches if passage_count[m] <= max_passages], dtype=np.int64)
-    if idx.size:
-        out[idx] = weight / np.maximum(passage_count[idx], 1.0) if specificity else weight
-    return out
-
-
-def fuse(ppr_scores: np.ndarray, dense: np.ndarray, dense_weight: float) -> np.ndarray:
-    """Final passage score: min-max PPR mass plus ``dense_weight`` x min-max dense score."""
-    if dense_weight <= 0:
-        return ppr_scores
-    return min_max(ppr_scores) + dense_weight * min_max(dense)
-
-
-def teleport_vector(phrase_weights: np.ndarray, passage_dense: np.ndarray, passage_node_weight: float) -> np.ndarray:
-    """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight."""
-    return np.concatenate([phrase_weights, min_max(passage_dense) * passage_node_weight]).astype(np.float32)
-
-
-# -- retriever ----------------------------------------------------------------------------
 def validate(text: str, top_k: int, mode: str) -> str:
     """The query text to use, or a :class:`QueryError`."""
     if not isinstance(text, str) or not text.strip():
@@ -365,7 +267,7 @@ class Retriever:
         scores = personalized_pagerank(self.walk, teleport, self.config.ppr)  # (n_nodes,)
         passage_scores = scores[self.n_phrases :]
         seeds = self._seeds(phrase_w, linked)
-        final = fuse(passage_scores, dense, self.config.dense_fusion)
+        final = add_dense_term(passage_scores, dense, self.config.dense_fusion)
         if mode == "hybrid":  # dense and graph with equal say, and how far their top-k agree
             final, extra["confidence"] = fusion.fuse(dense, passage_scores, self.config.hybrid)
         hits = self._hits(final, {"ppr": passage_scores, "dense": dense,
