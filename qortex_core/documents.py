@@ -226,11 +226,18 @@ def load_documents(config: SourceConfig) -> DocumentSet:
         raise DatasetError(f"source directory not found: {root}")
     files, skipped = _candidates(root)
     documents = []
+    first_with: dict[str, str] = {}  # content hash -> the first file (in sorted order) with those bytes
     for path in files:
         try:
-            documents.append(read_document(path, config))
+            doc = read_document(path, config)
         except ValueError as exc:
             skipped.append(Skipped(str(path.relative_to(root)), str(exc)))
+            continue
+        if doc.content_hash in first_with:
+            skipped.append(Skipped(doc.doc_id, f"duplicate of {first_with[doc.content_hash]}"))
+            continue
+        first_with[doc.content_hash] = doc.doc_id
+        documents.append(doc)
     return DocumentSet(tuple(documents), tuple(sorted(skipped, key=lambda s: s.path)))
 
 

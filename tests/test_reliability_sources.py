@@ -43,3 +43,15 @@ def test_a_file_over_the_size_limit_is_skipped(tmp_path):
     found = load_documents(SourceConfig(root=tmp_path, max_bytes=1000))
     assert [d.doc_id for d in found.documents] == ["small.txt"]
     assert [(s.path, s.reason) for s in found.skipped] == [("big.txt", "larger than 1000 bytes")]
+
+
+def test_a_duplicate_document_is_skipped_with_the_file_it_repeats(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    text = "Ada Lovelace wrote the first program for the Analytical Engine.\n"
+    (tmp_path / "a" / "notes.md").write_text(text)
+    (tmp_path / "b" / "copy.md").write_text(text)
+    (tmp_path / "b" / "other.md").write_text(text + "And Charles Babbage designed it.\n")
+    found = load_documents(SourceConfig(root=str(tmp_path)))
+    assert [d.doc_id for d in found.documents] == ["a/notes.md", "b/other.md"]
+    assert [(s.path, s.reason) for s in found.skipped] == [("b/copy.md", "duplicate of a/notes.md")]
