@@ -45,6 +45,9 @@ async def _round_trip(home: Path) -> dict:
                 out["feedback"] = await session.call_tool("qortex_feedback", {"query_id": data["query_id"], "accepted": [first]})
                 out["bad"] = await session.call_tool("qortex_feedback", {"query_id": "q_unknown", "rejected": [first]})
                 out["first"] = first
+                out["empty_query"] = await session.call_tool("qortex_query", {"query": "   ", "top_k": 3})
+                out["bad_top_k"] = await session.call_tool("qortex_query", {"query": "Orion Pump", "top_k": 0})
+                out["after_errors"] = await session.call_tool("qortex_query", {"query": "Orion Pump", "top_k": 1})
     return out
 
 
@@ -57,5 +60,10 @@ def test_mcp_round_trip_over_stdio(home):
     fb = out["feedback"].structured_content
     assert not out["feedback"].is_error and fb["recorded"] == 1 and fb["concepts"]
     assert out["bad"].is_error and "unknown query id" in out["bad"].content[0].text
+    # bad input is an error result with the library's one-line message; the server keeps serving
+    assert out["empty_query"].is_error and "query is empty" in out["empty_query"].content[0].text
+    assert out["bad_top_k"].is_error and "top_k" in out["bad_top_k"].content[0].text
+    assert "Traceback" not in out["empty_query"].content[0].text + out["bad_top_k"].content[0].text
+    assert not out["after_errors"].is_error and len(out["after_errors"].structured_content["passages"]) == 1
     events, _ = read_events(LanceStore.open(home))
     assert [(e.query_id, e.result_id, e.kind) for e in events] == [(data["query_id"], out["first"], "accepted")]
