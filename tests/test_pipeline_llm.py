@@ -82,3 +82,11 @@ def test_llm_pipeline_survives_faults_records_failures_and_retries_only_them(tmp
         meta, _ = _materialize(resources, instance)
         assert srv.count() == 0 and meta["extractions"]["llm_calls"] == 0
         assert meta["embeddings"]["texts_embedded"] == 0
+
+    # the API key is in no Dagster event or run record, no metadata value and no file under the data home
+    runs = instance.get_runs()
+    assert len(runs) == 3
+    for run in runs:
+        assert KEY not in repr(run) and KEY not in repr(instance.all_logs(run.run_id))
+    assert KEY not in json.dumps(meta, default=str)
+    assert [p for p in home.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()] == []
