@@ -272,3 +272,16 @@ def build_snapshot(
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
     return snap.publish(home, snap.Snapshot(arrays=arrays, tables=tables, manifest=manifest))
+
+
+def build_index(store: LanceStore, home: str | Path, passages: Sequence[Passage], extractor: Extractor,
+                embedder: Embedder) -> Path:
+    """Every stage in order, without Dagster: chunks, extractions, embeddings, synonyms, snapshot.
+
+    The chunks table is made to hold exactly ``passages``; returns the published snapshot's path.
+    """
+    sync_chunks(store, passages)
+    extract_chunks(store, extractor)
+    embed_index(store, embedder, extractor.cache_key)
+    build_synonyms(store)
+    return build_snapshot(store, home, embedder.name, params={"extractor": extractor.cache_key})

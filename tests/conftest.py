@@ -81,6 +81,16 @@ class ToyDataset:
     openie: Path
 
 
+def write_file(folder: Path, name: str, body) -> Path:
+    """Write ``body`` (bytes, text, or anything JSON) to ``folder / name``."""
+    path = folder / name
+    if isinstance(body, bytes):
+        path.write_bytes(body)
+    else:
+        path.write_text(body if isinstance(body, str) else json.dumps(body))
+    return path
+
+
 def write_toy_dataset(folder: Path) -> ToyDataset:
     """Write the toy questions, corpus and OpenIE files into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -36,10 +36,4 @@ def ingest(home: str | Path, rows: list[Passage], embedder) -> Path:
     """Chunks -> offline extraction -> embeddings -> synonyms -> snapshot under ``home``."""
     from qortex_core.store import LanceStore
 
-    store = LanceStore.open(home)
-    extractor = OfflineExtractor()
-    index.sync_chunks(store, rows)
-    index.extract_chunks(store, extractor)
-    index.embed_index(store, embedder, extractor.cache_key)
-    index.build_synonyms(store)
-    return index.build_snapshot(store, home, embedder.name)
+    return index.build_index(LanceStore.open(home), home, rows, OfflineExtractor(), embedder)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BRIDGE_QUESTION, TOY_CORPUS, ToyDataset, openie_document
+from conftest import BRIDGE_QUESTION, TOY_CORPUS, ToyDataset, openie_document, write_file
 from qortex_core import snapshot as snap
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,15 +80,6 @@ def eval_args(data: ToyDataset, home: Path, **override: str | Path | None) -> li
     return ["eval"] + [x for k, v in args.items() if v is not None for x in (k, v)]
 
 
-def write(folder: Path, name: str, body) -> Path:
-    path = folder / name
-    if isinstance(body, bytes):
-        path.write_bytes(body)
-    else:
-        path.write_text(body if isinstance(body, str) else json.dumps(body))
-    return path
-
-
 # -- eval: bad files ----------------------------------------------------------------------
 BAD_EVAL = {
     # case: (which file, its content, expected fragment of the message)
@@ -115,7 +106,7 @@ IN_A_PROCESS = {"questions not json", "openie wrong fields"}  # the rest run thr
 @pytest.mark.parametrize("case", sorted(BAD_EVAL))
 def test_eval_bad_file(qortex, tmp_path, toy_dataset, case):
     which, body, fragment = BAD_EVAL[case]
-    path = write(tmp_path, f"bad_{which}.json", body)
+    path = write_file(tmp_path, f"bad_{which}.json", body)
     home = tmp_path / "home"
     proc = qortex(*eval_args(toy_dataset, home, **{which: path}), subprocess=case in IN_A_PROCESS)
     assert_user_error(proc, fragment, str(path))
@@ -237,8 +228,8 @@ def answer_ids(home: Path, embedder) -> list[str]:
 def test_failed_attempts_keep_the_published_snapshot(qortex, toy_home, toy_dataset, tmp_path, embedder):
     before = stored_state(toy_home)
     answer = answer_ids(toy_home, embedder)
-    bad_questions = write(tmp_path, "bad_questions.json", [])
-    bad_openie = write(tmp_path, "bad_openie.json", {"docs": "x"})
+    bad_questions = write_file(tmp_path, "bad_questions.json", [])
+    bad_openie = write_file(tmp_path, "bad_openie.json", {"docs": "x"})
     for argv in (eval_args(toy_dataset, toy_home, questions=bad_questions),
                  eval_args(toy_dataset, toy_home, openie=bad_openie),
                  eval_args(toy_dataset, toy_home, k="0"),

@@ -28,13 +28,7 @@ PASSAGES = [
 
 def build_home(home: Path, passages: list[Passage], embedder) -> Path:
     """Index ``passages`` into ``home`` through the stage functions; returns the snapshot path."""
-    store = LanceStore.open(home)
-    extractor = OfflineExtractor()
-    index.sync_chunks(store, passages)
-    index.extract_chunks(store, extractor)
-    index.embed_index(store, embedder, extractor.cache_key)
-    index.build_synonyms(store)
-    return index.build_snapshot(store, home, embedder.name)
+    return index.build_index(LanceStore.open(home), home, passages, OfflineExtractor(), embedder)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BRIDGE_GOLD, BRIDGE_QUESTION, TOY_CORPUS, TOY_QUESTIONS, openie_document, TOY_TRIPLES
+from conftest import BRIDGE_GOLD, BRIDGE_QUESTION, TOY_CORPUS, TOY_QUESTIONS, TOY_TRIPLES, openie_document, write_file
 from qortex_core.errors import DatasetError, QueryError
 from qortex_core.evaluate import (
     EvalSetup, Question, check_gold_in_corpus, load_corpus, load_questions, mean_recall, recall_at_k, run_evaluation,
@@ -92,15 +92,6 @@ def test_load_musique_100():
 
 
 # -- bad files through the library ----------------------------------------------------------
-def write(tmp_path: Path, name: str, body) -> Path:
-    path = tmp_path / name
-    if isinstance(body, bytes):
-        path.write_bytes(body)
-    else:
-        path.write_text(body if isinstance(body, str) else json.dumps(body))
-    return path
-
-
 BAD_FILES = {
     "empty file": "",
     "not json": "{this is not json",
@@ -136,21 +127,21 @@ BAD_OPENIE = {
 
 @pytest.mark.parametrize("case", sorted(BAD_QUESTIONS))
 def test_bad_questions_file(tmp_path, case):
-    path = write(tmp_path, "questions.json", BAD_QUESTIONS[case])
+    path = write_file(tmp_path, "questions.json", BAD_QUESTIONS[case])
     with pytest.raises(DatasetError, match="questions"):
         load_questions(path)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CORPUS))
 def test_bad_corpus_file(tmp_path, case):
-    path = write(tmp_path, "corpus.json", BAD_CORPUS[case])
+    path = write_file(tmp_path, "corpus.json", BAD_CORPUS[case])
     with pytest.raises(DatasetError, match="corpus"):
         load_corpus(path)
 
 
 @pytest.mark.parametrize("case", sorted(BAD_OPENIE))
 def test_bad_openie_file(tmp_path, case):
-    path = write(tmp_path, "openie.json", BAD_OPENIE[case])
+    path = write_file(tmp_path, "openie.json", BAD_OPENIE[case])
     with pytest.raises(DatasetError, match="OpenIE"):
         load_openie(path)
 
@@ -240,7 +231,7 @@ def test_bad_setup_fails_before_any_work(toy_dataset, tmp_path, kwargs, error, m
 
 
 def test_openie_of_another_corpus_is_rejected(toy_dataset, tmp_path):
-    other = write(tmp_path, "openie_other.json", openie_document([{"title": "X", "text": "Y"}], [[["X", "is", "Y"]]]))
+    other = write_file(tmp_path, "openie_other.json", openie_document([{"title": "X", "text": "Y"}], [[["X", "is", "Y"]]]))
     home = tmp_path / "home"
     with pytest.raises(DatasetError, match="no entry for any of the 8 corpus passages"):
         run_evaluation(EvalSetup(toy_dataset.questions, toy_dataset.corpus, home, other, "recorded"))
@@ -248,7 +239,7 @@ def test_openie_of_another_corpus_is_rejected(toy_dataset, tmp_path):
 
 
 def test_questions_of_another_corpus_are_rejected(toy_dataset, tmp_path):
-    corpus = write(tmp_path, "other_corpus.json", [{"title": "X", "text": "Y"}])
+    corpus = write_file(tmp_path, "other_corpus.json", [{"title": "X", "text": "Y"}])
     with pytest.raises(DatasetError, match="none of the gold passages"):
         run_evaluation(EvalSetup(toy_dataset.questions, corpus, tmp_path / "home", None, "offline"))
 

@@ -97,12 +97,7 @@ def ingest(source: Path, home: Path, embedder) -> None:
     store = LanceStore.open(home)
     found = load_documents(SourceConfig(root=source))
     sync_documents(store, found.documents)
-    index.sync_chunks(store, chunk_documents(read_stored_documents(store)))
-    extractor = OfflineExtractor()
-    index.extract_chunks(store, extractor)
-    index.embed_index(store, embedder, extractor.cache_key)
-    index.build_synonyms(store)
-    index.build_snapshot(store, home, embedder.name)
+    index.build_index(store, home, chunk_documents(read_stored_documents(store)), OfflineExtractor(), embedder)
 
 
 def test_no_secret_anywhere_under_an_ingested_home(tmp_path, embedder):
