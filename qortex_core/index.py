@@ -139,9 +139,15 @@ def _with_vectors(columns: dict[str, list], vectors: np.ndarray) -> pa.Table:
 
 def embed_index(store: LanceStore, embedder: Embedder, extractor_key: str, progress: Progress = _quiet) -> EmbedReport:
     """Rebuild the passages, concepts, facts and rules tables with vectors from the embedding cache."""
-    cached = CachedEmbedder(embedder, store.cached_vectors, store.save_vectors)
     chunks = read_chunks(store)
     payloads = read_extractions(store, extractor_key, [p.id for p in chunks])
+    digest = ids.digest(embedder.name, extractor_key, json.dumps(
+        [[p.id, p.doc_id, p.domain, p.id in payloads] for p in chunks]))
+    outputs = (PASSAGES, CONCEPTS, FACTS, RULES)
+    if store.stage_digest("embeddings") == digest and all(store.count(n) or n == RULES for n in outputs):
+        # same chunks, extractions and model as the tables were built from: nothing to read or write
+        return EmbedReport(*(store.count(n) for n in outputs), texts_embedded=0, cache_hits=0)
+    cached = CachedEmbedder(embedder, store.cached_vectors, store.save_vectors)
     concepts: dict[str, dict] = {}
     facts: dict[str, dict] = {}
     rules: dict[str, dict] = {}
@@ -182,12 +188,17 @@ def embed_index(store: LanceStore, embedder: Embedder, extractor_key: str, progr
             columns[field_name] = [rows[k][field_name] for k in keys]
         store.replace(name, _with_vectors(columns, vectors))
         progress("embed", 2 + (name != CONCEPTS) + (name == RULES), 4)
+    store.set_stage_digest("embeddings", digest)
     return EmbedReport(len(chunks), len(concepts), len(facts), len(rules), cached.texts_embedded, cached.cache_hits)
 
 
 # -- synonyms -----------------------------------------------------------------------------
 def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -> int:
     """Replace the synonym edge table from concept vectors; returns the number of edges."""
+    built_from = store.stage_digest("embeddings")  # fixes the concept table's names and vectors
+    digest = ids.digest(json.dumps(asdict(config)), built_from or "")
+    if built_from and store.stage_digest("synonyms") == digest and SYNONYMS in store.table_names():
+        return store.count(SYNONYMS)  # same concepts, vectors and settings as last time: the edges stand
     concepts = store.read(CONCEPTS)
     if concepts.num_rows:
         dim = concepts.schema.field("vector").type.list_size
@@ -198,6 +209,7 @@ def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -
         a, b, w = [], [], np.zeros(0, np.float32)
     store.replace(SYNONYMS, pa.table({"a": pa.array(a, pa.string()), "b": pa.array(b, pa.string()),
                                       "weight": pa.array(np.asarray(w, np.float32))}))
+    store.set_stage_digest("synonyms", digest)
     return len(a)
 
 

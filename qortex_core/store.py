@@ -24,6 +24,7 @@ EMBEDDINGS = "embeddings"
 FEEDBACK_EVENTS = "feedback_events"
 QUERY_LOG = "query_log"
 FACTORS = "teleportation_factors"
+STAGE_STATE = "stage_state"
 
 
 def default_home() -> Path:
@@ -67,6 +68,15 @@ class Store(Protocol):
 
     def versions(self) -> dict[str, int]:
         """Current version of every table."""
+
+    def count(self, name: str) -> int:
+        """Rows in a table (0 when it does not exist)."""
+
+    def stage_digest(self, stage: str) -> str | None:
+        """Digest of the inputs a stage last finished with, or None."""
+
+    def set_stage_digest(self, stage: str, digest: str) -> None:
+        """Record the inputs a stage has just finished with."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +192,20 @@ class LanceStore:
             return self._db.open_table(name)
         except (FileNotFoundError, ValueError):
             return None
+
+    def count(self, name: str) -> int:
+        """Rows in a table (0 when it does not exist)."""
+        table = self._table(name)
+        return int(table.count_rows()) if table is not None else 0
+
+    def stage_digest(self, stage: str) -> str | None:
+        """Digest of the inputs a stage last finished with, or None."""
+        rows = self.read_where(STAGE_STATE, "stage", [stage])
+        return rows["digest"][0].as_py() if rows.num_rows else None
+
+    def set_stage_digest(self, stage: str, digest: str) -> None:
+        """Record the inputs a stage has just finished with (after its outputs are written)."""
+        self.upsert(STAGE_STATE, pa.table({"stage": [stage], "digest": [digest]}), key="stage")
 
     def table_names(self) -> list[str]:
         """Every table in the database, sorted."""
