@@ -277,6 +277,20 @@ def test_eval_refuses_a_home_with_ingested_memory(toy_home, toy_dataset, embedde
     assert (snap.latest_name(toy_home), LanceStore.open(toy_home).versions()) == before
 
 
+def test_eval_reruns_on_a_home_that_was_queried(toy_home, toy_dataset, embedder):
+    """Queries only leave traces (query_log); they do not make an eval home a memory home."""
+    from qortex_core.retrieve import Retriever
+    from qortex_core.store import QUERY_LOG, LanceStore
+
+    retriever = Retriever.open(toy_home, embedder=embedder)
+    retriever.query(BRIDGE_QUESTION, top_k=2)
+    retriever.memory.flush()
+    assert LanceStore.open(toy_home).count(QUERY_LOG) >= 1
+    report = run_evaluation(EvalSetup(toy_dataset.questions, toy_dataset.corpus, toy_home, toy_dataset.openie),
+                            embedder=embedder)
+    assert report["questions"] == len(TOY_QUESTIONS) and report["results"]["hipporag"]["recall@10"] > 0
+
+
 def test_cli_eval_writes_the_json_report(toy_dataset, tmp_path, capsys, monkeypatch):
     """``qortex eval ... --json OUT`` (through main, in this process): stdout and OUT hold the same report."""
     from pipelines import cli
