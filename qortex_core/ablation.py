@@ -52,7 +52,7 @@ def without_synonyms(snapshot: snap.Snapshot) -> snap.Snapshot:
     reduced = sp.csr_matrix(adj - syn - syn.T, dtype=np.float32)
     reduced.data[np.abs(reduced.data) < 1e-6] = 0
     reduced.eliminate_zeros()
-    arrays = {k: v for k, v in snapshot.arrays.items() if not k.startswith(("adj_", "walk_"))}
+    arrays = {k: v for k, v in snapshot.arrays.items() if not k.startswith("adj_")}
     arrays.update(adj_indptr=reduced.indptr.astype(np.int64), adj_indices=reduced.indices.astype(np.int32),
                   adj_data=reduced.data.astype(np.float32))
     return dataclasses.replace(snapshot, arrays=arrays)

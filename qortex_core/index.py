@@ -17,7 +17,7 @@ import pyarrow as pa
 from qortex_core import ids, snapshot as snap
 from qortex_core.embed import CachedEmbedder, Embedder
 from qortex_core.extract import Extractor
-from qortex_core.graph import GraphConfig, GraphInput, build_adjacency
+from qortex_core.graph import GraphConfig, GraphInput, build_adjacency, phrase_passage_counts
 from qortex_core.model import Extraction, Passage, fact_text
 from qortex_core.store import (
     CHUNKS, CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore, arrow_to_vectors, vectors_to_arrow,
@@ -247,7 +247,7 @@ def build_snapshot(
     synonyms = (np.array([c_at[r["a"]] for r in syn_rows], np.int64), np.array([c_at[r["b"]] for r in syn_rows], np.int64),
                 np.array([r["weight"] for r in syn_rows], np.float32))
     adj = build_adjacency(GraphInput(n_phr, len(p_ids), fact_pairs, contains, synonyms), graph_config)
-    passage_count = np.bincount(contains[:, 1], minlength=n_phr).astype(np.float32) if n_phr else np.zeros(0, np.float32)
+    passage_count = phrase_passage_counts(contains, n_phr)
     nodes = pa.table({
         "id": c_ids + p_ids, "kind": ["phrase"] * n_phr + ["passage"] * len(p_ids),
         "name": (concepts["name"].to_pylist() if n_phr else []) + (passages["title"].to_pylist() if p_ids else []),
