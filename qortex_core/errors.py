@@ -25,3 +25,7 @@ class QueryError(QortexError):
 
 class ConfigError(QortexError):
     """A configuration value is invalid."""
+
+
+class RecognitionError(QortexError):
+    """The LLM recognition filter failed after its retries (the message never holds the API key)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -21,10 +21,13 @@ from qortex_core.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory import Memory, MemoryConfig
 from qortex_core.rules import RuleHit, RuleIndex, rank_rules
 from qortex_core.seeding import (
-    add_dense_term, cosine, lexical_matches, lexical_seed_weights, min_max, phrase_lookup, phrase_seed_weights,
-    teleport_vector, top_indices,
+    add_dense_term, cosine, lexical_matches, lexical_seed_weights, link_scores, min_max, passage_context, phrase_lookup,
+    phrase_seed_weights, teleport_vector, top_indices,
 )
 from qortex_core.ppr import PPRConfig, fast_walk, personalized_pagerank
+
+if TYPE_CHECKING:
+    from qortex_core.recognition import Recognizer
 
 MODES = ("auto", "hipporag", "hybrid", "dense")
 MAX_TOP_K = 100
@@ -35,24 +38,30 @@ MAX_QUERY_CHARS = 8192
 class RetrievalConfig:
     """Seeding, walk and ranking parameters.
 
-    HippoRAG 2's defaults except three, chosen on musique_100 with the recorded
+    HippoRAG 2's defaults except four, chosen on musique_100 with the recorded
     GPT-3.5 OpenIE and all-MiniLM-L6-v2 (see docs/ablation.md): 3 linked facts
-    instead of 5, verbatim concept seeds, and a light dense term in the final score.
+    instead of 5, facts linked in the context of their passages, verbatim concept
+    seeds, and a light dense term in the final score.
 
     Attributes:
         fact_top_k: facts linked to the query (HippoRAG 2's linking_top_k).
         fact_threshold: raw cosine a fact must reach to seed the walk; none -> dense fallback.
+        fact_context: facts are linked by query cosine + this x the best query cosine of the
+            passages they were extracted from (0: cosine alone, as HippoRAG 2).
         passage_node_weight: weight of min-max dense scores on passage nodes.
-        specificity: divide phrase seeds by the number of passages containing the phrase.
+        specificity: divide phrase seeds by the number of passages containing the phrase
+            (for verbatim seeds: passages whose text holds all its words).
         lexical_weight: seed weight of concepts named verbatim in the query (0: off).
-        lexical_max_passages: concepts in more passages than this are too common to seed lexically.
+        lexical_max_passages: concepts in the text of more passages than this are too common to seed lexically.
         dense_fusion: final passage score = min-max PPR + this x min-max dense score (0: PPR only).
         ppr: damping, tolerance and iteration cap.
         hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.fusion`).
+        recognition_candidates: facts shown to the optional LLM recognition filter (HippoRAG 2: 5).
     """
 
     fact_top_k: int = 3
     fact_threshold: float = 0.2
+    fact_context: float = 0.5
     passage_node_weight: float = 0.05
     specificity: bool = True
     lexical_weight: float = 0.5
@@ -60,6 +69,7 @@ class RetrievalConfig:
     dense_fusion: float = 0.25
     ppr: PPRConfig = PPRConfig()
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
+    recognition_candidates: int = 5
 
 
 @dataclass(frozen=True)
@@ -152,8 +162,9 @@ class Retriever:
 
     def __init__(self, snapshot: snap.Snapshot, embedder: Embedder, config: RetrievalConfig = RetrievalConfig(),
                  store=None, tenant: str = "default", memory: MemoryConfig = MemoryConfig(),
-                 home: str | Path | None = None) -> None:
+                 home: str | Path | None = None, recognizer: Recognizer | None = None) -> None:
         self.snapshot = snapshot
+        self.recognizer = recognizer  # optional LLM recognition filter over the linked facts (off: None)
         self.embedder = embedder
         self.config = config
         a = snapshot.arrays
@@ -166,6 +177,10 @@ class Retriever:
         self.fact_vectors = a["fact_vectors"]
         self.fact_nodes = np.asarray(a["fact_nodes"], dtype=np.int64)
         self.passage_count = np.asarray(a["phrase_passage_count"], dtype=np.float32)
+        text_count = np.asarray(a.get("phrase_text_frequency", self.passage_count), dtype=np.float32)
+        self.text_count = np.where(text_count > 0, text_count, self.passage_count)  # verbatim seeds' specificity
+        self.fact_passages = (np.asarray(a.get("fact_passage_indptr", np.zeros(1, np.int64))),
+                              np.asarray(a.get("fact_passage_indices", np.zeros(0, np.int32))))
         t = snapshot.tables
         self.node_ids = t["nodes"]["id"].to_pylist()
         self.node_names = t["nodes"]["name"].to_pylist()
@@ -184,7 +199,7 @@ class Retriever:
     def open(
         cls, home: str | Path | None = None, embedder: Embedder | None = None, config: RetrievalConfig = RetrievalConfig(),
         version: str | None = None, verify: bool = True, tenant: str | None = None,
-        memory: MemoryConfig = MemoryConfig(),
+        memory: MemoryConfig = MemoryConfig(), recognizer: Recognizer | None = None,
     ) -> "Retriever":
         """Load the latest (or a pinned) snapshot under ``home``.
 
@@ -198,7 +213,7 @@ class Retriever:
         loaded, problems = snap.load_latest_good(home, verify=verify) if version is None else (
             snap.load(home, version, verify=verify), [])
         retriever = cls(loaded, embedder or make_embedder(), config, store=LanceStore.open(home),
-                        tenant=validate_tenant(tenant), memory=memory, home=home)
+                        tenant=validate_tenant(tenant), memory=memory, home=home, recognizer=recognizer)
         if problems:
             retriever.warning = (f"serving older snapshot {loaded.manifest.get('name', '?')}: "
                                  + "; ".join(problems))
@@ -249,18 +264,27 @@ class Retriever:
             fallback = None if mode == "dense" else "graph has no facts: dense retrieval"
             return self._dense_result(text, vector, dense, top_k, domains, prof, fallback, extra)
         fact_scores = cosine(self.fact_vectors, vector)  # (n_facts,)
-        linked = top_indices(fact_scores, self.config.fact_top_k)
+        linking = link_scores(fact_scores, passage_context(dense, *self.fact_passages), self.config.fact_context)
+        linked = top_indices(linking, self.config.fact_top_k)
         linked = linked[fact_scores[linked] >= self.config.fact_threshold]
+        note = None  # what the recognition filter did, when it did not simply filter
+        if self.recognizer is not None and linked.size:
+            from qortex_core.recognition import KEPT_NONE, filter_linked
+
+            linked, note = filter_linked(self.recognizer, text, fact_scores, self.facts, linked,
+                                         self.config.recognition_candidates, self.config.fact_threshold)
+            if note == KEPT_NONE:  # HippoRAG 2: no relevant fact -> dense retrieval
+                return self._dense_result(text, vector, dense, top_k, domains, prof, note, extra)
         if mode == "auto":
             mode, extra["route"] = fusion.route(float(fact_scores[linked[0]]) if linked.size else None, self.config.hybrid)
         if linked.size == 0:
             return self._dense_result(text, vector, dense, top_k, domains, prof,
                                       f"no fact reached cosine {self.config.fact_threshold}: dense retrieval", extra)
-        phrase_w = phrase_seed_weights(linked, min_max(fact_scores)[linked], self.fact_nodes,
+        phrase_w = phrase_seed_weights(linked, min_max(linking)[linked], self.fact_nodes,
                                        self.passage_count, self.config.specificity)
         if self.config.lexical_weight > 0:
             phrase_w = phrase_w + lexical_seed_weights(
-                lexical_matches(text, self.phrase_index), self.passage_count, self.config.lexical_weight,
+                lexical_matches(text, self.phrase_index), self.text_count, self.config.lexical_weight,
                 self.config.lexical_max_passages, self.config.specificity)
         phrase_w = phrase_w * self.memory.phrase_factors()  # learned teleportation factors (1.0 when none)
         teleport = teleport_vector(phrase_w, dense, self.config.passage_node_weight)
@@ -277,7 +301,7 @@ class Retriever:
                     for i in top_indices(scores[: self.n_phrases], top_k)]
         rules = rank_rules(self.rule_index, scores[: self.n_phrases], self.node_ids, self.node_names, top_k, domains)
         return QueryResult(text, mode, name, hits, concepts, seeds, rules=rules,
-                           factors_version=self.memory.factors_version, **extra)
+                           factors_version=self.memory.factors_version, fallback=note, **extra)
 
     def _dense_result(self, text: str, vector: np.ndarray, dense: np.ndarray, top_k: int, domains: Sequence[str] | None,
                       prof: profiles.ScoringProfile, fallback: str | None, extra: dict) -> QueryResult:
