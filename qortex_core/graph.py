@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
+
+from qortex_core import ids
 
 
 @dataclass(frozen=True)
@@ -68,3 +72,29 @@ def phrase_passage_counts(contains: np.ndarray, n_phrases: int) -> np.ndarray:
     """Number of distinct passages that contain each phrase (node specificity's denominator)."""
     ct = np.unique(contains.reshape(-1, 2), axis=0) if len(contains) else contains.reshape(-1, 2)
     return np.bincount(ct[:, 1], minlength=n_phrases).astype(np.float32)
+
+
+def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[str]) -> np.ndarray:
+    """Passages whose text holds every word of each phrase: min over its words of their document frequency.
+
+    An upper bound on the phrase's own document frequency, counted on the passage text rather
+    than on extracted concepts, so a generic word ("war", "person") that was extracted in one
+    passage still counts as common. 0 for a phrase with no word in any passage.
+    """
+    df: Counter[str] = Counter()
+    for text in passage_texts:
+        df.update(set(ids.normalize_phrase(text).split()))
+    out = np.zeros(len(phrase_names), np.float32)
+    for i, name in enumerate(phrase_names):
+        words = ids.normalize_phrase(name).split()
+        out[i] = min((df.get(w, 0) for w in words), default=0)
+    return out
+
+
+def fact_passage_csr(passage_lists: Sequence[Sequence[str]], passage_at: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (indptr, indices) of the passages each fact was extracted from; unknown passage ids dropped."""
+    rows = [sorted({passage_at[p] for p in plist if p in passage_at}) for plist in passage_lists]
+    indptr = np.zeros(len(rows) + 1, np.int64)
+    indptr[1:] = np.cumsum([len(r) for r in rows])
+    indices = np.fromiter((p for r in rows for p in r), dtype=np.int32, count=int(indptr[-1]))
+    return indptr, indices

@@ -17,7 +17,9 @@ import pyarrow as pa
 from qortex_core import ids, snapshot as snap
 from qortex_core.embed import CachedEmbedder, Embedder
 from qortex_core.extract import Extractor
-from qortex_core.graph import GraphConfig, GraphInput, build_adjacency, phrase_passage_counts
+from qortex_core.graph import (
+    GraphConfig, GraphInput, build_adjacency, fact_passage_csr, phrase_passage_counts, phrase_text_frequency,
+)
 from qortex_core.model import Extraction, Passage, fact_text
 from qortex_core.store import (
     CHUNKS, CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore, arrow_to_vectors, vectors_to_arrow,
@@ -248,6 +250,11 @@ def build_snapshot(
                 np.array([r["weight"] for r in syn_rows], np.float32))
     adj = build_adjacency(GraphInput(n_phr, len(p_ids), fact_pairs, contains, synonyms), graph_config)
     passage_count = phrase_passage_counts(contains, n_phr)
+    fact_passage_indptr, fact_passage_indices = fact_passage_csr(
+        facts["passage_ids"].to_pylist() if facts.num_rows else [], p_at)
+    text_frequency = phrase_text_frequency(
+        [f"{t} {x}" for t, x in zip(passages["title"].to_pylist(), passages["text"].to_pylist())] if p_ids else [],
+        concepts["name"].to_pylist() if n_phr else [])
     nodes = pa.table({
         "id": c_ids + p_ids, "kind": ["phrase"] * n_phr + ["passage"] * len(p_ids),
         "name": (concepts["name"].to_pylist() if n_phr else []) + (passages["title"].to_pylist() if p_ids else []),
@@ -257,7 +264,8 @@ def build_snapshot(
         "adj_indptr": adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64), "adj_indices": adj.indices.astype(np.int32),
         "adj_data": adj.data.astype(np.float32), "passage_vectors": _vectors(passages),
         "fact_vectors": _vectors(facts), "fact_nodes": fact_nodes, "phrase_vectors": _vectors(concepts),
-        "phrase_passage_count": passage_count,
+        "phrase_passage_count": passage_count, "phrase_text_frequency": text_frequency,
+        "fact_passage_indptr": fact_passage_indptr, "fact_passage_indices": fact_passage_indices,
         "synonym_pairs": np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
         "synonym_weights": synonyms[2] * np.float32(graph_config.synonym_scale),
     }

@@ -100,6 +100,30 @@ def lexical_seed_weights(matches: Sequence[int], passage_count: np.ndarray, weig
     return out
 
 
+def passage_context(dense: np.ndarray, fact_passage_indptr: np.ndarray, fact_passage_indices: np.ndarray) -> np.ndarray:
+    """Best dense score among the passages each fact was extracted from (0 for a fact with none).
+
+    Args:
+        dense: (n_passages,) query-to-passage cosine.
+        fact_passage_indptr, fact_passage_indices: CSR (n_facts, n_passages) of fact sources.
+    """
+    n_facts = fact_passage_indptr.shape[0] - 1
+    out = np.zeros(n_facts, np.float32)
+    starts, ends = fact_passage_indptr[:-1], fact_passage_indptr[1:]
+    nonempty = ends > starts
+    if fact_passage_indices.size and nonempty.any():
+        # segments of the non-empty rows tile the indices array, so reduceat splits it exactly
+        out[nonempty] = np.maximum.reduceat(dense[fact_passage_indices], starts[nonempty])  # (nnz,) -> (n_facts,)
+    return out
+
+
+def link_scores(fact_scores: np.ndarray, context: np.ndarray, weight: float) -> np.ndarray:
+    """Fact linking score: query-to-fact cosine + ``weight`` x the best cosine of the fact's passages."""
+    if weight <= 0 or context.shape != fact_scores.shape:
+        return fact_scores
+    return (fact_scores + weight * context).astype(np.float32)  # (n_facts,)
+
+
 def add_dense_term(ppr_scores: np.ndarray, dense: np.ndarray, dense_weight: float) -> np.ndarray:
     """Final passage score: min-max PPR mass plus ``dense_weight`` x min-max dense score."""
     if dense_weight <= 0:

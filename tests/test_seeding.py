@@ -1,0 +1,76 @@
+"""Query-path steps that link facts in context and weigh verbatim seeds by text frequency."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from conftest import BRIDGE_QUESTION
+from qortex_core import ids, snapshot as snap
+from qortex_core.graph import fact_passage_csr, phrase_text_frequency
+from qortex_core.retrieve import RetrievalConfig, Retriever
+from qortex_core.seeding import link_scores, passage_context, top_indices
+
+
+def test_passage_context_by_hand():
+    dense = np.array([0.1, 0.9, 0.4], np.float32)
+    indptr = np.array([0, 2, 2, 3, 5])  # fact 0 -> {0, 2}, fact 1 -> none, fact 2 -> {1}, fact 3 -> {0, 1}
+    indices = np.array([0, 2, 1, 0, 1], np.int32)
+    assert passage_context(dense, indptr, indices).tolist() == np.array([0.4, 0.0, 0.9, 0.9], np.float32).tolist()
+
+
+def test_passage_context_without_sources():
+    dense = np.array([0.3, 0.2], np.float32)
+    assert passage_context(dense, np.zeros(4, np.int64), np.zeros(0, np.int32)).tolist() == [0, 0, 0]
+    assert passage_context(dense, np.zeros(1, np.int64), np.zeros(0, np.int32)).shape == (0,)
+
+
+def test_link_scores_prefer_the_fact_whose_passage_matches():
+    cos = np.array([0.50, 0.50, 0.45], np.float32)
+    context = np.array([0.1, 0.6, 0.9], np.float32)
+    assert top_indices(link_scores(cos, context, 0.5), 3).tolist() == [2, 1, 0]
+    assert link_scores(cos, context, 0.0) is cos  # off: the plain cosine
+    assert link_scores(cos, np.zeros(0, np.float32), 0.5) is cos  # a snapshot without fact sources
+
+
+def test_phrase_text_frequency_by_hand():
+    texts = ["War and Peace", "the war began", "Peace talks failed", "talks, talks"]
+    got = phrase_text_frequency(texts, ["war", "Peace talks", "unknown word", "", "WAR!"])
+    assert got.tolist() == [2, 2, 0, 0, 2]  # "peace talks": min(df(peace), df(talks)) = 2, an upper bound
+    assert phrase_text_frequency([], ["war"]).tolist() == [0]
+
+
+def test_fact_passage_csr_drops_unknown_and_repeats():
+    indptr, indices = fact_passage_csr([["p1", "p0", "p1"], ["px"], [], ["p0"]], {"p0": 0, "p1": 1})
+    assert indptr.tolist() == [0, 2, 2, 2, 3] and indices.tolist() == [0, 1, 0]
+
+
+def test_snapshot_fact_sources_hold_both_ends(toy_home):
+    """Every fact's source passages name its subject and its object (recorded OpenIE of the toy corpus)."""
+    s = snap.load(toy_home)
+    indptr, indices = s.arrays["fact_passage_indptr"], s.arrays["fact_passage_indices"]
+    facts = s.tables["facts"].to_pylist()
+    passages = s.tables["passages"].to_pylist()
+    assert len(indptr) == len(facts) + 1 and indptr[-1] == len(indices) > 0
+    for f, fact in enumerate(facts):
+        sources = indices[indptr[f] : indptr[f + 1]]
+        assert sources.size >= 1
+        for p in sources:
+            text = ids.normalize_phrase(passages[p]["title"] + " " + passages[p]["text"])
+            assert ids.normalize_phrase(fact["subject"]) in text and ids.normalize_phrase(fact["object"]) in text
+    freq = s.arrays["phrase_text_frequency"]
+    names = s.tables["nodes"]["name"].to_pylist()[: s.n_phrases]
+    assert freq[names.index("composer")] == 2  # "composer" is in the text of two toy passages
+
+
+def test_snapshot_without_fact_sources_links_by_cosine(toy_home, embedder):
+    """An older snapshot (no fact sources, no text frequency) still answers, as with fact_context=0."""
+    s = snap.load(toy_home)
+    no_text = dataclasses.replace(s, arrays={k: v for k, v in s.arrays.items() if k != "phrase_text_frequency"})
+    old = dataclasses.replace(no_text, arrays={k: v for k, v in no_text.arrays.items() if not k.startswith("fact_passage")})
+    vector = embedder.embed([BRIDGE_QUESTION])[0]
+    legacy = Retriever(old, embedder).search(BRIDGE_QUESTION, vector, 5, "hipporag")
+    plain = Retriever(no_text, embedder, RetrievalConfig(fact_context=0.0))
+    assert legacy.fallback is None and legacy.passages
+    assert [h.id for h in legacy.passages] == [h.id for h in plain.search(BRIDGE_QUESTION, vector, 5, "hipporag").passages]
