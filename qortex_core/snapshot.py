@@ -36,8 +36,11 @@ class Snapshot:
 
     Nodes are phrases ``[0, n_phrases)`` then passages. ``arrays`` holds
     ``adj_indptr``, ``adj_indices``, ``adj_data``, ``passage_vectors``,
-    ``fact_vectors``, ``fact_nodes`` (n_facts, 2), ``phrase_vectors`` and
-    ``phrase_passage_count``; ``tables`` holds ``nodes``, ``passages``,
+    ``fact_vectors``, ``fact_nodes`` (n_facts, 2), ``phrase_vectors``,
+    ``phrase_passage_count``, ``phrase_text_frequency`` and the CSR
+    ``fact_passage_indptr`` / ``fact_passage_indices`` (each fact's source
+    passages; snapshots from before these three still load, and retrieval then
+    links by cosine alone); ``tables`` holds ``nodes``, ``passages``,
     ``facts`` and ``rules``.
     """
 
