@@ -18,6 +18,9 @@ COMMAND_MODULES = (
 )
 
 
+RECOGNITION_HELP = "filter the linked facts with an LLM (QORTEX_RECOGNITION_* or QORTEX_LLM_* environment)"
+
+
 class Progress:
     """Progress on stderr: one line per stage, updated in place on a terminal."""
 
@@ -45,11 +48,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from qortex_core.errors import ConfigError
 
         raise ConfigError(f"cannot write the report to {args.json}: its folder does not exist or it is a directory")
+    recognizer = _recognizer(args)
     report = run_evaluation(EvalSetup(Path(args.questions), Path(args.corpus), home,
                                       Path(args.openie) if args.openie else None, args.extractor,
-                                      args.modes, args.k), progress=Progress())
+                                      args.modes, args.k), progress=Progress(), recognizer=recognizer)
     emit_report(report, args.json)
     return 0
+
+
+def _recognizer(args: argparse.Namespace):
+    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is configured), else None."""
+    if not getattr(args, "recognition", False):
+        return None
+    from qortex_core.recognition import require_recognizer
+
+    return require_recognizer()
 
 
 def emit_report(report: dict, path: str | None) -> None:
@@ -63,7 +76,7 @@ def emit_report(report: dict, path: str | None) -> None:
 def cmd_query(args: argparse.Namespace) -> int:
     from qortex_core.retrieve import Retriever
 
-    retriever = Retriever.open(args.home, version=args.version, tenant=args.tenant)
+    retriever = Retriever.open(args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args))
     result = retriever.query(args.text, top_k=args.top_k, mode=args.mode, domains=args.domain or None,
                              profile=args.profile)
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
@@ -96,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
     ev.add_argument("--home")
     ev.add_argument("--json")
+    ev.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
     ev.set_defaults(func=cmd_eval)
 
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
@@ -108,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--domain", action="append")
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
+    q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
     q.set_defaults(func=cmd_query)
 
     import importlib

@@ -160,10 +160,11 @@ def check_home_is_for_eval(store, home: Path) -> None:
                         "its chunks and latest snapshot: pass another --home")
 
 
-def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embedder=None) -> dict:
+def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embedder=None, recognizer=None) -> dict:
     """Build the index through the pipeline's stage functions, then score every mode.
 
-    Returns the report ``{"questions", "passages", "results": {mode: {recall@k}}, "timings", ...}``.
+    ``recognizer``: an optional LLM recognition filter (:mod:`qortex_core.recognition`) for the graph modes.
+    Returns the report ``{"questions", "passages", "results": {mode: {recall@k}}, "timings", "recognition", ...}``.
     """
     import time
 
@@ -207,7 +208,8 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
     synonyms = index.build_synonyms(store)
     path = index.build_snapshot(store, setup.home, embedder.name, params={"extractor": extractor.cache_key})
     timings["graph_s"] = time.perf_counter() - t
-    retriever = Retriever.open(setup.home, embedder=embedder, config=retrieval_config or RetrievalConfig())
+    retriever = Retriever.open(setup.home, embedder=embedder, config=retrieval_config or RetrievalConfig(),
+                               recognizer=recognizer)
     t = time.perf_counter()
     vectors = embedder.embed([q.text for q in questions])
     timings["embed_queries_s"] = time.perf_counter() - t
@@ -233,4 +235,5 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
                   "concepts": embedded.concepts, "facts": embedded.facts, "synonym_edges": synonyms,
                   "texts_embedded": embedded.texts_embedded},
         "extractor": extractor.cache_key, "embedding_model": embedder.name, "openie_covered_passages": covered,
+        "recognition": {"enabled": recognizer is not None, "llm_calls": int(getattr(recognizer, "calls", 0))},
     }

@@ -304,16 +304,17 @@ def fact_triples(facts: Any, rows: np.ndarray) -> list[Triple]:
     return [(r["subject"], r["predicate"], r["object"]) for r in picked]
 
 
-def filter_linked(recognizer: Recognizer, query: str, fact_scores: np.ndarray, facts: Any, linked: np.ndarray,
-                  candidates: int, threshold: float) -> tuple[np.ndarray, str | None]:
+def filter_linked(recognizer: Recognizer, query: str, linking: np.ndarray, cosine: np.ndarray, facts: Any,
+                  linked: np.ndarray, candidates: int, threshold: float) -> tuple[np.ndarray, str | None]:
     """The linked facts after the recognition filter, and a note for the result's ``fallback``.
 
-    The filter sees the top ``candidates`` facts whose cosine reaches ``threshold``. Kept facts
-    come back best linking score first. None kept: an empty array and :data:`KEPT_NONE`.
-    A :class:`RecognitionError`: ``linked`` unchanged and "recognition filter failed: <reason>".
+    The filter sees the top ``candidates`` facts by ``linking`` score whose raw ``cosine`` reaches
+    ``threshold`` (the retriever's own linking rule, with more facts). Kept facts come back best
+    linking score first. None kept: an empty array and :data:`KEPT_NONE`. A
+    :class:`RecognitionError`: ``linked`` unchanged and "recognition filter failed: <reason>".
     """
-    pool = top_indices(fact_scores, candidates)
-    pool = pool[fact_scores[pool] >= threshold]
+    pool = top_indices(linking, candidates)
+    pool = pool[cosine[pool] >= threshold]
     if pool.size == 0:
         return linked, None
     try:

@@ -271,7 +271,7 @@ class Retriever:
         if self.recognizer is not None and linked.size:
             from qortex_core.recognition import KEPT_NONE, filter_linked
 
-            linked, note = filter_linked(self.recognizer, text, fact_scores, self.facts, linked,
+            linked, note = filter_linked(self.recognizer, text, linking, fact_scores, self.facts, linked,
                                          self.config.recognition_candidates, self.config.fact_threshold)
             if note == KEPT_NONE:  # HippoRAG 2: no relevant fact -> dense retrieval
                 return self._dense_result(text, vector, dense, top_k, domains, prof, note, extra)

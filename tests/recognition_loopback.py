@@ -1,0 +1,209 @@
+"""A real OpenAI-protocol HTTP server on loopback that replays recorded recognition-filter answers.
+
+It answers ``POST /v1/chat/completions`` for the prompt of :mod:`qortex_core.recognition`:
+the query is read from between ``<query>`` markers of the user message and answered
+with the recorded facts of ``answers`` (``{query: [[s, p, o], ...]}``) as
+``{"fact": [...]}``, a forced tool call when the request offers tools (instructor's
+TOOLS mode) or message content without. A query with no recorded answer keeps no
+fact (``unknown="none"``) or every candidate (``unknown="all"``). ``fail`` makes
+every request fail with ``"500"`` (its body echoes the Authorization header, like
+a leaky proxy) or ``"429"``. Every request is logged and counted.
+
+By hand, to measure ``qortex eval --recognition`` on recorded answers::
+
+    python -m tests.recognition_loopback --answers answers.json --port 0
+    # prints the base URL; then, in another shell:
+    QORTEX_RECOGNITION_BASE_URL=<that URL> QORTEX_RECOGNITION_MODEL=replay qortex eval ... --recognition
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+_QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.DOTALL)
+_CANDIDATE = re.compile(r"^\d+\. (\[.*\])$", re.MULTILINE)
+
+
+@dataclass
+class Request:
+    """One request the server received."""
+
+    query: str | None
+    outcome: str  # ok, unknown, 500, 429, 401, 404
+    candidates: list[list[str]]
+    body: dict = field(repr=False)
+
+
+class RecognitionLoopback:
+    """The server. Use as a context manager (or :meth:`start`); ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, answers: dict[str, list], api_key: str | None = None, unknown: str = "none",
+                 port: int = 0) -> None:
+        assert unknown in ("none", "all"), unknown
+        self.answers = dict(answers)
+        self.api_key = api_key
+        self.unknown = unknown
+        self.fail: str | None = None
+        self.port = port
+        self.log: list[Request] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs) -> RecognitionLoopback:
+        """A server replaying the answers JSON file ``{query: [[s, p, o], ...]}``."""
+        answers = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(answers, dict):
+            raise ValueError(f"{path} must hold a JSON object {{query: [[s, p, o], ...]}}")
+        return cls(answers, **kwargs)
+
+    def count(self, query: str | None = None) -> int:
+        """Requests received, all or for one query."""
+        with self._lock:
+            return sum(1 for r in self.log if query is None or r.query == query)
+
+    def requests(self) -> list[Request]:
+        with self._lock:
+            return list(self.log)
+
+    def reset_log(self) -> None:
+        with self._lock:
+            self.log.clear()
+
+    def _record(self, request: Request) -> None:
+        with self._lock:
+            self.log.append(request)
+
+    def answer(self, body: dict) -> Request:
+        """What to answer ``body`` with (outcome ``ok`` or ``unknown``), read from its user message."""
+        users = [m.get("content") for m in body.get("messages", []) if m.get("role") == "user"]
+        content = users[0] if users and isinstance(users[0], str) else ""
+        found = _QUERY.search(content)
+        query = found.group(1) if found else None
+        candidates = [json.loads(m) for m in _CANDIDATE.findall(content)]
+        return Request(query, "ok" if query in self.answers else "unknown", candidates, body)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> RecognitionLoopback:
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="recognition-loopback",
+                         daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> RecognitionLoopback:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def completion(body: dict, payload: str) -> dict:
+    """A chat.completion answering ``payload`` as a forced tool call, or as content without tools."""
+    tools = body.get("tools") or []
+    message: dict = {"role": "assistant", "content": None}
+    if tools:
+        name = tools[0]["function"]["name"]
+        message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": payload}}]
+    else:
+        message["content"] = payload
+    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
+    used = len(payload) // 4 + 1
+    return {
+        "id": f"chatcmpl-recognition-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
+        "model": body.get("model", "replay"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tools else "stop", "logprobs": None}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": used, "total_tokens": prompt + used},
+    }
+
+
+def _handler(server: RecognitionLoopback) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
+            return None
+
+        def _send(self, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(obj).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError:
+                body = {}
+            request = server.answer(body)
+            auth = self.headers.get("Authorization", "")
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                request.outcome = "404"
+            elif server.api_key is not None and auth != f"Bearer {server.api_key}":
+                request.outcome = "401"
+            elif server.fail:
+                request.outcome = server.fail
+            server._record(request)
+            if request.outcome in ("404", "401"):
+                return self._send(int(request.outcome), {"error": {"message": "refused", "type": "invalid_request_error"}})
+            if request.outcome == "429":
+                return self._send(429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
+                                  {"Retry-After": "0"})
+            if request.outcome == "500":
+                return self._send(500, {"error": {"message": f"internal error handling request with {auth}",
+                                                  "type": "server_error"}})
+            facts = (server.answers[request.query] if request.outcome == "ok"
+                     else request.candidates if server.unknown == "all" else [])
+            return self._send(200, completion(body, json.dumps({"fact": facts})))
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve recorded answers until interrupted; print the base URL, then the request count."""
+    parser = argparse.ArgumentParser(prog="python -m tests.recognition_loopback", description=__doc__.split("\n")[0])
+    parser.add_argument("--answers", required=True, help="JSON file {query: [[s, p, o], ...]}")
+    parser.add_argument("--port", type=int, default=0, help="0: any free port")
+    parser.add_argument("--api-key", help="require this bearer key (default: accept any)")
+    parser.add_argument("--unknown", choices=["none", "all"], default="none",
+                        help="a query without a recorded answer keeps no fact (none) or every candidate (all)")
+    args = parser.parse_args(argv)
+    server = RecognitionLoopback.from_file(args.answers, api_key=args.api_key, unknown=args.unknown, port=args.port)
+    with server:
+        print(server.base_url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    unknown = sum(r.outcome == "unknown" for r in server.requests())
+    print(f"{server.count()} request(s), {unknown} for queries without a recorded answer", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
