@@ -16,6 +16,7 @@ class Question:
     id: str
     text: str
     gold: tuple[str, ...]  # passage ids of the supporting paragraphs
+    supporting: tuple[Passage, ...] = ()  # those paragraphs as the questions file gives them
 
 
 def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
@@ -55,15 +56,34 @@ def load_corpus(path: str | Path, domain: str = "default") -> list[Passage]:
     return out
 
 
+def _context_paragraphs(row: dict) -> list | None:
+    """HotpotQA / 2Wiki rows (``context`` [[title, [sentences]]], ``supporting_facts`` [[title, i]]) as paragraphs."""
+    context, facts = row.get("context"), row.get("supporting_facts")
+    if not isinstance(context, list) or not isinstance(facts, list):
+        return None
+    titles = {f[0] for f in facts if isinstance(f, list) and f and isinstance(f[0], str)}
+    out = []
+    for item in context:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)):
+            return None
+        out.append({"title": item[0], "paragraph_text": " ".join(str(x).strip() for x in item[1]),
+                    "is_supporting": item[0] in titles})
+    return out
+
+
 def load_questions(path: str | Path) -> list[Question]:
-    """Questions with gold passages (paragraphs with ``is_supporting: true``)."""
+    """Questions with gold passages: paragraphs with ``is_supporting: true`` (MuSiQue form), or the
+    ``context`` paragraphs named by ``supporting_facts`` (HotpotQA / 2WikiMultiHopQA form)."""
     out = []
     for n, row in enumerate(_read_json_list(path, "questions")):
         if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
             raise DatasetError(f"questions file {path}: entry {n} has no 'question' text")
         paragraphs = row.get("paragraphs")
+        if paragraphs is None:
+            paragraphs = _context_paragraphs(row)
         if not isinstance(paragraphs, list):
-            raise DatasetError(f"questions file {path}: entry {n} has no 'paragraphs' list")
+            raise DatasetError(f"questions file {path}: entry {n} has no 'paragraphs' list "
+                               "(nor 'context' with 'supporting_facts')")
         gold = []
         for para in paragraphs:
             if not isinstance(para, dict):
@@ -72,11 +92,48 @@ def load_questions(path: str | Path) -> list[Question]:
                 text = para.get("paragraph_text", para.get("text"))
                 if not isinstance(text, str):
                     raise DatasetError(f"questions file {path}: entry {n} has a paragraph without text")
-                gold.append(Passage(text=text, title=str(para.get("title", ""))).id)
+                gold.append(Passage(text=text, title=str(para.get("title", ""))))
         if not gold:
             raise DatasetError(f"questions file {path}: entry {n} has no supporting paragraph")
-        out.append(Question(str(row.get("id", row.get("_id", n))), row["question"], tuple(dict.fromkeys(gold))))
+        unique = tuple({p.id: p for p in gold}.values())
+        out.append(Question(str(row.get("id", row.get("_id", n))), row["question"], tuple(p.id for p in unique), unique))
     return out
+
+
+def _loose_key(title: str, text: str) -> tuple[str, str]:
+    return " ".join(title.split()).casefold(), " ".join(text.split()).casefold()
+
+
+def match_gold(questions: Sequence[Question], passages: Sequence[Passage]) -> tuple[list[Question], dict[str, int]]:
+    """Gold passage ids resolved against the corpus, and how many matched each way.
+
+    A supporting paragraph matches the corpus passage with the same title and text; failing
+    that, the same title and text up to case and whitespace; failing that, the only corpus
+    passage with its title. Counts: ``exact``, ``loose``, ``title``, ``missing``.
+    """
+    have = {p.id for p in passages}
+    loose = {_loose_key(p.title, p.text): p.id for p in passages}
+    by_title: dict[str, list[str]] = {}
+    for p in passages:
+        by_title.setdefault(" ".join(p.title.split()).casefold(), []).append(p.id)
+    counts = {"exact": 0, "loose": 0, "title": 0, "missing": 0}
+    out = []
+    for q in questions:
+        gold = []
+        for gid, para in zip(q.gold, q.supporting or [None] * len(q.gold)):
+            titled = by_title.get(" ".join(para.title.split()).casefold(), []) if para is not None else []
+            if gid in have:
+                way, gid = "exact", gid
+            elif para is not None and _loose_key(para.title, para.text) in loose:
+                way, gid = "loose", loose[_loose_key(para.title, para.text)]
+            elif len(titled) == 1:
+                way, gid = "title", titled[0]
+            else:
+                way = "missing"
+            counts[way] += 1
+            gold.append(gid)
+        out.append(Question(q.id, q.text, tuple(dict.fromkeys(gold)), q.supporting))
+    return out, counts
 
 
 def check_gold_in_corpus(questions: Sequence[Question], passages: Sequence[Passage]) -> int:
@@ -188,7 +245,8 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
         extractor = OfflineExtractor()
     else:
         raise DatasetError(f"unknown extractor {setup.extractor!r}: use recorded or offline")
-    missing = check_gold_in_corpus(questions, passages)
+    questions, matched = match_gold(questions, passages)
+    missing = matched["missing"]
     if missing == sum(len(q.gold) for q in questions):
         raise DatasetError(f"none of the gold passages of {setup.questions} is in the corpus {setup.corpus} "
                            "(match on title + text): are they the same dataset?")
@@ -230,7 +288,7 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
     timings["total_s"] = time.perf_counter() - t0
     return {
         "questions": len(questions), "passages": len(passages), "results": results, "timings": timings,
-        "gold_missing_from_corpus": missing, "fallbacks": fallbacks, "snapshot": path.name,
+        "gold_missing_from_corpus": missing, "gold_matched": matched, "fallbacks": fallbacks, "snapshot": path.name,
         "index": {"extracted": extract.extracted, "cached_extractions": extract.cached, "failed": extract.failed,
                   "concepts": embedded.concepts, "facts": embedded.facts, "synonym_edges": synonyms,
                   "texts_embedded": embedded.texts_embedded},
