@@ -1,8 +1,7 @@
 """End-to-end query latency over a real snapshot, split into steps, and recall of fast vs exact PPR.
 
 Timing lives here, outside retrieval: the end-to-end figure is ``Retriever.query``
-itself, and the split calls the retriever's step functions (``cosine``,
-``top_indices``, ``phrase_seed_weights``, ``teleport_vector``,
+itself, and the split calls the retriever's steps (``cosine``, ``Retriever.seed``,
 ``personalized_pagerank``) from outside in the order ``search`` does.
 """
 
@@ -16,11 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from qortex_core import seeding
 from qortex_core.evaluate import Question, recall_at_k
 from qortex_core.ppr import PPRConfig, personalized_pagerank, walk_matrix
 from qortex_core.retrieve import Retriever
-from qortex_core.seeding import cosine, min_max, phrase_seed_weights, teleport_vector, top_indices
+from qortex_core.seeding import cosine, top_indices
 
 STEPS = ("embed_ms", "seed_ms", "ppr_ms", "assembly_ms", "end_to_end_ms")
 
@@ -34,23 +32,11 @@ class Teleport:
 
 
 def seed(retriever: Retriever, text: str, vector: np.ndarray) -> Teleport:
-    """HippoRAG 2 seeding with the retriever's step functions (``teleport`` None -> dense fallback)."""
-    cfg = retriever.config
+    """The retriever's own seeding (``Retriever.seed``); ``teleport`` None -> dense fallback."""
     dense = cosine(retriever.passage_vectors, vector)
     if retriever.fact_vectors.shape[0] == 0:
         return Teleport(dense, None)
-    fact_scores = cosine(retriever.fact_vectors, vector)
-    linked = top_indices(fact_scores, cfg.fact_top_k)
-    linked = linked[fact_scores[linked] >= cfg.fact_threshold]
-    if linked.size == 0:
-        return Teleport(dense, None)
-    phrase_w = phrase_seed_weights(linked, min_max(fact_scores)[linked], retriever.fact_nodes,
-                                   retriever.passage_count, cfg.specificity)
-    if getattr(cfg, "lexical_weight", 0) > 0 and hasattr(rt, "lexical_seed_weights"):
-        phrase_w = phrase_w + seeding.lexical_seed_weights(
-            seeding.lexical_matches(text, retriever.phrase_index), retriever.passage_count, cfg.lexical_weight,
-            cfg.lexical_max_passages, cfg.specificity)
-    return Teleport(dense, teleport_vector(phrase_w, dense, cfg.passage_node_weight))
+    return Teleport(dense, retriever.seed(text, vector, dense).teleport)
 
 
 def _ms(start: float) -> float:

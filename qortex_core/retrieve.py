@@ -83,6 +83,17 @@ class Seed:
 
 
 @dataclass(frozen=True)
+class Seeding:
+    """What seeding made of one query; ``teleport`` None: no walk, retrieve densely (``note`` says why)."""
+
+    linked: np.ndarray  # (t,) indices of the facts that seed the walk
+    best_cosine: float | None  # raw cosine of the best linked fact (``auto`` routes on it)
+    phrase_weights: np.ndarray  # (n_phrases,)
+    teleport: np.ndarray | None  # (n_nodes,) restart vector over [phrases | passages]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class PassageHit:
     id: str
     title: str
@@ -263,31 +274,12 @@ class Retriever:
         if mode == "dense" or self.fact_vectors.shape[0] == 0:
             fallback = None if mode == "dense" else "graph has no facts: dense retrieval"
             return self._dense_result(text, vector, dense, top_k, domains, prof, fallback, extra)
-        fact_scores = cosine(self.fact_vectors, vector)  # (n_facts,)
-        linking = link_scores(fact_scores, passage_context(dense, *self.fact_passages), self.config.fact_context)
-        linked = top_indices(linking, self.config.fact_top_k)
-        linked = linked[fact_scores[linked] >= self.config.fact_threshold]
-        note = None  # what the recognition filter did, when it did not simply filter
-        if self.recognizer is not None and linked.size:
-            from qortex_core.recognition import KEPT_NONE, filter_linked
-
-            linked, note = filter_linked(self.recognizer, text, linking, fact_scores, self.facts, linked,
-                                         self.config.recognition_candidates, self.config.fact_threshold)
-            if note == KEPT_NONE:  # HippoRAG 2: no relevant fact -> dense retrieval
-                return self._dense_result(text, vector, dense, top_k, domains, prof, note, extra)
+        seeding = self.seed(text, vector, dense)
         if mode == "auto":
-            mode, extra["route"] = fusion.route(float(fact_scores[linked[0]]) if linked.size else None, self.config.hybrid)
-        if linked.size == 0:
-            return self._dense_result(text, vector, dense, top_k, domains, prof,
-                                      f"no fact reached cosine {self.config.fact_threshold}: dense retrieval", extra)
-        phrase_w = phrase_seed_weights(linked, min_max(linking)[linked], self.fact_nodes,
-                                       self.passage_count, self.config.specificity)
-        if self.config.lexical_weight > 0:
-            phrase_w = phrase_w + lexical_seed_weights(
-                lexical_matches(text, self.phrase_index), self.text_count, self.config.lexical_weight,
-                self.config.lexical_max_passages, self.config.specificity)
-        phrase_w = phrase_w * self.memory.phrase_factors()  # learned teleportation factors (1.0 when none)
-        teleport = teleport_vector(phrase_w, dense, self.config.passage_node_weight)
+            mode, extra["route"] = fusion.route(seeding.best_cosine, self.config.hybrid)
+        if seeding.teleport is None:
+            return self._dense_result(text, vector, dense, top_k, domains, prof, seeding.note, extra)
+        linked, phrase_w, teleport, note = seeding.linked, seeding.phrase_weights, seeding.teleport, seeding.note
         scores = personalized_pagerank(self.walk, teleport, self.config.ppr)  # (n_nodes,)
         passage_scores = scores[self.n_phrases :]
         seeds = self._seeds(phrase_w, linked)
@@ -302,6 +294,36 @@ class Retriever:
         rules = rank_rules(self.rule_index, scores[: self.n_phrases], self.node_ids, self.node_names, top_k, domains)
         return QueryResult(text, mode, name, hits, concepts, seeds, rules=rules,
                            factors_version=self.memory.factors_version, fallback=note, **extra)
+
+    def seed(self, text: str, vector: np.ndarray, dense: np.ndarray) -> Seeding:
+        """Link facts, filter them (when a recognizer is set) and build the walk's teleport vector.
+
+        Args:
+            text: the query; vector: its unit embedding; dense: (n_passages,) query-to-passage cosine.
+        """
+        fact_scores = cosine(self.fact_vectors, vector)  # (n_facts,)
+        # (n_facts,) cosine + fact_context x best cosine among each fact's source passages
+        linking = link_scores(fact_scores, passage_context(dense, *self.fact_passages), self.config.fact_context)
+        linked = top_indices(linking, self.config.fact_top_k)
+        linked = linked[fact_scores[linked] >= self.config.fact_threshold]
+        note = None  # what the recognition filter did, when it did not simply filter
+        if self.recognizer is not None and linked.size:
+            from qortex_core.recognition import filter_linked
+
+            linked, note = filter_linked(self.recognizer, text, linking, fact_scores, self.facts, linked,
+                                         self.config.recognition_candidates, self.config.fact_threshold)
+        best = float(fact_scores[linked[0]]) if linked.size else None
+        if linked.size == 0:  # HippoRAG 2: no relevant fact -> dense retrieval
+            note = note or f"no fact reached cosine {self.config.fact_threshold}: dense retrieval"
+            return Seeding(linked, best, np.zeros(self.n_phrases, np.float32), None, note)
+        phrase_w = phrase_seed_weights(linked, min_max(linking)[linked], self.fact_nodes,
+                                       self.passage_count, self.config.specificity)  # (n_phrases,)
+        if self.config.lexical_weight > 0:
+            phrase_w = phrase_w + lexical_seed_weights(
+                lexical_matches(text, self.phrase_index), self.text_count, self.config.lexical_weight,
+                self.config.lexical_max_passages, self.config.specificity)
+        phrase_w = phrase_w * self.memory.phrase_factors()  # learned teleportation factors (1.0 when none)
+        return Seeding(linked, best, phrase_w, teleport_vector(phrase_w, dense, self.config.passage_node_weight), note)
 
     def _dense_result(self, text: str, vector: np.ndarray, dense: np.ndarray, top_k: int, domains: Sequence[str] | None,
                       prof: profiles.ScoringProfile, fallback: str | None, extra: dict) -> QueryResult:
