@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -183,8 +184,12 @@ def _handler(server: RecognitionLoopback) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Serve recorded answers until interrupted; print the base URL, then the request count."""
+    """Serve recorded answers until interrupted (Ctrl-C or SIGTERM); print the base URL, then the request count."""
     parser = argparse.ArgumentParser(prog="python -m tests.recognition_loopback", description=__doc__.split("\n")[0])
     parser.add_argument("--answers", required=True, help="JSON file {query: [[s, p, o], ...]}")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
@@ -193,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a query without a recorded answer keeps no fact (none) or every candidate (all)")
     args = parser.parse_args(argv)
     server = RecognitionLoopback.from_file(args.answers, api_key=args.api_key, unknown=args.unknown, port=args.port)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it like Ctrl-C (a background job ignores SIGINT)
+    signal.signal(signal.SIGINT, _interrupt)
     with server:
         print(server.base_url, flush=True)
         try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,23 @@ def test_eval_reports_whether_the_filter_was_on_and_its_calls(toy_dataset, toy_h
                             recognizer=recognizer)
     assert report["recognition"] == {"enabled": True, "llm_calls": server.count()}
     assert server.count() == report["questions"]  # dense asks nothing; auto reuses hipporag's cached answers
+
+
+def test_replay_server_runs_by_hand_and_counts_requests(tmp_path):
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({BRIDGE_QUESTION: [BRIDGE_FACT]}))
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.recognition_loopback", "--answers", str(answers), "--port", "0"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base_url = proc.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        recognizer = LLMRecognizer(RecognitionConfig(LLMConfig(model="replay", base_url=base_url, timeout_s=5.0,
+                                                               max_retries=0)))
+        facts = [("Orlan Vesk", "born in", "Ostrania"), tuple(BRIDGE_FACT)]
+        assert recognizer.select(BRIDGE_QUESTION, facts) == [1]
+        assert recognizer.select("a query nobody recorded", facts) == []
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "2 request(s), 1 for queries without a recorded answer" in err
