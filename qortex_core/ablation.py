@@ -25,6 +25,7 @@ class Variant:
     config: RetrievalConfig
     mode: str = "hipporag"
     synonyms: bool = True
+    synonym_min: float = 0.0  # synonym edges below this cosine are dropped (the index keeps >= its threshold)
 
 
 def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]:
@@ -39,16 +40,19 @@ def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
             Variant("no dense term in final score", r(base, dense_fusion=0.0))]
     rows += [Variant(f"damping {d}", r(base, ppr=r(base.ppr, damping=d))) for d in (0.3, 0.5, 0.85)]
     rows += [Variant(f"passage weight {w}", r(base, passage_node_weight=w)) for w in (0.01, 0.05, 0.2)]
+    rows += [Variant(f"synonym threshold {t}", base, synonym_min=t) for t in (0.85, 0.9)]
     rows.append(Variant("HippoRAG 2 settings (5 facts, no extras)", r(
         base, fact_top_k=5, fact_context=0.0, lexical_weight=0.0, dense_fusion=0.0, ppr=PPRConfig(damping=0.5))))
     return rows
 
 
-def without_synonyms(snapshot: snap.Snapshot) -> snap.Snapshot:
-    """The same snapshot with its synonym edges subtracted from the adjacency."""
+def without_synonyms(snapshot: snap.Snapshot, below: float = np.inf) -> snap.Snapshot:
+    """The same snapshot with its synonym edges (those of cosine below ``below``) subtracted from the adjacency."""
     adj = snapshot.adjacency
     pairs = np.asarray(snapshot.arrays["synonym_pairs"]).reshape(-1, 2)
     weights = np.asarray(snapshot.arrays["synonym_weights"], dtype=np.float32)
+    keep = weights < below
+    pairs, weights = pairs[keep], weights[keep]
     syn = sp.coo_matrix((weights, (pairs[:, 0], pairs[:, 1])), shape=adj.shape).tocsr()
     reduced = sp.csr_matrix(adj - syn - syn.T, dtype=np.float32)
     reduced.data[np.abs(reduced.data) < 1e-6] = 0
@@ -63,11 +67,12 @@ def run_ablation(home: str | Path, questions: Sequence[Question], embedder: Embe
                  variants: Sequence[Variant], ks: Sequence[int] = (2, 5, 10)) -> list[dict]:
     """Recall@k of each variant on ``questions`` over the latest snapshot under ``home``."""
     base = snap.load(home)
-    plain = without_synonyms(base)
+    graphs = {v.synonym_min if v.synonyms else np.inf: None for v in variants}
+    graphs = {t: base if t == 0 else without_synonyms(base, t) for t in graphs}
     vectors = embedder.embed([q.text for q in questions])
     rows = []
     for v in variants:
-        retriever = Retriever(base if v.synonyms else plain, embedder, v.config)
+        retriever = Retriever(graphs[v.synonym_min if v.synonyms else np.inf], embedder, v.config)
         ranked = [[h.id for h in retriever.search(q.text, vec, max(ks), v.mode).passages] for q, vec in zip(questions, vectors)]
         rows.append({"variant": v.name, **mean_recall(ranked, questions, ks)})
     return rows
