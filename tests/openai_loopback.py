@@ -151,7 +151,22 @@ class OpenAILoopback:
         self._server.server_close()
 
 
-def _completion(body: dict, payload: str) -> dict:
+def send_json(handler: BaseHTTPRequestHandler, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
+    """Write ``obj`` as a JSON response; a client that gave up (a timeout fault) is ignored."""
+    data = json.dumps(obj).encode()
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def completion(body: dict, payload: str) -> dict:
     """A chat.completion answering ``payload`` as a forced tool call, or as content without tools."""
     tools = body.get("tools") or []
     message: dict = {"role": "assistant", "content": None}
@@ -181,17 +196,7 @@ def _handler(server: OpenAILoopback) -> type[BaseHTTPRequestHandler]:
             return None
 
         def _send(self, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(obj).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout fault)
+            send_json(self, status, obj, headers)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -220,11 +225,11 @@ def _handler(server: OpenAILoopback) -> type[BaseHTTPRequestHandler]:
             if fault == "timeout":
                 time.sleep(server.timeout_sleep_s)
             if fault == "invalid_json":
-                return self._send(200, _completion(body, _BROKEN_JSON))
+                return self._send(200, completion(body, _BROKEN_JSON))
             if fault == "schema":
-                return self._send(200, _completion(body, _SCHEMA_BREAK))
+                return self._send(200, completion(body, _SCHEMA_BREAK))
             payload = server.overrides.get(title or "") or (record.answer() if record else
                                                              {"concepts": [], "relations": [], "rules": []})
-            return self._send(200, _completion(body, json.dumps(payload)))
+            return self._send(200, completion(body, json.dumps(payload)))
 
     return Handler

@@ -29,6 +29,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+try:  # imported by the tests (tests/ on sys.path) or run as `python -m tests.recognition_loopback`
+    from openai_loopback import completion, send_json
+except ImportError:
+    from tests.openai_loopback import completion, send_json
+
 _QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.DOTALL)
 _CANDIDATE = re.compile(r"^\d+\. (\[.*\])$", re.MULTILINE)
 
@@ -117,42 +122,13 @@ class RecognitionLoopback:
         self.stop()
 
 
-def completion(body: dict, payload: str) -> dict:
-    """A chat.completion answering ``payload`` as a forced tool call, or as content without tools."""
-    tools = body.get("tools") or []
-    message: dict = {"role": "assistant", "content": None}
-    if tools:
-        name = tools[0]["function"]["name"]
-        message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": payload}}]
-    else:
-        message["content"] = payload
-    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
-    used = len(payload) // 4 + 1
-    return {
-        "id": f"chatcmpl-recognition-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
-        "model": body.get("model", "replay"),
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tools else "stop", "logprobs": None}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": used, "total_tokens": prompt + used},
-    }
-
-
 def _handler(server: RecognitionLoopback) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
             return None
 
         def _send(self, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(obj).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+            send_json(self, status, obj, headers)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -197,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unknown", choices=["none", "all"], default="none",
                         help="a query without a recorded answer keeps no fact (none) or every candidate (all)")
     args = parser.parse_args(argv)
-    server = RecognitionLoopback.from_file(args.answers, api_key=args.api_key, unknown=args.unknown, port=args.port)
+    try:
+        server = RecognitionLoopback.from_file(args.answers, api_key=args.api_key, unknown=args.unknown, port=args.port)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:  # unreadable file, bad JSON, wrong shape
+        print(f"recognition_loopback: error: cannot read answers file {args.answers}: {exc}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it like Ctrl-C (a background job ignores SIGINT)
     signal.signal(signal.SIGINT, _interrupt)
     with server:
