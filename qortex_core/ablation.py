@@ -37,12 +37,14 @@ def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
             Variant("no node specificity", r(base, specificity=False)),
             Variant("no passage context in fact linking", r(base, fact_context=0.0)),
             Variant("no verbatim concept seeds", r(base, lexical_weight=0.0)),
-            Variant("no dense term in final score", r(base, dense_fusion=0.0))]
+            Variant("no dense term in final score", r(base, dense_fusion=0.0)),
+            Variant("no dense-first (walk ranks the top hit too)", r(base, dense_first=False))]
     rows += [Variant(f"damping {d}", r(base, ppr=r(base.ppr, damping=d))) for d in (0.3, 0.5, 0.85)]
     rows += [Variant(f"passage weight {w}", r(base, passage_node_weight=w)) for w in (0.01, 0.05, 0.2)]
     rows += [Variant(f"synonym threshold {t}", base, synonym_min=t) for t in (0.85, 0.9)]
     rows.append(Variant("HippoRAG 2 settings (5 facts, no extras)", r(
-        base, fact_top_k=5, fact_context=0.0, lexical_weight=0.0, dense_fusion=0.0, ppr=PPRConfig(damping=0.5))))
+        base, fact_top_k=5, fact_context=0.0, lexical_weight=0.0, dense_fusion=0.0, dense_first=False,
+        ppr=PPRConfig(damping=0.5))))
     return rows
 
 

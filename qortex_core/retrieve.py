@@ -21,8 +21,8 @@ from qortex_core.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory import Memory, MemoryConfig
 from qortex_core.rules import RuleHit, RuleIndex, rank_rules
 from qortex_core.seeding import (
-    add_dense_term, cosine, lexical_matches, lexical_seed_weights, link_scores, min_max, passage_context, phrase_lookup,
-    phrase_seed_weights, teleport_vector, top_indices,
+    add_dense_term, cosine, dense_first, lexical_matches, lexical_seed_weights, link_scores, min_max, passage_context,
+    phrase_lookup, phrase_seed_weights, teleport_vector, top_indices,
 )
 from qortex_core.ppr import PPRConfig, fast_walk, personalized_pagerank
 
@@ -54,6 +54,9 @@ class RetrievalConfig:
         lexical_weight: seed weight of concepts named verbatim in the query (0: off).
         lexical_max_passages: concepts in the text of more passages than this are too common to seed lexically.
         dense_fusion: final passage score = min-max PPR + this x min-max dense score (0: PPR only).
+        dense_first: the best dense passage ranks first and the walk orders the rest, so the
+            graph modes never lose dense retrieval's top hit; a passage that feedback judged down
+            is not lifted (False: rank by the final score alone).
         ppr: damping, tolerance and iteration cap.
         hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.fusion`).
         recognition_candidates: facts shown to the optional LLM recognition filter (HippoRAG 2: 5).
@@ -67,6 +70,7 @@ class RetrievalConfig:
     lexical_weight: float = 0.5
     lexical_max_passages: int = 50
     dense_fusion: float = 0.25
+    dense_first: bool = True
     ppr: PPRConfig = PPRConfig()
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
     recognition_candidates: int = 5
@@ -286,6 +290,9 @@ class Retriever:
         final = add_dense_term(passage_scores, dense, self.config.dense_fusion)
         if mode == "hybrid":  # dense and graph with equal say, and how far their top-k agree
             final, extra["confidence"] = fusion.fuse(dense, passage_scores, self.config.hybrid)
+        if self.config.dense_first:  # learned feedback vetoes it: a passage judged down (preference < 0.5) is not lifted
+            allowed = self.memory.preference() >= 0.5  # (n_passages,)
+            final = dense_first(final, dense, allowed & np.isin(self.passage_domains, list(domains)) if domains else allowed)
         hits = self._hits(final, {"ppr": passage_scores, "dense": dense,
                                            "seed": teleport[self.n_phrases :] / max(teleport.sum(), 1e-12)},
                           top_k, domains, scores, teleport, prof)

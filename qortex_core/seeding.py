@@ -131,6 +131,20 @@ def add_dense_term(ppr_scores: np.ndarray, dense: np.ndarray, dense_weight: floa
     return min_max(ppr_scores) + dense_weight * min_max(dense)
 
 
+def dense_first(final: np.ndarray, dense: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+    """``final`` with the best dense passage (among ``allowed``) lifted just above every other score.
+
+    The walk then orders the rest: recall@1 is dense retrieval's, and the graph adds from rank 2.
+    """
+    candidates = dense if allowed is None else np.where(allowed, dense, -np.inf)  # (n_passages,)
+    if candidates.size == 0 or not np.isfinite(candidates).any():
+        return final
+    out = np.array(final, dtype=np.float32, copy=True)
+    best = int(np.argmax(candidates))
+    out[best] = np.float32(out.max()) + np.float32(1e-4)
+    return out
+
+
 def teleport_vector(phrase_weights: np.ndarray, passage_dense: np.ndarray, passage_node_weight: float) -> np.ndarray:
     """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight."""
     return np.concatenate([phrase_weights, min_max(passage_dense) * passage_node_weight]).astype(np.float32)

@@ -15,7 +15,7 @@ from qortex_core.errors import QueryError
 from qortex_core.factors import load_factors, update_factors
 from qortex_core.feedback import read_events
 from qortex_core.memory import MemoryConfig
-from qortex_core.retrieve import Retriever
+from qortex_core.retrieve import RetrievalConfig, Retriever
 from qortex_core.store import LanceStore
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -23,6 +23,7 @@ from memory_corpus import corpus, ingest  # noqa: E402
 
 QUERY = "Who services the Orion Pump?"
 LIVE = MemoryConfig(factor_refresh_s=0.0)  # check the factors table on every query
+WALK = RetrievalConfig(dense_first=False)  # rank by the walk alone: what the factors move
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def judge(retriever: Retriever, times: int, **kinds: str) -> None:
 
 
 def test_rejection_moves_down_acceptance_moves_up_and_factors_survive_restart(home, embedder):
-    live = Retriever.open(home, embedder=embedder, memory=LIVE)
+    live = Retriever.open(home, embedder=embedder, memory=LIVE, config=WALK)
     hits = live.query(QUERY, top_k=9, mode="hipporag").passages
     before = [h.id for h in hits]
     top = before[0]
@@ -65,12 +66,26 @@ def test_rejection_moves_down_acceptance_moves_up_and_factors_survive_restart(ho
     after_accept = ranking(live)
     assert after_accept.index(low) < after_reject.index(low)
 
-    restarted = Retriever.open(home, embedder=embedder)  # a new retriever (or process) reads the table
+    restarted = Retriever.open(home, embedder=embedder, config=WALK)  # a new retriever (or process) reads the table
     assert ranking(restarted) == after_accept
     factors, watermark = load_factors(LanceStore.open(home))
     assert watermark > 0 and all(0.1 <= f <= 10 for f in factors.values())
     assert any(factors.get(c, 1.0) < 1.0 for c in hits[0].concept_ids)
     assert any(factors.get(c, 1.0) > 1.0 for c in next(h for h in hits if h.id == low).concept_ids)
+
+
+def test_dense_first_passage_yields_to_rejection(tmp_path, embedder):
+    """Default ranking lifts the best dense passage to first place, unless feedback judged it down."""
+    home = tmp_path / "home"
+    ingest(home, corpus(), embedder)
+    r = Retriever.open(home, embedder=embedder, memory=LIVE)
+    dense_top = r.query(QUERY, top_k=1, mode="dense").passages[0].id
+    assert r.query(QUERY, top_k=9, mode="hipporag").passages[0].id == dense_top
+    judge(r, 30, rejected=dense_top)
+    r.update_factors()
+    after = r.query(QUERY, top_k=9, mode="hipporag")
+    assert after.passages[0].id != dense_top
+    assert next(h for h in after.passages if h.id == dense_top).breakdown["preference"] < 0.5
 
 
 def test_feedback_errors_are_typed(home, embedder):

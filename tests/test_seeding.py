@@ -10,7 +10,7 @@ from conftest import BRIDGE_QUESTION
 from qortex_core import ids, snapshot as snap
 from qortex_core.graph import fact_passage_csr, phrase_text_frequency
 from qortex_core.retrieve import RetrievalConfig, Retriever
-from qortex_core.seeding import link_scores, passage_context, top_indices
+from qortex_core.seeding import dense_first, link_scores, passage_context, top_indices
 
 
 def test_passage_context_by_hand():
@@ -74,3 +74,28 @@ def test_snapshot_without_fact_sources_links_by_cosine(toy_home, embedder):
     plain = Retriever(no_text, embedder, RetrievalConfig(fact_context=0.0))
     assert legacy.fallback is None and legacy.passages
     assert [h.id for h in legacy.passages] == [h.id for h in plain.search(BRIDGE_QUESTION, vector, 5, "hipporag").passages]
+
+
+def test_dense_first_lifts_the_best_dense_passage_only():
+    final = np.array([0.9, 0.2, 0.5, 0.1], np.float32)
+    dense = np.array([0.1, 0.3, 0.8, 0.7], np.float32)
+    lifted = dense_first(final, dense)
+    assert top_indices(lifted, 4).tolist() == [2, 0, 1, 3]  # passage 2 first, the rest in the walk's order
+    assert lifted[2] > 0.9 and np.array_equal(np.delete(lifted, 2), np.delete(final, 2))
+    allowed = np.array([True, True, False, True])  # e.g. a domain filter or a passage judged down
+    assert top_indices(dense_first(final, dense, allowed), 4).tolist() == [3, 0, 2, 1]
+    assert np.array_equal(dense_first(final, dense, np.zeros(4, bool)), final)
+    assert dense_first(np.zeros(0, np.float32), np.zeros(0, np.float32)).shape == (0,)
+
+
+def test_graph_modes_keep_dense_top_hit(toy_home, embedder):
+    """The walk alone ranks Tessa Brin first (born in Lune); the default keeps dense's best (Dravia) first."""
+    question = "Who was born in the capital of Dravia?"
+    vector = embedder.embed([question])[0]
+    s = snap.load(toy_home)
+    dense_top = Retriever(s, embedder).search(question, vector, 1, "dense").passages[0].id
+    walk = Retriever(s, embedder, RetrievalConfig(dense_first=False)).search(question, vector, 3, "hipporag")
+    assert walk.passages[0].id != dense_top and dense_top in [h.id for h in walk.passages]
+    for mode in ("hipporag", "hybrid", "auto"):
+        hits = [h.id for h in Retriever(s, embedder).search(question, vector, 3, mode).passages]
+        assert hits[0] == dense_top and walk.passages[0].id in hits
