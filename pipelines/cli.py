@@ -51,7 +51,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     recognizer = _recognizer(args)
     report = run_evaluation(EvalSetup(Path(args.questions), Path(args.corpus), home,
                                       Path(args.openie) if args.openie else None, args.extractor,
-                                      args.modes, args.k), progress=Progress(), recognizer=recognizer)
+                                      args.modes, args.k, args.single_hop), progress=Progress(), recognizer=recognizer)
     emit_report(report, args.json)
     return 0
 
@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--home")
     ev.add_argument("--json")
     ev.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
+    ev.add_argument("--single-hop", action="store_true",
+                    help="ask the MuSiQue question_decomposition steps (one hop each) instead of the questions")
     ev.set_defaults(func=cmd_eval)
 
     q = sub.add_parser("query", help="answer a query from the latest snapshot")

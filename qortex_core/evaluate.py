@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -71,11 +72,48 @@ def _context_paragraphs(row: dict) -> list | None:
     return out
 
 
-def load_questions(path: str | Path) -> list[Question]:
-    """Questions with gold passages: paragraphs with ``is_supporting: true`` (MuSiQue form), or the
-    ``context`` paragraphs named by ``supporting_facts`` (HotpotQA / 2WikiMultiHopQA form)."""
+_HOP_REF = re.compile(r"#(\d+)")
+
+
+def single_hop_rows(rows: Sequence[object], path: str | Path) -> list[dict]:
+    """MuSiQue rows turned into their single-hop sub-questions, each with its one supporting paragraph.
+
+    A step's ``#n`` is replaced by the answer of step n; steps that stay symbolic
+    (``#1 >> country``) or name no paragraph are left out.
+
+    Raises:
+        DatasetError: no row has a ``question_decomposition``.
+    """
     out = []
-    for n, row in enumerate(_read_json_list(path, "questions")):
+    for n, row in enumerate(rows):
+        steps = row.get("question_decomposition") if isinstance(row, dict) else None
+        if not isinstance(steps, list):
+            continue
+        answers = [str(s.get("answer", "")) if isinstance(s, dict) else "" for s in steps]
+        paragraphs = {p.get("idx"): p for p in row.get("paragraphs") or [] if isinstance(p, dict)}
+        for i, step in enumerate(steps):
+            if not isinstance(step, dict) or not isinstance(step.get("question"), str):
+                continue
+            text = _HOP_REF.sub(lambda m: answers[int(m.group(1)) - 1] if 0 < int(m.group(1)) <= len(answers) else m.group(0),
+                                step["question"])
+            para = paragraphs.get(step.get("paragraph_support_idx"))
+            if ">>" in text or "#" in text or para is None:
+                continue
+            out.append({"id": f"{row.get('id', n)}/{i + 1}", "question": text, "paragraphs": [dict(para, is_supporting=True)]})
+    if not out:
+        raise DatasetError(f"questions file {path} has no 'question_decomposition' steps to ask one hop at a time")
+    return out
+
+
+def load_questions(path: str | Path, single_hop: bool = False) -> list[Question]:
+    """Questions with gold passages: paragraphs with ``is_supporting: true`` (MuSiQue form), or the
+    ``context`` paragraphs named by ``supporting_facts`` (HotpotQA / 2WikiMultiHopQA form).
+
+    ``single_hop``: ask the MuSiQue decomposition steps instead (:func:`single_hop_rows`).
+    """
+    out = []
+    rows = _read_json_list(path, "questions")
+    for n, row in enumerate(single_hop_rows(rows, path) if single_hop else rows):
         if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not row["question"].strip():
             raise DatasetError(f"questions file {path}: entry {n} has no 'question' text")
         paragraphs = row.get("paragraphs")
@@ -166,6 +204,7 @@ class EvalSetup:
     extractor: str = "recorded"
     modes: tuple[str, ...] = ("dense", "hipporag")
     ks: tuple[int, ...] = (1, 2, 5, 10)
+    single_hop: bool = False  # ask the MuSiQue decomposition steps, one hop each
 
 
 def validate_setup(setup: EvalSetup) -> None:
@@ -235,7 +274,7 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     validate_setup(setup)
-    questions = load_questions(setup.questions)
+    questions = load_questions(setup.questions, setup.single_hop)
     passages = load_corpus(setup.corpus)
     if setup.extractor == "recorded":
         if setup.openie is None:
@@ -287,7 +326,7 @@ def run_evaluation(setup: EvalSetup, progress=None, retrieval_config=None, embed
         timings[f"{mode}_ms_per_query"] = 1000 * (time.perf_counter() - t) / len(questions)
     timings["total_s"] = time.perf_counter() - t0
     return {
-        "questions": len(questions), "passages": len(passages), "results": results, "timings": timings,
+        "questions": len(questions), "single_hop": setup.single_hop, "passages": len(passages), "results": results, "timings": timings,
         "gold_missing_from_corpus": missing, "gold_matched": matched, "fallbacks": fallbacks, "snapshot": path.name,
         "index": {"extracted": extract.extracted, "cached_extractions": extract.cached, "failed": extract.failed,
                   "concepts": embedded.concepts, "facts": embedded.facts, "synonym_edges": synonyms,

@@ -65,3 +65,20 @@ def test_eval_reports_how_gold_matched(tmp_path, embedder):
                                       ks=(1,)), embedder=embedder)
     assert report["gold_matched"] == {"exact": 0, "loose": 1, "title": 0, "missing": 0}
     assert report["results"]["dense"]["recall@1"] == 1.0
+
+
+def test_single_hop_steps(tmp_path):
+    paragraphs = [{"idx": 0, "title": "Alder Moor", "paragraph_text": CORPUS[0]["text"], "is_supporting": True},
+                  {"idx": 1, "title": "Wend", "paragraph_text": CORPUS[1]["text"], "is_supporting": True}]
+    steps = [{"question": "Which river runs past Alder Moor?", "answer": "Wend", "paragraph_support_idx": 0},
+             {"question": "Where does #1 rise?", "answer": "Kell hills", "paragraph_support_idx": 1},
+             {"question": "#2 >> country", "answer": "Norland", "paragraph_support_idx": 1},
+             {"question": "Who named #2?", "answer": "?", "paragraph_support_idx": 7}]
+    path = write_file(tmp_path, "q.json", [dict(_question(paragraphs), question_decomposition=steps)])
+    hops = load_questions(path, single_hop=True)
+    assert [(q.id, q.text) for q in hops] == [("q/1", "Which river runs past Alder Moor?"), ("q/2", "Where does Wend rise?")]
+    passages = load_corpus(write_file(tmp_path, "c.json", CORPUS))
+    assert [q.gold for q in hops] == [(passages[0].id,), (passages[1].id,)]
+    assert len(load_questions(path)) == 1  # without the flag: the multi-hop question
+    with pytest.raises(DatasetError, match="no 'question_decomposition'"):
+        load_questions(write_file(tmp_path, "plain.json", [_question(paragraphs)]), single_hop=True)
