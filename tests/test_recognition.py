@@ -58,7 +58,8 @@ def ranking(result) -> list[tuple[str, float]]:
 
 
 def test_filter_seeds_only_the_kept_fact_and_its_passage_ranks_first(home, embedder, server):
-    config = RetrievalConfig(lexical_weight=0.0)  # only fact seeds, so the filter alone decides them
+    # only fact seeds, so the filter alone decides them; the walk alone ranks (no dense-first lift)
+    config = RetrievalConfig(lexical_weight=0.0, dense_first=False)
     plain = Retriever.open(home, embedder=embedder, config=config).query(BRIDGE_QUESTION, top_k=5, mode="hipporag")
     server.answers[BRIDGE_QUESTION] = [BRIDGE_FACT]
     recognizer = recognizer_for(server)
