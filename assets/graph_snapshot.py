@@ -3,17 +3,31 @@
 
 import json
 
-from dagster import MaterializeResult, asset
+from dagster import Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from assets.synonym_edges import synonym_edges
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
+from qortex_core.graph import GraphConfig
 from qortex_core.index import build_snapshot
 
 
+class GraphWeights(Config):
+    """Edge weights of the published graph (run config; defaults are :class:`GraphConfig`'s)."""
+
+    fact_weight: float = 1.0
+    passage_weight: float = 1.0
+    synonym_scale: float = 1.0
+    relation_weights: dict[str, float] = {}  # e.g. {"is_a": 0.5}: typed facts' weight multipliers
+
+
 @asset(group_name="ingest", kinds={"numpy"}, deps=[synonym_edges], description="Versioned graph snapshot (CSR arrays).")
-def graph_snapshot(store: StoreResource, embedder: EmbedderResource, extractor: ExtractorResource) -> MaterializeResult:
-    path = build_snapshot(store.open(), store.snapshots(), embedder.get().name, params={"extractor": extractor.get().cache_key})
+def graph_snapshot(config: GraphWeights, store: StoreResource, embedder: EmbedderResource,
+                   extractor: ExtractorResource) -> MaterializeResult:
+    weights = GraphConfig(config.fact_weight, config.passage_weight, config.synonym_scale,
+                          tuple(sorted(config.relation_weights.items())))
+    path = build_snapshot(store.open(), store.snapshots(), embedder.get().name, weights,
+                          params={"extractor": extractor.get().cache_key})
     manifest = json.loads((path / "manifest.json").read_text())
     counts = manifest["counts"]
     nodes = {"phrase": counts["phrases"], "passage": counts["passages"]}

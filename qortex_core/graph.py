@@ -20,11 +20,20 @@ class GraphConfig:
         fact_weight: weight added per (passage, fact) occurrence between subject and object.
         passage_weight: weight of a passage-contains-phrase edge.
         synonym_scale: synonym edge weight = cosine x this.
+        relation_weights: (relation type, multiplier) pairs for typed facts (``is_a``,
+            ``part_of``, ... of :class:`~qortex_core.model.RelationType`); unlisted types x 1.0.
+            The recorded OpenIE and the offline extractor type every fact ``related``.
     """
 
     fact_weight: float = 1.0
     passage_weight: float = 1.0
     synonym_scale: float = 1.0
+    relation_weights: tuple[tuple[str, float], ...] = ()
+
+    def relation_multipliers(self, relations: Sequence[str]) -> np.ndarray:
+        """(len(relations),) multiplier of each fact occurrence's relation type."""
+        table = dict(self.relation_weights)
+        return np.array([table.get(r, 1.0) for r in relations], np.float32)
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class GraphInput:
     Attributes:
         n_phrases, n_passages: node counts.
         fact_pairs: (m, 2) phrase indices of each fact occurrence (duplicates count).
+        fact_scale: (m,) weight multiplier of each occurrence (by relation type); None: all 1.
         contains: (c, 2) (passage index, phrase index) pairs.
         synonyms: rows, cols, weights of synonym pairs between phrases.
     """
@@ -43,6 +53,7 @@ class GraphInput:
     fact_pairs: np.ndarray
     contains: np.ndarray
     synonyms: tuple[np.ndarray, np.ndarray, np.ndarray]
+    fact_scale: np.ndarray | None = None
 
 
 def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> sp.csr_matrix:
@@ -52,14 +63,16 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     """
     n = graph.n_phrases + graph.n_passages
     fp = graph.fact_pairs.reshape(-1, 2).astype(np.int64)
-    fp = fp[fp[:, 0] != fp[:, 1]]
+    scale = np.ones(len(fp), np.float32) if graph.fact_scale is None else np.asarray(graph.fact_scale, np.float32)
+    keep = fp[:, 0] != fp[:, 1]
+    fp, scale = fp[keep], scale[keep]
     ct = graph.contains.reshape(-1, 2).astype(np.int64)
     ct = np.unique(ct, axis=0) if len(ct) else ct  # a phrase twice in one passage is one edge
     sr, sc, sw = graph.synonyms
     rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr])
     cols = np.concatenate([fp[:, 1], ct[:, 1], sc])
     weights = np.concatenate([
-        np.full(len(fp), config.fact_weight, np.float32),
+        np.float32(config.fact_weight) * scale,
         np.full(len(ct), config.passage_weight, np.float32),
         np.asarray(sw, np.float32) * config.synonym_scale,
     ])

@@ -243,12 +243,15 @@ def build_snapshot(
         dtype=np.int32).reshape(-1, 2)
     counts = [len(x) for x in facts["passage_ids"].to_pylist()] if facts.num_rows else []
     fact_pairs = np.repeat(fact_nodes, counts, axis=0) if len(counts) else fact_nodes
+    relations = facts["relation"].to_pylist() if facts.num_rows and "relation" in facts.schema.names else []
+    fact_scale = (np.repeat(graph_config.relation_multipliers(relations), counts) if graph_config.relation_weights
+                  and relations else None)
     contains = np.array([[p_at[pid], i] for i, plist in enumerate(concepts["passage_ids"].to_pylist() if n_phr else [])
                          for pid in set(plist) if pid in p_at], dtype=np.int64).reshape(-1, 2)
     syn_rows = syn.to_pylist() if syn.num_rows else []
     synonyms = (np.array([c_at[r["a"]] for r in syn_rows], np.int64), np.array([c_at[r["b"]] for r in syn_rows], np.int64),
                 np.array([r["weight"] for r in syn_rows], np.float32))
-    adj = build_adjacency(GraphInput(n_phr, len(p_ids), fact_pairs, contains, synonyms), graph_config)
+    adj = build_adjacency(GraphInput(n_phr, len(p_ids), fact_pairs, contains, synonyms, fact_scale), graph_config)
     passage_count = phrase_passage_counts(contains, n_phr)
     fact_passage_indptr, fact_passage_indices = fact_passage_csr(
         facts["passage_ids"].to_pylist() if facts.num_rows else [], p_at)

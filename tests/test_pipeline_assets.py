@@ -273,3 +273,19 @@ def test_empty_source_raises_and_keeps_the_stored_documents(setup, tmp_path: Pat
     with pytest.raises(DatasetError, match="no usable document"):
         documents(build_asset_context(), source=SourceResource(path=str(tmp_path / "empty")), store=res["store"])
     assert len(read_stored_documents(LanceStore.open(home))) == 4
+
+
+def test_graph_snapshot_asset_takes_weights_from_run_config(setup):
+    from dagster import RunConfig
+
+    from assets.graph_snapshot import GraphWeights
+
+    _, home, resources = setup
+    result = materialize(list(INGEST_ASSETS), resources=resources, instance=DagsterInstance.ephemeral(),
+                         run_config=RunConfig({"graph_snapshot": GraphWeights(fact_weight=2.5, passage_weight=0.5)}))
+    assert result.success
+    manifest = snap.load(home).manifest
+    assert manifest["params"]["graph"]["fact_weight"] == 2.5 and manifest["params"]["graph"]["passage_weight"] == 0.5
+    adj = snap.load(home).adjacency
+    n = manifest["counts"]["phrases"]
+    assert set(np.unique(adj[n:, :n].data).tolist()) == {0.5}
