@@ -53,7 +53,8 @@ def without_synonyms(snapshot: snap.Snapshot, below: float = np.inf) -> snap.Sna
     adj = snapshot.adjacency
     pairs = np.asarray(snapshot.arrays["synonym_pairs"]).reshape(-1, 2)
     weights = np.asarray(snapshot.arrays["synonym_weights"], dtype=np.float32)
-    keep = weights < below
+    scale = float(snapshot.manifest.get("params", {}).get("graph", {}).get("synonym_scale", 1.0)) or 1.0
+    keep = weights / scale < below  # stored weights are cosine x synonym_scale
     pairs, weights = pairs[keep], weights[keep]
     syn = sp.coo_matrix((weights, (pairs[:, 0], pairs[:, 1])), shape=adj.shape).tocsr()
     reduced = sp.csr_matrix(adj - syn - syn.T, dtype=np.float32)

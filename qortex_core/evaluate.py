@@ -90,14 +90,16 @@ def single_hop_rows(rows: Sequence[object], path: str | Path) -> list[dict]:
         if not isinstance(steps, list):
             continue
         answers = [str(s.get("answer", "")) if isinstance(s, dict) else "" for s in steps]
-        paragraphs = {p.get("idx"): p for p in row.get("paragraphs") or [] if isinstance(p, dict)}
+        paragraphs = {p["idx"]: p for p in row.get("paragraphs") or [] if isinstance(p, dict) and p.get("idx") is not None}
         for i, step in enumerate(steps):
             if not isinstance(step, dict) or not isinstance(step.get("question"), str):
                 continue
-            text = _HOP_REF.sub(lambda m: answers[int(m.group(1)) - 1] if 0 < int(m.group(1)) <= len(answers) else m.group(0),
-                                step["question"])
-            para = paragraphs.get(step.get("paragraph_support_idx"))
-            if ">>" in text or "#" in text or para is None:
+            refs = [int(m) for m in _HOP_REF.findall(step["question"])]
+            if any(not 0 < r <= len(answers) or not answers[r - 1].strip() for r in refs):
+                continue  # refers to a step with no answer: it cannot be asked on its own
+            text = _HOP_REF.sub(lambda m: answers[int(m.group(1)) - 1], step["question"])
+            para = paragraphs.get(step.get("paragraph_support_idx")) if step.get("paragraph_support_idx") is not None else None
+            if ">>" in text or para is None:
                 continue
             out.append({"id": f"{row.get('id', n)}/{i + 1}", "question": text, "paragraphs": [dict(para, is_supporting=True)]})
     if not out:
@@ -139,7 +141,8 @@ def load_questions(path: str | Path, single_hop: bool = False) -> list[Question]
 
 
 def _loose_key(title: str, text: str) -> tuple[str, str]:
-    return " ".join(title.split()).casefold(), " ".join(text.split()).casefold()
+    """Title and text without any whitespace, case-folded (joined sentences may lose or gain spaces)."""
+    return "".join(title.split()).casefold(), "".join(text.split()).casefold()
 
 
 def match_gold(questions: Sequence[Question], passages: Sequence[Passage]) -> tuple[list[Question], dict[str, int]]:

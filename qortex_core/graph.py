@@ -10,6 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from qortex_core import ids
+from qortex_core.errors import ConfigError
+from qortex_core.model import RelationType
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,17 @@ class GraphConfig:
     passage_weight: float = 1.0
     synonym_scale: float = 1.0
     relation_weights: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if min(self.fact_weight, self.passage_weight, self.synonym_scale) < 0:
+            raise ConfigError("graph edge weights must be >= 0")
+        known = {r.value for r in RelationType}
+        for relation, weight in self.relation_weights:
+            if relation not in known:
+                raise ConfigError(f"unknown relation type {relation!r} in relation_weights: use one of "
+                                  f"{', '.join(sorted(known))}")
+            if not weight >= 0:
+                raise ConfigError(f"relation weight for {relation!r} must be >= 0, got {weight!r}")
 
     def relation_multipliers(self, relations: Sequence[str]) -> np.ndarray:
         """(len(relations),) multiplier of each fact occurrence's relation type."""
@@ -88,9 +101,9 @@ def phrase_passage_counts(contains: np.ndarray, n_phrases: int) -> np.ndarray:
 
 
 def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[str]) -> np.ndarray:
-    """Passages whose text holds every word of each phrase: min over its words of their document frequency.
+    """How common each phrase is in the passage text: the least document frequency among its words.
 
-    An upper bound on the phrase's own document frequency, counted on the passage text rather
+    An upper bound on the number of passages holding the whole phrase, counted on the passage text rather
     than on extracted concepts, so a generic word ("war", "person") that was extracted in one
     passage still counts as common. 0 for a phrase with no word in any passage.
     """

@@ -196,6 +196,11 @@ class LLMRecognizer:
         if config.llm.api_key:
             _LOG_FILTER.secrets.add(config.llm.api_key)
 
+    @property
+    def candidates(self) -> int:
+        """How many linked facts this filter is shown (``QORTEX_RECOGNITION_CANDIDATES``)."""
+        return self.config.candidates
+
     def __repr__(self) -> str:
         return f"LLMRecognizer({self.config!r})"
 
@@ -313,7 +318,7 @@ def filter_linked(recognizer: Recognizer, query: str, linking: np.ndarray, cosin
     linking score first. None kept: an empty array and :data:`KEPT_NONE`. A
     :class:`RecognitionError`: ``linked`` unchanged and "recognition filter failed: <reason>".
     """
-    pool = top_indices(linking, candidates)
+    pool = top_indices(linking, getattr(recognizer, "candidates", candidates))  # the filter's own count first
     pool = pool[cosine[pool] >= threshold]
     if pool.size == 0:
         return linked, None
@@ -321,6 +326,8 @@ def filter_linked(recognizer: Recognizer, query: str, linking: np.ndarray, cosin
         kept = recognizer.select(query, fact_triples(facts, pool))
     except RecognitionError as exc:
         return linked, f"recognition filter failed: {exc}"
+    except Exception as exc:  # a custom Recognizer's own failure: the same fallback, its type only
+        return linked, f"recognition filter failed: {type(exc).__name__}"
     rows = sorted({int(n) for n in kept if 0 <= int(n) < pool.size})
     if not rows:
         return np.zeros(0, np.int64), KEPT_NONE

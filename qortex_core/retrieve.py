@@ -50,16 +50,17 @@ class RetrievalConfig:
             passages they were extracted from (0: cosine alone, as HippoRAG 2).
         passage_node_weight: weight of min-max dense scores on passage nodes.
         specificity: divide phrase seeds by the number of passages containing the phrase
-            (for verbatim seeds: passages whose text holds all its words).
+            (for verbatim seeds: the least passage-text frequency among its words, at least that count).
         lexical_weight: seed weight of concepts named verbatim in the query (0: off).
         lexical_max_passages: concepts in the text of more passages than this are too common to seed lexically.
         dense_fusion: final passage score = min-max PPR + this x min-max dense score (0: PPR only).
         dense_first: the best dense passage ranks first and the walk orders the rest, so the
-            graph modes never lose dense retrieval's top hit; a passage that feedback judged down
-            is not lifted (False: rank by the final score alone).
+            graph modes never lose dense retrieval's top hit; when feedback judged that passage
+            down, nothing is lifted and the walk ranks (False: rank by the final score alone).
         ppr: damping, tolerance and iteration cap.
         hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.fusion`).
-        recognition_candidates: facts shown to the optional LLM recognition filter (HippoRAG 2: 5).
+        recognition_candidates: facts shown to an optional recognition filter that does not say
+            itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES; HippoRAG 2: 5).
     """
 
     fact_top_k: int = 3
@@ -193,7 +194,8 @@ class Retriever:
         self.fact_nodes = np.asarray(a["fact_nodes"], dtype=np.int64)
         self.passage_count = np.asarray(a["phrase_passage_count"], dtype=np.float32)
         text_count = np.asarray(a.get("phrase_text_frequency", self.passage_count), dtype=np.float32)
-        self.text_count = np.where(text_count > 0, text_count, self.passage_count)  # verbatim seeds' specificity
+        # verbatim seeds' specificity: text frequency, never below the passages the concept was extracted from
+        self.text_count = np.maximum(text_count, self.passage_count)
         self.fact_passages = (np.asarray(a.get("fact_passage_indptr", np.zeros(1, np.int64))),
                               np.asarray(a.get("fact_passage_indices", np.zeros(0, np.int32))))
         t = snapshot.tables
@@ -290,9 +292,9 @@ class Retriever:
         final = add_dense_term(passage_scores, dense, self.config.dense_fusion)
         if mode == "hybrid":  # dense and graph with equal say, and how far their top-k agree
             final, extra["confidence"] = fusion.fuse(dense, passage_scores, self.config.hybrid)
-        if self.config.dense_first:  # learned feedback vetoes it: a passage judged down (preference < 0.5) is not lifted
-            allowed = self.memory.preference() >= 0.5  # (n_passages,)
-            final = dense_first(final, dense, allowed & np.isin(self.passage_domains, list(domains)) if domains else allowed)
+        if self.config.dense_first:  # learned feedback vetoes it: a passage judged down (preference < 0.5) stays put
+            final = dense_first(final, dense, np.isin(self.passage_domains, list(domains)) if domains else None,
+                                self.memory.preference() < 0.5)
         hits = self._hits(final, {"ppr": passage_scores, "dense": dense,
                                            "seed": teleport[self.n_phrases :] / max(teleport.sum(), 1e-12)},
                           top_k, domains, scores, teleport, prof)
@@ -319,7 +321,7 @@ class Retriever:
 
             linked, note = filter_linked(self.recognizer, text, linking, fact_scores, self.facts, linked,
                                          self.config.recognition_candidates, self.config.fact_threshold)
-        best = float(fact_scores[linked[0]]) if linked.size else None
+        best = float(fact_scores[linked].max()) if linked.size else None
         if linked.size == 0:  # HippoRAG 2: no relevant fact -> dense retrieval
             note = note or f"no fact reached cosine {self.config.fact_threshold}: dense retrieval"
             return Seeding(linked, best, np.zeros(self.n_phrases, np.float32), None, note)

@@ -131,16 +131,20 @@ def add_dense_term(ppr_scores: np.ndarray, dense: np.ndarray, dense_weight: floa
     return min_max(ppr_scores) + dense_weight * min_max(dense)
 
 
-def dense_first(final: np.ndarray, dense: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+def dense_first(final: np.ndarray, dense: np.ndarray, allowed: np.ndarray | None = None,
+                vetoed: np.ndarray | None = None) -> np.ndarray:
     """``final`` with the best dense passage (among ``allowed``) lifted just above every other score.
 
     The walk then orders the rest: recall@1 is dense retrieval's, and the graph adds from rank 2.
+    When that passage is ``vetoed`` (judged down by feedback) nothing is lifted: the walk ranks all.
     """
     candidates = dense if allowed is None else np.where(allowed, dense, -np.inf)  # (n_passages,)
     if candidates.size == 0 or not np.isfinite(candidates).any():
         return final
-    out = np.array(final, dtype=np.float32, copy=True)
     best = int(np.argmax(candidates))
+    if vetoed is not None and vetoed[best]:
+        return final
+    out = np.array(final, dtype=np.float32, copy=True)
     out[best] = np.float32(out.max()) + np.float32(1e-4)
     return out
 

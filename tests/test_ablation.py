@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -33,6 +34,9 @@ def test_without_synonyms_subtracts_exactly_the_synonym_edges():
     weak = without_synonyms(full, below=0.9).adjacency.toarray()  # only the 0.82 edge is below 0.9
     assert np.isclose(weak[0, 1], 1.95) and weak[1, 2] == 0
     assert np.array_equal(full.adjacency.toarray(), without_synonyms(full, below=0.5).adjacency.toarray())
+    scaled = dataclasses.replace(full, manifest={"counts": {"phrases": 3}, "params": {"graph": {"synonym_scale": 2.0}}},
+                                 arrays={**full.arrays, "synonym_weights": np.array([1.9, 1.64], np.float32)})
+    assert without_synonyms(scaled, below=0.9).adjacency.toarray()[1, 2] == np.float32(0.82) - np.float32(1.64)
 
 
 def test_default_variants_change_one_thing_each():

@@ -40,3 +40,17 @@ def test_snapshot_weights_related_facts(toy_home, tmp_path):
     assert np.isclose(b[n:, :n].sum(), base.adjacency[n:, :n].sum())  # passage edges unchanged
     assert heavy.manifest["params"]["graph"]["relation_weights"] == [["related", 3.0]]
 
+
+
+def test_bad_relation_weights_are_refused():
+    import pytest
+
+    from qortex_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown relation type 'isa'"):
+        GraphConfig(relation_weights=(("isa", 0.5),))
+    with pytest.raises(ConfigError, match="must be >= 0"):
+        GraphConfig(relation_weights=(("part_of", -2.0),))
+    with pytest.raises(ConfigError, match="must be >= 0"):
+        GraphConfig(fact_weight=-1.0)
+    assert GraphConfig(relation_weights=(("is_a", 0.0),)).relation_multipliers(["is_a", "related"]).tolist() == [0, 1]

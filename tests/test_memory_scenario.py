@@ -86,6 +86,8 @@ def test_dense_first_passage_yields_to_rejection(tmp_path, embedder):
     after = r.query(QUERY, top_k=9, mode="hipporag")
     assert after.passages[0].id != dense_top
     assert next(h for h in after.passages if h.id == dense_top).breakdown["preference"] < 0.5
+    walk = Retriever.open(home, embedder=embedder, config=WALK).query(QUERY, top_k=9, mode="hipporag")
+    assert [h.id for h in after.passages] == [h.id for h in walk.passages]  # nothing else is lifted in its place
 
 
 def test_feedback_errors_are_typed(home, embedder):

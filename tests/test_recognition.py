@@ -143,8 +143,9 @@ def test_default_retriever_sends_nothing_and_ranks_as_without_a_recognizer(home,
     default = Retriever.open(home, embedder=embedder)
     none = Retriever.open(home, embedder=embedder, recognizer=None)
     server.unknown = "all"  # a filter that keeps every candidate: with as many candidates as linked facts,
-    passthrough = Retriever.open(home, embedder=embedder, config=RetrievalConfig(recognition_candidates=3),
-                                 recognizer=recognizer_for(server))  # the walk must be the default one
+    three = LLMRecognizer(RecognitionConfig(recognizer_for(server).config.llm, candidates=3))  # its own count wins
+    passthrough = Retriever.open(home, embedder=embedder, config=RetrievalConfig(recognition_candidates=7),
+                                 recognizer=three)  # the walk must be the default one
     assert default.recognizer is None
     for question in (BRIDGE_QUESTION, PAINTER_QUESTION):
         for mode in ("auto", "hipporag"):
@@ -156,6 +157,7 @@ def test_default_retriever_sends_nothing_and_ranks_as_without_a_recognizer(home,
             assert ranking(got) == ranking(through) and got.seeds == through.seeds
             assert got.fallback is None and through.fallback is None
     assert server.count() == 2  # the pass-through filter: one request per question, the second mode cached
+    assert all(len(r.candidates) == 3 for r in server.requests())  # QORTEX_RECOGNITION_CANDIDATES, not the 7
 
 
 def test_config_from_env_falls_back_to_the_llm_settings():
@@ -225,3 +227,14 @@ def test_replay_server_runs_by_hand_and_counts_requests(tmp_path):
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "2 request(s), 1 for queries without a recorded answer" in err
+
+
+def test_a_custom_recognizer_that_raises_falls_back_to_unfiltered_facts(home, embedder):
+    class Broken:
+        def select(self, query, facts):
+            raise TimeoutError("the model did not answer")
+
+    result = Retriever.open(home, embedder=embedder, recognizer=Broken()).query(BRIDGE_QUESTION, top_k=5, mode="hipporag")
+    plain = Retriever.open(home, embedder=embedder).query(BRIDGE_QUESTION, top_k=5, mode="hipporag")
+    assert result.fallback == "recognition filter failed: TimeoutError"
+    assert ranking(result) == ranking(plain) and result.seeds == plain.seeds

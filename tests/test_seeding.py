@@ -85,6 +85,8 @@ def test_dense_first_lifts_the_best_dense_passage_only():
     allowed = np.array([True, True, False, True])  # e.g. a domain filter or a passage judged down
     assert top_indices(dense_first(final, dense, allowed), 4).tolist() == [3, 0, 2, 1]
     assert np.array_equal(dense_first(final, dense, np.zeros(4, bool)), final)
+    vetoed = np.array([False, False, True, False])  # feedback judged the best dense passage down
+    assert np.array_equal(dense_first(final, dense, None, vetoed), final)  # nothing lifted in its place
     assert dense_first(np.zeros(0, np.float32), np.zeros(0, np.float32)).shape == (0,)
 
 
@@ -99,3 +101,42 @@ def test_graph_modes_keep_dense_top_hit(toy_home, embedder):
     for mode in ("hipporag", "hybrid", "auto"):
         hits = [h.id for h in Retriever(s, embedder).search(question, vector, 3, mode).passages]
         assert hits[0] == dense_top and walk.passages[0].id in hits
+
+
+def _with_arrays(s: snap.Snapshot, **arrays) -> snap.Snapshot:
+    return dataclasses.replace(s, arrays={**s.arrays, **arrays})
+
+
+def test_retriever_links_facts_through_their_passages(toy_home, embedder):
+    """A fact whose source passage is the query's best dense passage climbs into the linked facts."""
+    s = snap.load(toy_home)
+    vector = embedder.embed([BRIDGE_QUESTION])[0]
+    plain = Retriever(s, embedder, RetrievalConfig(fact_context=0.0))
+    cos, dense = plain.fact_vectors @ vector, plain.passage_vectors @ vector
+    fifth = int(np.argsort(-cos)[4])
+    assert cos[fifth] >= plain.config.fact_threshold and fifth not in plain.seed(BRIDGE_QUESTION, vector, dense).linked
+    sources = np.full(len(cos), int(np.argmin(dense)), np.int32)  # every fact "from" the worst passage ...
+    sources[fifth] = int(np.argmax(dense))  # ... but this one, from the best
+    moved = _with_arrays(s, fact_passage_indptr=np.arange(len(cos) + 1, dtype=np.int64), fact_passage_indices=sources)
+    linked = Retriever(moved, embedder, RetrievalConfig(fact_context=2.0)).seed(BRIDGE_QUESTION, vector, dense).linked
+    assert linked[0] == fifth
+    unmoved = Retriever(moved, embedder, RetrievalConfig(fact_context=0.0)).seed(BRIDGE_QUESTION, vector, dense).linked
+    assert unmoved.tolist() == plain.seed(BRIDGE_QUESTION, vector, dense).linked.tolist()
+
+
+def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
+    """The verbatim seed of a concept named in the query weighs 0.5 / its passage-text frequency."""
+    s = snap.load(toy_home)
+    question = "Which composer was born in the city of Lune?"
+    vector = embedder.embed([question])[0]
+    names = s.tables["nodes"]["name"].to_pylist()[: s.n_phrases]
+    lune = names.index("Lune")
+    freq = np.array(s.arrays["phrase_text_frequency"], dtype=np.float32, copy=True)
+    freq[lune] = 8.0  # as if "Lune" were in the text of 8 passages
+    common = _with_arrays(s, phrase_text_frequency=freq)
+    dense = s.arrays["passage_vectors"] @ vector
+    w = {lex: Retriever(common, embedder, RetrievalConfig(lexical_weight=lex)).seed(question, vector, dense).phrase_weights
+         for lex in (0.0, 0.5)}
+    assert np.isclose(w[0.5][lune] - w[0.0][lune], 0.5 / 8.0)
+    assert Retriever(s, embedder).text_count[lune] == max(s.arrays["phrase_text_frequency"][lune],
+                                                           s.arrays["phrase_passage_count"][lune])
