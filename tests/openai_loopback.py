@@ -190,20 +190,28 @@ _SCHEMA_BREAK = json.dumps({"concepts": [{"name": "x"}], "relations": [
     {"source": "a", "predicate": "p", "target": "b", "relation_type": "no-such-type"}], "rules": [{"text": "t", "confidence": 7}]})
 
 
+class JSONHandler(BaseHTTPRequestHandler):
+    """A quiet request handler that reads a JSON body and answers JSON."""
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
+        return None
+
+    def _send(self, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
+        send_json(self, status, obj, headers)
+
+    def read_json(self) -> dict:
+        """The request body as JSON ({} when it does not parse)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            return json.loads(self.rfile.read(length) or b"{}")
+        except json.JSONDecodeError:
+            return {}
+
+
 def _handler(server: OpenAILoopback) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
-            return None
-
-        def _send(self, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
-            send_json(self, status, obj, headers)
-
+    class Handler(JSONHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-            except json.JSONDecodeError:
-                body = {}
+            body = self.read_json()
             if self.path.rstrip("/") != "/v1/chat/completions":
                 server._record(None, "404", body)
                 return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})

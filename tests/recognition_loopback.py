@@ -30,9 +30,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 try:  # imported by the tests (tests/ on sys.path) or run as `python -m tests.recognition_loopback`
-    from openai_loopback import completion, send_json
+    from openai_loopback import JSONHandler, completion
 except ImportError:
-    from tests.openai_loopback import completion, send_json
+    from tests.openai_loopback import JSONHandler, completion
 
 _QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.DOTALL)
 _CANDIDATE = re.compile(r"^\d+\. (\[.*\])$", re.MULTILINE)
@@ -123,19 +123,9 @@ class RecognitionLoopback:
 
 
 def _handler(server: RecognitionLoopback) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
-            return None
-
-        def _send(self, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
-            send_json(self, status, obj, headers)
-
+    class Handler(JSONHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-            except json.JSONDecodeError:
-                body = {}
+            body = self.read_json()
             request = server.answer(body)
             auth = self.headers.get("Authorization", "")
             if self.path.rstrip("/") != "/v1/chat/completions":
