@@ -27,6 +27,11 @@ class Variant:
     synonyms: bool = True
     synonym_min: float = 0.0  # synonym edges below this cosine are dropped (the index keeps >= its threshold)
 
+    @property
+    def synonyms_below(self) -> float:
+        """Cosine under which synonym edges are dropped (inf: all of them, 0: none)."""
+        return self.synonym_min if self.synonyms else np.inf
+
 
 def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]:
     """The rows the docs show: the defaults, each component removed, damping and passage-weight sweeps."""
@@ -70,12 +75,11 @@ def run_ablation(home: str | Path, questions: Sequence[Question], embedder: Embe
                  variants: Sequence[Variant], ks: Sequence[int] = (2, 5, 10)) -> list[dict]:
     """Recall@k of each variant on ``questions`` over the latest snapshot under ``home``."""
     base = snap.load(home)
-    graphs = {v.synonym_min if v.synonyms else np.inf: None for v in variants}
-    graphs = {t: base if t == 0 else without_synonyms(base, t) for t in graphs}
+    graphs = {t: base if t == 0 else without_synonyms(base, t) for t in {v.synonyms_below for v in variants}}
     vectors = embedder.embed([q.text for q in questions])
     rows = []
     for v in variants:
-        retriever = Retriever(graphs[v.synonym_min if v.synonyms else np.inf], embedder, v.config)
+        retriever = Retriever(graphs[v.synonyms_below], embedder, v.config)
         ranked = [[h.id for h in retriever.search(q.text, vec, max(ks), v.mode).passages] for q, vec in zip(questions, vectors)]
         rows.append({"variant": v.name, **mean_recall(ranked, questions, ks)})
     return rows

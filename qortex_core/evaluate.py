@@ -177,12 +177,6 @@ def match_gold(questions: Sequence[Question], passages: Sequence[Passage]) -> tu
     return out, counts
 
 
-def check_gold_in_corpus(questions: Sequence[Question], passages: Sequence[Passage]) -> int:
-    """Number of gold passages missing from the corpus (matched on title + text)."""
-    have = {p.id for p in passages}
-    return sum(g not in have for q in questions for g in q.gold)
-
-
 def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
     """|gold in the top k| / |gold| for one question."""
     if not gold:

@@ -292,12 +292,12 @@ class Retriever:
         final = add_dense_term(passage_scores, dense, self.config.dense_fusion)
         if mode == "hybrid":  # dense and graph with equal say, and how far their top-k agree
             final, extra["confidence"] = fusion.fuse(dense, passage_scores, self.config.hybrid)
+        allowed = self._domain_mask(domains)
         if self.config.dense_first:  # learned feedback vetoes it: a passage judged down (preference < 0.5) stays put
-            final = dense_first(final, dense, np.isin(self.passage_domains, list(domains)) if domains else None,
-                                self.memory.preference() < 0.5)
+            final = dense_first(final, dense, allowed, self.memory.preference() < 0.5)
         hits = self._hits(final, {"ppr": passage_scores, "dense": dense,
                                            "seed": teleport[self.n_phrases :] / max(teleport.sum(), 1e-12)},
-                          top_k, domains, scores, teleport, prof)
+                          top_k, allowed, scores, teleport, prof)
         concepts = [ConceptHit(self.node_ids[i], self.node_names[i], float(scores[i]))
                     for i in top_indices(scores[: self.n_phrases], top_k)]
         rules = rank_rules(self.rule_index, scores[: self.n_phrases], self.node_ids, self.node_names, top_k, domains)
@@ -311,8 +311,9 @@ class Retriever:
             text: the query; vector: its unit embedding; dense: (n_passages,) query-to-passage cosine.
         """
         fact_scores = cosine(self.fact_vectors, vector)  # (n_facts,)
-        # (n_facts,) cosine + fact_context x best cosine among each fact's source passages
-        linking = link_scores(fact_scores, passage_context(dense, *self.fact_passages), self.config.fact_context)
+        # (n_facts,) cosine + fact_context x best cosine among each fact's source passages (skipped when off)
+        linking = (link_scores(fact_scores, passage_context(dense, *self.fact_passages), self.config.fact_context)
+                   if self.config.fact_context > 0 else fact_scores)
         linked = top_indices(linking, self.config.fact_top_k)
         linked = linked[fact_scores[linked] >= self.config.fact_threshold]
         note = None  # what the recognition filter did, when it did not simply filter
@@ -341,7 +342,8 @@ class Retriever:
                       else np.zeros(self.n_phrases, np.float32))
         rules = rank_rules(self.rule_index, phrase_cos, self.node_ids, self.node_names, top_k, domains)
         return QueryResult(text, "dense", self.snapshot.manifest.get("name", ""),
-                           self._hits(dense, {"dense": dense}, top_k, domains, profile=prof), fallback=fallback,
+                           self._hits(dense, {"dense": dense}, top_k, self._domain_mask(domains), profile=prof),
+                           fallback=fallback,
                            rules=rules, **extra)
 
     def _profiled(self, ranking: np.ndarray, parts: dict[str, np.ndarray],
@@ -363,13 +365,17 @@ class Retriever:
             out.append(Seed(self.node_ids[node], self.node_names[node], float(phrase_w[node]), fact_text.get(node, "")))
         return sorted(out, key=lambda s: -s.weight)
 
-    def _hits(self, ranking: np.ndarray, parts: dict[str, np.ndarray], top_k: int, domains: Sequence[str] | None,
+    def _domain_mask(self, domains: Sequence[str] | None) -> np.ndarray | None:
+        """(n_passages,) True for passages in ``domains``; None when every domain is allowed."""
+        return np.isin(self.passage_domains, list(domains)) if domains else None
+
+    def _hits(self, ranking: np.ndarray, parts: dict[str, np.ndarray], top_k: int, allowed: np.ndarray | None,
               node_scores: np.ndarray | None = None, teleport: np.ndarray | None = None,
               profile: profiles.ScoringProfile = profiles.BUILTIN["default"]) -> list[PassageHit]:
         ranking, parts = self._profiled(np.asarray(ranking, dtype=np.float32), parts, profile)
         ranking = np.asarray(ranking, dtype=np.float32).copy()
-        if domains:
-            ranking[~np.isin(self.passage_domains, list(domains))] = -np.inf
+        if allowed is not None:
+            ranking[~allowed] = -np.inf
         out = []
         for i in top_indices(ranking, top_k).tolist():
             if not np.isfinite(ranking[i]):

@@ -10,7 +10,7 @@ import pytest
 from conftest import BRIDGE_GOLD, BRIDGE_QUESTION, TOY_CORPUS, TOY_QUESTIONS, TOY_TRIPLES, openie_document, write_file
 from qortex_core.errors import DatasetError, QueryError
 from qortex_core.evaluate import (
-    EvalSetup, Question, check_gold_in_corpus, load_corpus, load_questions, mean_recall, recall_at_k, run_evaluation,
+    EvalSetup, Question, load_corpus, load_questions, match_gold, mean_recall, recall_at_k, run_evaluation,
 )
 from qortex_core.extract import RecordedExtractor, clean_triple, load_openie
 from qortex_core.model import Passage
@@ -48,8 +48,9 @@ def test_load_toy_dataset(toy_dataset):
     assert questions[0].gold == tuple(by_title[t] for t in BRIDGE_GOLD)
     assert questions[1].gold == (by_title["Ivo Lark"],)
     assert len(passages) == len(TOY_CORPUS) and passages[1].full_text == "Ostrania\n" + TOY_CORPUS[1]["text"]
-    assert check_gold_in_corpus(questions, passages) == 0
-    assert check_gold_in_corpus(questions, passages[1:]) == 1  # "Orlan Vesk" is gone
+    gold = sum(len(q.gold) for q in questions)
+    assert match_gold(questions, passages)[1]["exact"] == gold  # every gold passage matched on title + text
+    assert match_gold(questions, passages[1:])[1] == {"exact": gold - 1, "loose": 0, "title": 0, "missing": 1}  # "Orlan Vesk" is gone
 
 
 def test_load_openie_format(toy_dataset):
@@ -88,7 +89,7 @@ def test_load_musique_100():
     passages = load_corpus(BENCH / "musique_100_corpus.json")
     assert (len(questions), len(passages)) == (100, 1890)
     assert all(2 <= len(q.gold) <= 4 for q in questions)
-    assert check_gold_in_corpus(questions, passages) == 0
+    assert match_gold(questions, passages)[1]["exact"] == sum(len(q.gold) for q in questions)
 
 
 # -- bad files through the library ----------------------------------------------------------
