@@ -9,4 +9,12 @@ from assets.synonym_edges import synonym_edges
 
 INGEST_ASSETS = (documents, chunks, extractions, embeddings, synonym_edges, graph_snapshot)
 
-__all__ = ["INGEST_ASSETS", "chunks", "documents", "embeddings", "extractions", "graph_snapshot", "synonym_edges"]
+__all__ = [
+    "INGEST_ASSETS",
+    "chunks",
+    "documents",
+    "embeddings",
+    "extractions",
+    "graph_snapshot",
+    "synonym_edges",
+]

@@ -5,9 +5,9 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 from assets.documents import documents
 from assets.reporting import markdown_table
 from pipelines.resources import StoreResource
-from qortex_core.chunking import ChunkConfig, chunk_documents
-from qortex_core.documents import read_stored_documents
-from qortex_core.index import sync_chunks
+from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
+from qortex_core.ingest.documents import read_stored_documents
+from qortex_core.ingest.stages import sync_chunks
 
 
 class ChunkingConfig(Config):
@@ -17,15 +17,32 @@ class ChunkingConfig(Config):
     overlap_tokens: int = 64
 
 
-@asset(group_name="ingest", kinds={"lancedb"}, deps=[documents], description="Token-aware chunks with overlap.")
-def chunks(context: AssetExecutionContext, config: ChunkingConfig, store: StoreResource) -> MaterializeResult:
+@asset(
+    group_name="ingest",
+    kinds={"lancedb"},
+    deps=[documents],
+    description="Token-aware chunks with overlap.",
+)
+def chunks(
+    context: AssetExecutionContext, config: ChunkingConfig, store: StoreResource
+) -> MaterializeResult:
     db = store.open()
-    passages = chunk_documents(read_stored_documents(db), ChunkConfig(config.max_tokens, config.overlap_tokens))
+    passages = chunk_documents(
+        read_stored_documents(db), ChunkConfig(config.max_tokens, config.overlap_tokens)
+    )
     report = sync_chunks(db, passages)
     context.log.info(f"{report.total} chunks ({report.added} new, {report.removed} removed)")
-    return MaterializeResult(metadata={
-        "chunks": report.total, "new_chunks": report.added, "deleted_chunks": report.removed,
-        "documents": len({p.doc_id for p in passages}), "max_tokens": config.max_tokens,
-        "overlap_tokens": config.overlap_tokens,
-        "preview": markdown_table(["id", "document", "title", "text"], [(p.id, p.doc_id, p.title, p.text) for p in passages]),
-    })
+    return MaterializeResult(
+        metadata={
+            "chunks": report.total,
+            "new_chunks": report.added,
+            "deleted_chunks": report.removed,
+            "documents": len({p.doc_id for p in passages}),
+            "max_tokens": config.max_tokens,
+            "overlap_tokens": config.overlap_tokens,
+            "preview": markdown_table(
+                ["id", "document", "title", "text"],
+                [(p.id, p.doc_id, p.title, p.text) for p in passages],
+            ),
+        }
+    )

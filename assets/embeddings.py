@@ -5,17 +5,37 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 from assets.extractions import extractions
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.index import embed_index
+from qortex_core.ingest.stages import embed_index
 
 
-@asset(group_name="ingest", kinds={"lancedb"}, deps=[extractions],
-       description="Vectors for passages, concepts, facts and rules; only texts never embedded before are sent.")
-def embeddings(context: AssetExecutionContext, store: StoreResource, embedder: EmbedderResource,
-               extractor: ExtractorResource) -> MaterializeResult:
+@asset(
+    group_name="ingest",
+    kinds={"lancedb"},
+    deps=[extractions],
+    description="Vectors for passages, concepts, facts and rules; only texts never embedded before are sent.",
+)
+def embeddings(
+    context: AssetExecutionContext,
+    store: StoreResource,
+    embedder: EmbedderResource,
+    extractor: ExtractorResource,
+) -> MaterializeResult:
     model = embedder.get()
-    report = embed_index(store.open(), model, extractor.get().cache_key, progress=progress_logger(context))
-    rows = {"passages": report.passages, "concepts": report.concepts, "facts": report.facts, "rules": report.rules}
-    return MaterializeResult(metadata={
-        **rows, "texts_embedded": report.texts_embedded, "cache_hits": report.cache_hits, "embedding_model": model.name,
-        "rows": markdown_table(["table", "rows"], list(rows.items())),
-    })
+    report = embed_index(
+        store.open(), model, extractor.get().cache_key, progress=progress_logger(context)
+    )
+    rows = {
+        "passages": report.passages,
+        "concepts": report.concepts,
+        "facts": report.facts,
+        "rules": report.rules,
+    }
+    return MaterializeResult(
+        metadata={
+            **rows,
+            "texts_embedded": report.texts_embedded,
+            "cache_hits": report.cache_hits,
+            "embedding_model": model.name,
+            "rows": markdown_table(["table", "rows"], list(rows.items())),
+        }
+    )

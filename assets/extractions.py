@@ -5,25 +5,44 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 from assets.chunks import chunks
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import ExtractorResource, StoreResource
-from qortex_core.index import extract_chunks
+from qortex_core.ingest.stages import extract_chunks
 
 COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "failures")
 
 
-@asset(group_name="ingest", kinds={"openai", "lancedb"}, deps=[chunks], pool="llm",
-       description="OpenIE per chunk, cached by (chunk hash, model, prompt version); failures recorded and retried.")
-def extractions(context: AssetExecutionContext, store: StoreResource, extractor: ExtractorResource) -> MaterializeResult:
+@asset(
+    group_name="ingest",
+    kinds={"openai", "lancedb"},
+    deps=[chunks],
+    pool="llm",
+    description="OpenIE per chunk, cached by (chunk hash, model, prompt version); failures recorded and retried.",
+)
+def extractions(
+    context: AssetExecutionContext, store: StoreResource, extractor: ExtractorResource
+) -> MaterializeResult:
     ex = extractor.get()
     before = {name: getattr(ex, name, 0) for name in COUNTERS}
     report = extract_chunks(store.open(), ex, progress=progress_logger(context))
     used = {name: getattr(ex, name, 0) - before[name] for name in COUNTERS}
     if report.failed:
-        context.log.warning(f"{report.failed} chunks failed extraction; they are recorded and retried next run")
+        context.log.warning(
+            f"{report.failed} chunks failed extraction; they are recorded and retried next run"
+        )
     llm_calls = used["calls"] if hasattr(ex, "calls") else report.extracted + report.failed
-    return MaterializeResult(metadata={
-        "chunks": report.chunks, "extracted": report.extracted, "cache_hits": report.cached, "failed": report.failed,
-        "extractor": ex.cache_key, "llm_calls": int(llm_calls), "prompt_tokens": int(used["prompt_tokens"]),
-        "completion_tokens": int(used["completion_tokens"]), "estimated_cost_usd": float(used["cost_usd"]),
-        "summary": markdown_table(["chunks", "extracted", "cached", "failed", "calls"],
-                                  [(report.chunks, report.extracted, report.cached, report.failed, llm_calls)]),
-    })
+    return MaterializeResult(
+        metadata={
+            "chunks": report.chunks,
+            "extracted": report.extracted,
+            "cache_hits": report.cached,
+            "failed": report.failed,
+            "extractor": ex.cache_key,
+            "llm_calls": int(llm_calls),
+            "prompt_tokens": int(used["prompt_tokens"]),
+            "completion_tokens": int(used["completion_tokens"]),
+            "estimated_cost_usd": float(used["cost_usd"]),
+            "summary": markdown_table(
+                ["chunks", "extracted", "cached", "failed", "calls"],
+                [(report.chunks, report.extracted, report.cached, report.failed, llm_calls)],
+            ),
+        }
+    )

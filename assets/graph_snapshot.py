@@ -1,6 +1,5 @@
 """``graph_snapshot``: the immutable graph snapshot, published by an atomic pointer switch."""
 
-
 import json
 
 from dagster import Config, MaterializeResult, asset
@@ -8,8 +7,8 @@ from dagster import Config, MaterializeResult, asset
 from assets.reporting import markdown_table
 from assets.synonym_edges import synonym_edges
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.graph import GraphConfig
-from qortex_core.index import build_snapshot
+from qortex_core.ingest.graph import GraphConfig
+from qortex_core.ingest.stages import build_snapshot
 
 
 class GraphWeights(Config):
@@ -21,23 +20,56 @@ class GraphWeights(Config):
     relation_weights: dict[str, float] = {}  # e.g. {"is_a": 0.5}: typed facts' weight multipliers
 
 
-@asset(group_name="ingest", kinds={"numpy"}, deps=[synonym_edges], description="Versioned graph snapshot (CSR arrays).")
-def graph_snapshot(config: GraphWeights, store: StoreResource, embedder: EmbedderResource,
-                   extractor: ExtractorResource) -> MaterializeResult:
-    weights = GraphConfig(config.fact_weight, config.passage_weight, config.synonym_scale,
-                          tuple(sorted(config.relation_weights.items())))
-    path = build_snapshot(store.open(), store.snapshots(), embedder.get().name, weights,
-                          params={"extractor": extractor.get().cache_key})
+@asset(
+    group_name="ingest",
+    kinds={"numpy"},
+    deps=[synonym_edges],
+    description="Versioned graph snapshot (CSR arrays).",
+)
+def graph_snapshot(
+    config: GraphWeights,
+    store: StoreResource,
+    embedder: EmbedderResource,
+    extractor: ExtractorResource,
+) -> MaterializeResult:
+    weights = GraphConfig(
+        config.fact_weight,
+        config.passage_weight,
+        config.synonym_scale,
+        tuple(sorted(config.relation_weights.items())),
+    )
+    path = build_snapshot(
+        store.open(),
+        store.snapshots(),
+        embedder.get().name,
+        weights,
+        params={"extractor": extractor.get().cache_key},
+    )
     manifest = json.loads((path / "manifest.json").read_text())
     counts = manifest["counts"]
     nodes = {"phrase": counts["phrases"], "passage": counts["passages"]}
-    edges = {"fact": counts["facts"], "synonym": counts["synonym_edges"], "contains": counts.get("contains", 0),
-             "total (undirected, merged)": counts["edges"]}
-    return MaterializeResult(metadata={
-        "snapshot": manifest["name"], "snapshot_version": manifest["version"], "path": str(path),
-        "nodes": counts["nodes"], "edges": counts["edges"], "rules": counts["rules"],
-        **{f"nodes_{k}": v for k, v in nodes.items()}, "edges_fact": counts["facts"],
-        "edges_synonym": counts["synonym_edges"], "edges_contains": counts.get("contains", 0),
-        "graph": markdown_table(["kind", "count"], [(f"{k} nodes", v) for k, v in nodes.items()]
-                                + [(f"{k} edges", v) for k, v in edges.items()]),
-    })
+    edges = {
+        "fact": counts["facts"],
+        "synonym": counts["synonym_edges"],
+        "contains": counts.get("contains", 0),
+        "total (undirected, merged)": counts["edges"],
+    }
+    return MaterializeResult(
+        metadata={
+            "snapshot": manifest["name"],
+            "snapshot_version": manifest["version"],
+            "path": str(path),
+            "nodes": counts["nodes"],
+            "edges": counts["edges"],
+            "rules": counts["rules"],
+            **{f"nodes_{k}": v for k, v in nodes.items()},
+            "edges_fact": counts["facts"],
+            "edges_synonym": counts["synonym_edges"],
+            "edges_contains": counts.get("contains", 0),
+            "graph": markdown_table(
+                ["kind", "count"],
+                [(f"{k} nodes", v) for k, v in nodes.items()]
+                + [(f"{k} edges", v) for k, v in edges.items()],
+            ),
+        }
+    )

@@ -26,7 +26,9 @@ def _cell(value: object, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]], limit: int = 10) -> MetadataValue:
+def markdown_table(
+    columns: Sequence[str], rows: Sequence[Sequence[object]], limit: int = 10
+) -> MetadataValue:
     """A markdown table of the first ``limit`` rows (with a count of the rest)."""
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows[:limit]]

@@ -5,20 +5,35 @@ from dagster import MaterializeResult, asset
 from assets.embeddings import embeddings
 from assets.reporting import markdown_table
 from pipelines.resources import StoreResource
-from qortex_core.index import build_synonyms
-from qortex_core.store import CONCEPTS, SYNONYMS
-from qortex_core.synonyms import SynonymConfig
+from qortex_core.ingest.stages import build_synonyms
+from qortex_core.ingest.synonyms import SynonymConfig
+from qortex_core.storage.store import CONCEPTS, SYNONYMS
 
 
-@asset(group_name="ingest", kinds={"lancedb"}, deps=[embeddings], description="Synonym edges between concepts.")
+@asset(
+    group_name="ingest",
+    kinds={"lancedb"},
+    deps=[embeddings],
+    description="Synonym edges between concepts.",
+)
 def synonym_edges(store: StoreResource) -> MaterializeResult:
     db = store.open()
     config = SynonymConfig()
     count = build_synonyms(db, config)
     edges, concepts = db.read(SYNONYMS), db.read(CONCEPTS)
-    names = dict(zip(concepts["id"].to_pylist(), concepts["name"].to_pylist())) if concepts.num_rows else {}
+    names = (
+        dict(zip(concepts["id"].to_pylist(), concepts["name"].to_pylist()))
+        if concepts.num_rows
+        else {}
+    )
     top = sorted(edges.to_pylist(), key=lambda r: -r["weight"]) if edges.num_rows else []
-    return MaterializeResult(metadata={
-        "synonym_edges": count, "concepts": len(names),
-        "preview": markdown_table(["a", "b", "cosine"], [(names.get(r["a"]), names.get(r["b"]), f"{r['weight']:.3f}") for r in top]),
-    })
+    return MaterializeResult(
+        metadata={
+            "synonym_edges": count,
+            "concepts": len(names),
+            "preview": markdown_table(
+                ["a", "b", "cosine"],
+                [(names.get(r["a"]), names.get(r["b"]), f"{r['weight']:.3f}") for r in top],
+            ),
+        }
+    )

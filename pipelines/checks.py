@@ -7,9 +7,9 @@ from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.index import extraction_key, read_chunks
-from qortex_core.retrieve import Retriever
-from qortex_core.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
+from qortex_core.ingest.stages import extraction_key, read_chunks
+from qortex_core.query.retriever import Retriever
+from qortex_core.storage.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
 
 
 def _column(store: LanceStore, table: str, column: str) -> list:
@@ -30,39 +30,60 @@ def dangling_edges(store: LanceStore) -> dict[str, int]:
     }
 
 
-@asset_check(asset=graph_snapshot, description="Every fact, synonym and passage link ends at a node.")
+@asset_check(
+    asset=graph_snapshot, description="Every fact, synonym and passage link ends at a node."
+)
 def no_dangling_edges(store: StoreResource) -> AssetCheckResult:
     found = dangling_edges(store.open())
-    return AssetCheckResult(passed=sum(found.values()) == 0, metadata={f"dangling_{k}": v for k, v in found.items()})
+    return AssetCheckResult(
+        passed=sum(found.values()) == 0, metadata={f"dangling_{k}": v for k, v in found.items()}
+    )
 
 
 def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:
     """Chunks with a successful extraction, a recorded failure, or nothing at all."""
     status = dict(zip(_column(store, EXTRACTIONS, "key"), _column(store, EXTRACTIONS, "status")))
     found = [status.get(extraction_key(p.id, extractor_key)) for p in read_chunks(store)]
-    return {"ok": sum(s == "ok" for s in found), "failed": sum(s not in (None, "ok") for s in found),
-            "missing": sum(s is None for s in found)}
+    return {
+        "ok": sum(s == "ok" for s in found),
+        "failed": sum(s not in (None, "ok") for s in found),
+        "missing": sum(s is None for s in found),
+    }
 
 
-@asset_check(asset=extractions, description="Every chunk is extracted or recorded as failed; nothing silently dropped.")
+@asset_check(
+    asset=extractions,
+    description="Every chunk is extracted or recorded as failed; nothing silently dropped.",
+)
 def every_chunk_accounted(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
     counts = extraction_status(store.open(), extractor.get().cache_key)
     return AssetCheckResult(passed=counts["missing"] == 0, metadata=counts)
 
 
-@asset_check(asset=extractions, description="No chunk is left failed (failures are retried on the next run).")
+@asset_check(
+    asset=extractions, description="No chunk is left failed (failures are retried on the next run)."
+)
 def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
     counts = extraction_status(store.open(), extractor.get().cache_key)
-    return AssetCheckResult(passed=counts["failed"] == 0, severity=AssetCheckSeverity.WARN, metadata=counts)
+    return AssetCheckResult(
+        passed=counts["failed"] == 0, severity=AssetCheckSeverity.WARN, metadata=counts
+    )
 
 
-@asset_check(asset=graph_snapshot, description="The latest snapshot loads (checksums verified) and answers a probe query.")
+@asset_check(
+    asset=graph_snapshot,
+    description="The latest snapshot loads (checksums verified) and answers a probe query.",
+)
 def snapshot_answers_probe(store: StoreResource, embedder: EmbedderResource) -> AssetCheckResult:
     """Query the snapshot with one of its own passages (its stored vector, so no model is loaded or called)."""
     retriever = Retriever.open(store.snapshots(), embedder=embedder.get())
     passages = retriever.snapshot.tables["passages"]
     if passages.num_rows == 0:
-        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata={"reason": "snapshot has no passages"})
+        return AssetCheckResult(
+            passed=False,
+            severity=AssetCheckSeverity.WARN,
+            metadata={"reason": "snapshot has no passages"},
+        )
     row = passages.num_rows // 2
     probe = passages.slice(row, 1).to_pylist()[0]
     vector = np.asarray(retriever.passage_vectors[row], dtype=np.float32)
@@ -71,10 +92,22 @@ def snapshot_answers_probe(store: StoreResource, embedder: EmbedderResource) -> 
     dense = retriever.search(text, vector, top_k=1, mode="dense")
     found = bool(dense.passages) and dense.passages[0].id == probe["id"]
     model = retriever.snapshot.manifest.get("embedding_model")
-    return AssetCheckResult(passed=bool(graph.passages) and found and model == embedder.get().name, metadata={
-        "snapshot": retriever.snapshot.manifest.get("name", ""), "probe_passage": probe["id"],
-        "hipporag_hits": len(graph.passages), "dense_top1_is_probe": found, "embedding_model": str(model),
-        "fallback": graph.fallback or ""})
+    return AssetCheckResult(
+        passed=bool(graph.passages) and found and model == embedder.get().name,
+        metadata={
+            "snapshot": retriever.snapshot.manifest.get("name", ""),
+            "probe_passage": probe["id"],
+            "hipporag_hits": len(graph.passages),
+            "dense_top1_is_probe": found,
+            "embedding_model": str(model),
+            "fallback": graph.fallback or "",
+        },
+    )
 
 
-INGEST_CHECKS = (no_dangling_edges, every_chunk_accounted, no_failed_extractions, snapshot_answers_probe)
+INGEST_CHECKS = (
+    no_dangling_edges,
+    every_chunk_accounted,
+    no_failed_extractions,
+    snapshot_answers_probe,
+)

@@ -8,7 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-
 COMMAND_MODULES = (
     "pipelines.commands.ingest",
     "pipelines.commands.bench",
@@ -18,7 +17,9 @@ COMMAND_MODULES = (
 )
 
 
-RECOGNITION_HELP = "filter the linked facts with an LLM (QORTEX_RECOGNITION_* or QORTEX_LLM_* environment)"
+RECOGNITION_HELP = (
+    "filter the linked facts with an LLM (QORTEX_RECOGNITION_* or QORTEX_LLM_* environment)"
+)
 
 
 class Progress:
@@ -41,17 +42,30 @@ def _csv(kind):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from qortex_core.evaluate import EvalSetup, run_evaluation
+    from qortex_bench.evaluate import EvalSetup, run_evaluation
 
     home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         from qortex_core.errors import ConfigError
 
-        raise ConfigError(f"cannot write the report to {args.json}: its folder does not exist or it is a directory")
+        raise ConfigError(
+            f"cannot write the report to {args.json}: its folder does not exist or it is a directory"
+        )
     recognizer = _recognizer(args)
-    report = run_evaluation(EvalSetup(Path(args.questions), Path(args.corpus), home,
-                                      Path(args.openie) if args.openie else None, args.extractor,
-                                      args.modes, args.k, args.single_hop), progress=Progress(), recognizer=recognizer)
+    report = run_evaluation(
+        EvalSetup(
+            Path(args.questions),
+            Path(args.corpus),
+            home,
+            Path(args.openie) if args.openie else None,
+            args.extractor,
+            args.modes,
+            args.k,
+            args.single_hop,
+        ),
+        progress=Progress(),
+        recognizer=recognizer,
+    )
     emit_report(report, args.json)
     return 0
 
@@ -60,7 +74,7 @@ def _recognizer(args: argparse.Namespace):
     """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is configured), else None."""
     if not getattr(args, "recognition", False):
         return None
-    from qortex_core.recognition import require_recognizer
+    from qortex_core.query.recognition import require_recognizer
 
     return require_recognizer()
 
@@ -74,25 +88,36 @@ def emit_report(report: dict, path: str | None) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from qortex_core.retrieve import Retriever
+    from qortex_core.query.retriever import Retriever
 
-    retriever = Retriever.open(args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args))
-    result = retriever.query(args.text, top_k=args.top_k, mode=args.mode, domains=args.domain or None,
-                             profile=args.profile)
+    retriever = Retriever.open(
+        args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args)
+    )
+    result = retriever.query(
+        args.text,
+        top_k=args.top_k,
+        mode=args.mode,
+        domains=args.domain or None,
+        profile=args.profile,
+    )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if args.json:
         from dataclasses import asdict
 
         print(json.dumps(asdict(result), indent=2))
         return 0
-    print(f"query {result.query_id} on {result.snapshot} ({result.mode}){': ' + result.route if result.route else ''}")
+    print(
+        f"query {result.query_id} on {result.snapshot} ({result.mode}){': ' + result.route if result.route else ''}"
+    )
     if result.fallback:
         print(f"note: {result.fallback}")
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
         print(f"{n:2d}. [{hit.score:.4f}] {hit.id} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
-        print(f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}")
+        print(
+            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
+        )
     return 0
 
 
@@ -110,8 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--home")
     ev.add_argument("--json")
     ev.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
-    ev.add_argument("--single-hop", action="store_true",
-                    help="ask the MuSiQue question_decomposition steps (one hop each) instead of the questions")
+    ev.add_argument(
+        "--single-hop",
+        action="store_true",
+        help="ask the MuSiQue question_decomposition steps (one hop each) instead of the questions",
+    )
     ev.set_defaults(func=cmd_eval)
 
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
@@ -142,7 +170,9 @@ def _one_line(message: object) -> str:
 def main(argv: list[str] | None = None) -> int:
     from qortex_core.errors import QortexError
 
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr: our progress lines and one error line only
+    os.environ.setdefault(
+        "HF_HUB_DISABLE_PROGRESS_BARS", "1"
+    )  # stderr: our progress lines and one error line only
     args = build_parser().parse_args(argv)
     if getattr(args, "extractor", "x") is None:
         args.extractor = "recorded" if args.openie else "offline"
@@ -151,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except OSError as exc:  # the environment (disk full, permissions, a path that is a file): no traceback
+    except (
+        OSError
+    ) as exc:  # the environment (disk full, permissions, a path that is a file): no traceback
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
         return 2

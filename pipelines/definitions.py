@@ -31,7 +31,9 @@ from pipelines.sensors import make_source_sensor
 
 
 def build_definitions(
-    env: Mapping[str, str], resources: Mapping[str, object] | None = None, loggers: Mapping[str, object] | None = None,
+    env: Mapping[str, str],
+    resources: Mapping[str, object] | None = None,
+    loggers: Mapping[str, object] | None = None,
 ) -> Definitions:
     """Assets, checks, the ``ingest`` job, its schedule and sensor, and resources from ``env``.
 
@@ -42,9 +44,13 @@ def build_definitions(
     """
     job = make_ingest_job(env)
     return Definitions(
-        assets=[*INGEST_ASSETS, teleportation_factors], asset_checks=list(INGEST_CHECKS), jobs=[job, factors_job],
-        schedules=[make_schedule(job, env)], sensors=[make_source_sensor(job, env), make_feedback_sensor(env)],
-        resources={**build_resources(env), **(resources or {})}, loggers=dict(loggers) if loggers else None,
+        assets=[*INGEST_ASSETS, teleportation_factors],
+        asset_checks=list(INGEST_CHECKS),
+        jobs=[job, factors_job],
+        schedules=[make_schedule(job, env)],
+        sensors=[make_source_sensor(job, env), make_feedback_sensor(env)],
+        resources={**build_resources(env), **(resources or {})},
+        loggers=dict(loggers) if loggers else None,
     )
 
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from dagster import AssetSelection, ExecutorDefinition, define_asset_job, in_process_executor, multiprocess_executor
+from dagster import (
+    AssetSelection,
+    ExecutorDefinition,
+    define_asset_job,
+    in_process_executor,
+    multiprocess_executor,
+)
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from qortex_core.errors import ConfigError
@@ -36,10 +42,16 @@ def make_executor(env: Mapping[str, str]) -> ExecutorDefinition:
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigError(f"QORTEX_MAX_CONCURRENT must be a positive integer, got {raw!r}")
     # spawn, never fork: LanceDB and torch hold threads that a forked child would inherit half-dead
-    return multiprocess_executor.configured({"max_concurrent": int(raw), "start_method": {"spawn": {}}})
+    return multiprocess_executor.configured(
+        {"max_concurrent": int(raw), "start_method": {"spawn": {}}}
+    )
 
 
 def make_ingest_job(env: Mapping[str, str]) -> UnresolvedAssetJobDefinition:
     """Every ingestion asset and its checks, on the configured executor."""
-    return define_asset_job("ingest", selection=AssetSelection.groups("ingest"), executor_def=make_executor(env),
-                            description="documents -> chunks -> extractions -> embeddings -> synonym_edges -> graph_snapshot")
+    return define_asset_job(
+        "ingest",
+        selection=AssetSelection.groups("ingest"),
+        executor_def=make_executor(env),
+        description="documents -> chunks -> extractions -> embeddings -> synonym_edges -> graph_snapshot",
+    )

@@ -17,11 +17,11 @@ from typing import Mapping
 from dagster import ConfigurableResource, EnvVar
 from pydantic import PrivateAttr
 
-from qortex_core.documents import SourceConfig
 from qortex_core.embed import Embedder, OpenAIEmbedder, OpenAIEmbedderConfig, make_embedder
 from qortex_core.errors import ConfigError
-from qortex_core.extract import Extractor, OfflineExtractor, RecordedExtractor
-from qortex_core.store import LanceStore, StoreConfig
+from qortex_core.ingest.documents import SourceConfig
+from qortex_core.ingest.extract import Extractor, OfflineExtractor, RecordedExtractor
+from qortex_core.storage.store import LanceStore, StoreConfig
 
 EXTRACTORS = ("auto", "llm", "offline", "recorded")
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
@@ -36,8 +36,11 @@ def shared_embedder(spec: str, base_url: str = "", api_key: str = "") -> Embedde
         key = (spec, base_url)
         if key not in _embedders:
             if spec.startswith("openai:"):
-                _embedders[key] = OpenAIEmbedder(OpenAIEmbedderConfig(model=spec[7:], base_url=base_url or None,
-                                                                      api_key=api_key or None))
+                _embedders[key] = OpenAIEmbedder(
+                    OpenAIEmbedderConfig(
+                        model=spec[7:], base_url=base_url or None, api_key=api_key or None
+                    )
+                )
             else:
                 _embedders[key] = make_embedder(spec)
         return _embedders[key]
@@ -63,7 +66,9 @@ class StoreResource(ConfigurableResource):
         """The folder that holds ``snapshots/`` (a POSIX path: publishing relies on an atomic rename)."""
         target = self.snapshot_home or self.home
         if "://" in target:
-            raise ConfigError(f"snapshots need a local or mounted path: set QORTEX_SNAPSHOT_HOME (home is {target})")
+            raise ConfigError(
+                f"snapshots need a local or mounted path: set QORTEX_SNAPSHOT_HOME (home is {target})"
+            )
         return Path(target).expanduser()
 
 
@@ -109,7 +114,9 @@ class ExtractorSettings:
 
     def __post_init__(self) -> None:
         if self.kind not in EXTRACTORS:
-            raise ConfigError(f"unknown extractor {self.kind!r}: use one of {', '.join(EXTRACTORS)}")
+            raise ConfigError(
+                f"unknown extractor {self.kind!r}: use one of {', '.join(EXTRACTORS)}"
+            )
 
 
 def resolved_kind(settings: ExtractorSettings) -> str:
@@ -133,11 +140,14 @@ def make_extractor(settings: ExtractorSettings, env: Mapping[str, str] | None = 
         if not settings.openie_path:
             raise ConfigError("extractor 'recorded' needs an OpenIE file: set QORTEX_OPENIE")
         return RecordedExtractor(settings.openie_path)
-    from qortex_core.llm_extract import LLMConfig, LLMExtractor
+    from qortex_core.ingest.llm_extract import LLMConfig, LLMExtractor
 
     merged = dict(os.environ if env is None else env)
-    for name, value in (("QORTEX_LLM_MODEL", settings.model), ("QORTEX_LLM_BASE_URL", settings.base_url),
-                        ("QORTEX_LLM_API_KEY", settings.api_key)):
+    for name, value in (
+        ("QORTEX_LLM_MODEL", settings.model),
+        ("QORTEX_LLM_BASE_URL", settings.base_url),
+        ("QORTEX_LLM_API_KEY", settings.api_key),
+    ):
         if value:
             merged[name] = value
     return LLMExtractor(LLMConfig.from_env(merged))
@@ -154,7 +164,9 @@ class ExtractorResource(ConfigurableResource):
     _extractor: Extractor | None = PrivateAttr(default=None)
 
     def settings(self) -> ExtractorSettings:
-        return ExtractorSettings(self.kind, self.openie_path, self.model, self.base_url, self.api_key)
+        return ExtractorSettings(
+            self.kind, self.openie_path, self.model, self.base_url, self.api_key
+        )
 
     def get(self) -> Extractor:
         """The extractor, built on first use."""
@@ -172,14 +184,23 @@ def build_resources(env: Mapping[str, str]) -> dict[str, ConfigurableResource]:
     """Resources from environment variables (see the module docstring of :mod:`pipelines.definitions`)."""
     home_default = str(Path.home() / ".qortex")
     return {
-        "store": StoreResource(home=_value(env, "QORTEX_HOME", home_default),
-                               snapshot_home=_value(env, "QORTEX_SNAPSHOT_HOME")),
-        "source": SourceResource(path=_value(env, "QORTEX_SOURCE_DIR", str(SAMPLES)), domain=_value(env, "QORTEX_DOMAIN")),
-        "embedder": EmbedderResource(spec=_value(env, "QORTEX_EMBEDDER", "bundled"),
-                                     base_url=_value(env, "QORTEX_EMBED_BASE_URL"),
-                                     api_key=_value(env, "QORTEX_EMBED_API_KEY")),
+        "store": StoreResource(
+            home=_value(env, "QORTEX_HOME", home_default),
+            snapshot_home=_value(env, "QORTEX_SNAPSHOT_HOME"),
+        ),
+        "source": SourceResource(
+            path=_value(env, "QORTEX_SOURCE_DIR", str(SAMPLES)), domain=_value(env, "QORTEX_DOMAIN")
+        ),
+        "embedder": EmbedderResource(
+            spec=_value(env, "QORTEX_EMBEDDER", "bundled"),
+            base_url=_value(env, "QORTEX_EMBED_BASE_URL"),
+            api_key=_value(env, "QORTEX_EMBED_API_KEY"),
+        ),
         "extractor": ExtractorResource(
-            kind=_value(env, "QORTEX_EXTRACTOR", "auto"), openie_path=_value(env, "QORTEX_OPENIE"),
-            model=_value(env, "QORTEX_LLM_MODEL"), base_url=_value(env, "QORTEX_LLM_BASE_URL"),
-            api_key=_value(env, "QORTEX_LLM_API_KEY") or _value(env, "OPENAI_API_KEY")),
+            kind=_value(env, "QORTEX_EXTRACTOR", "auto"),
+            openie_path=_value(env, "QORTEX_OPENIE"),
+            model=_value(env, "QORTEX_LLM_MODEL"),
+            base_url=_value(env, "QORTEX_LLM_BASE_URL"),
+            api_key=_value(env, "QORTEX_LLM_API_KEY") or _value(env, "OPENAI_API_KEY"),
+        ),
     }

@@ -22,7 +22,14 @@ from pipelines.definitions import build_definitions
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import ConfigError, DatasetError, QortexError
 
-ASSET_STEPS = ("documents", "chunks", "extractions", "embeddings", "synonym_edges", "graph_snapshot")
+ASSET_STEPS = (
+    "documents",
+    "chunks",
+    "extractions",
+    "embeddings",
+    "synonym_edges",
+    "graph_snapshot",
+)
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
@@ -52,7 +59,9 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
             else:
                 target.write_text(FALLBACK_YAML)
     except OSError as exc:
-        raise ConfigError(f"cannot prepare DAGSTER_HOME {dagster_home}: {exc.strerror or exc}") from None
+        raise ConfigError(
+            f"cannot prepare DAGSTER_HOME {dagster_home}: {exc.strerror or exc}"
+        ) from None
     os.environ["DAGSTER_HOME"] = str(dagster_home)  # for anything in the yaml that reads it
     return DagsterInstance.from_config(str(dagster_home))
 
@@ -138,35 +147,57 @@ def _failure(result) -> QortexError:
     for event in result.all_events:
         if event.event_type == DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error
-            while error is not None and error.cls_name in ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"):
+            while error is not None and error.cls_name in (
+                "DagsterExecutionStepExecutionError",
+                "DagsterUserCodeExecutionError",
+            ):
                 error = error.cause
             text = (error.message if error else "unknown error").strip().splitlines()[-1]
             head, _, rest = text.partition(": ")
-            text = rest if error and rest and head.endswith(error.cls_name) else text  # drop "module.Class: "
+            text = (
+                rest if error and rest and head.endswith(error.cls_name) else text
+            )  # drop "module.Class: "
             return QortexError(f"ingest failed at {event.step_key}: {text}")
     return QortexError("ingest failed")
 
 
 def summarise(metadata: Mapping[str, dict]) -> dict:
     """The ``--json`` summary from the assets' metadata."""
-    docs, chunks, ex = metadata.get("documents", {}), metadata.get("chunks", {}), metadata.get("extractions", {})
+    docs, chunks, ex = (
+        metadata.get("documents", {}),
+        metadata.get("chunks", {}),
+        metadata.get("extractions", {}),
+    )
     emb, snap = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
     return {
-        "documents": docs.get("documents", 0), "new_documents": docs.get("new_documents", 0),
-        "changed_documents": docs.get("changed_documents", 0), "deleted_documents": docs.get("deleted_documents", 0),
-        "skipped_files": docs.get("skipped_files", 0), "chunks": chunks.get("chunks", 0),
-        "extracted": ex.get("extracted", 0), "extraction_cache_hits": ex.get("cache_hits", 0),
-        "failed": ex.get("failed", 0), "llm_calls": ex.get("llm_calls", 0),
-        "estimated_cost_usd": ex.get("estimated_cost_usd", 0.0), "embedded": emb.get("texts_embedded", 0),
-        "embedding_cache_hits": emb.get("cache_hits", 0), "concepts": emb.get("concepts", 0), "facts": emb.get("facts", 0),
+        "documents": docs.get("documents", 0),
+        "new_documents": docs.get("new_documents", 0),
+        "changed_documents": docs.get("changed_documents", 0),
+        "deleted_documents": docs.get("deleted_documents", 0),
+        "skipped_files": docs.get("skipped_files", 0),
+        "chunks": chunks.get("chunks", 0),
+        "extracted": ex.get("extracted", 0),
+        "extraction_cache_hits": ex.get("cache_hits", 0),
+        "failed": ex.get("failed", 0),
+        "llm_calls": ex.get("llm_calls", 0),
+        "estimated_cost_usd": ex.get("estimated_cost_usd", 0.0),
+        "embedded": emb.get("texts_embedded", 0),
+        "embedding_cache_hits": emb.get("cache_hits", 0),
+        "concepts": emb.get("concepts", 0),
+        "facts": emb.get("facts", 0),
         "synonym_edges": metadata.get("synonym_edges", {}).get("synonym_edges", 0),
-        "snapshot": snap.get("snapshot", ""), "snapshot_version": snap.get("snapshot_version", 0),
+        "snapshot": snap.get("snapshot", ""),
+        "snapshot_version": snap.get("snapshot_version", 0),
     }
 
 
 def run_ingest(
-    source: Path, home: Path | str, dagster_home: Path | None = None, resources: Mapping[str, object] | None = None,
-    progress: bool = True, env: Mapping[str, str] | None = None,
+    source: Path,
+    home: Path | str,
+    dagster_home: Path | None = None,
+    resources: Mapping[str, object] | None = None,
+    progress: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> IngestOutcome:
     """Run the ``ingest`` job over ``source`` into ``home``, in this process.
 
@@ -188,17 +219,27 @@ def run_ingest(
     env = os.environ if env is None else env
     remote = "://" in str(home)
     if remote and not (dagster_home or env.get("DAGSTER_HOME")):
-        raise ConfigError(f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance")
+        raise ConfigError(
+            f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
+        )
     dagster_home = dagster_home or Path(env.get("DAGSTER_HOME") or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
-    store = StoreResource(home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else "")
+    store = StoreResource(
+        home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else ""
+    )
     chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
-    defs = build_definitions(env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet})
+    defs = build_definitions(
+        env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
+    )
     run_config = {"loggers": {chosen_logger: {}}}
-    result = defs.resolve_job_def("ingest").execute_in_process(instance=instance, raise_on_error=False, run_config=run_config)
+    result = defs.resolve_job_def("ingest").execute_in_process(
+        instance=instance, raise_on_error=False, run_config=run_config
+    )
     if not result.success:
         raise _failure(result)
     metadata = _metadata(result)
     checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
-    return IngestOutcome(summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id)
+    return IngestOutcome(
+        summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id
+    )

@@ -1,22 +1,39 @@
 """A sensor on the source directory: a run when the file listing or any modification time changes."""
 
-
 from typing import Mapping
 
-from dagster import DefaultSensorStatus, RunRequest, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
+from dagster import (
+    DefaultSensorStatus,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SkipReason,
+    sensor,
+)
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from pipelines.resources import SourceResource
-from qortex_core.documents import fingerprint
 from qortex_core.errors import QortexError
+from qortex_core.ingest.documents import fingerprint
 
 
-def make_source_sensor(job: UnresolvedAssetJobDefinition, env: Mapping[str, str]) -> SensorDefinition:
+def make_source_sensor(
+    job: UnresolvedAssetJobDefinition, env: Mapping[str, str]
+) -> SensorDefinition:
     """Sensor whose cursor is the hash of the source listing with sizes and mtimes; on when ``QORTEX_SENSOR=on``."""
-    status = DefaultSensorStatus.RUNNING if env.get("QORTEX_SENSOR") == "on" else DefaultSensorStatus.STOPPED
+    status = (
+        DefaultSensorStatus.RUNNING
+        if env.get("QORTEX_SENSOR") == "on"
+        else DefaultSensorStatus.STOPPED
+    )
 
-    @sensor(name="source_changed", job=job, minimum_interval_seconds=int(env.get("QORTEX_SENSOR_INTERVAL_S") or 60),
-            default_status=status, description="Ingest when files under the source directory change.")
+    @sensor(
+        name="source_changed",
+        job=job,
+        minimum_interval_seconds=int(env.get("QORTEX_SENSOR_INTERVAL_S") or 60),
+        default_status=status,
+        description="Ingest when files under the source directory change.",
+    )
     def source_changed(context: SensorEvaluationContext, source: SourceResource):
         try:
             current = fingerprint(source.config())

@@ -8,8 +8,8 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from qortex_core import ids
 from qortex_core.errors import ConfigError
+from qortex_core.storage import ids
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 
@@ -69,8 +69,11 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        return int(self._load().get_embedding_dimension() if hasattr(self._load(), "get_embedding_dimension")
-                   else self._load().get_sentence_embedding_dimension())
+        return int(
+            self._load().get_embedding_dimension()
+            if hasattr(self._load(), "get_embedding_dimension")
+            else self._load().get_sentence_embedding_dimension()
+        )
 
     def _load(self):
         if self._model is None:
@@ -100,8 +103,13 @@ class SentenceTransformerEmbedder:
             # a query or two: one thread; a second only spin-waits (20 ms vs ~1 s seen on a busy 2-core box)
             torch.set_num_threads(1)
         try:
-            vectors = model.encode(list(texts), batch_size=self.config.batch_size, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
+            vectors = model.encode(
+                list(texts),
+                batch_size=self.config.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         finally:
             torch.set_num_threads(threads)
         return _normalise(vectors)
@@ -145,11 +153,15 @@ class OpenAIEmbedder:
             batch = list(texts[start : start + self.config.batch_size])
             try:
                 response = client.embeddings.create(model=self.config.model, input=batch)
-            except openai.OpenAIError as exc:  # its text may echo the key: masked, and the raw error not chained
-                from qortex_core.llm_extract import redact
+            except (
+                openai.OpenAIError
+            ) as exc:  # its text may echo the key: masked, and the raw error not chained
+                from qortex_core.ingest.llm_extract import redact
 
-                raise ConfigError(f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
-                                  f"{redact(str(exc), [self.config.api_key])}") from None
+                raise ConfigError(
+                    f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
+                    f"{redact(str(exc), [self.config.api_key])}"
+                ) from None
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         if not out:
             return np.zeros((0, self._dim or 1), dtype=np.float32)
@@ -221,10 +233,15 @@ def make_embedder(spec: str | None = None) -> Embedder:
         return SentenceTransformerEmbedder()
     if spec.startswith("st:"):
         path = spec[3:]
-        return SentenceTransformerEmbedder(SentenceTransformerConfig(path=path, name=os.path.basename(path.rstrip("/"))))
+        return SentenceTransformerEmbedder(
+            SentenceTransformerConfig(path=path, name=os.path.basename(path.rstrip("/")))
+        )
     if spec.startswith("openai:"):
-        return OpenAIEmbedder(OpenAIEmbedderConfig(
-            model=spec[7:], base_url=os.environ.get("QORTEX_EMBED_BASE_URL"),
-            api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
-        ))
+        return OpenAIEmbedder(
+            OpenAIEmbedderConfig(
+                model=spec[7:],
+                base_url=os.environ.get("QORTEX_EMBED_BASE_URL"),
+                api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
+            )
+        )
     raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH or openai:MODEL")

@@ -19,9 +19,9 @@ from qortex_core.errors import QortexError
 @dataclass(frozen=True)
 class MCPConfig:
     """Attributes:
-        home: the data home (None: ``$QORTEX_HOME`` or ``~/.qortex``).
-        tenant: the tenant whose memory the server serves.
-        max_text_chars: passage text is cut to this length in tool results.
+    home: the data home (None: ``$QORTEX_HOME`` or ``~/.qortex``).
+    tenant: the tenant whose memory the server serves.
+    max_text_chars: passage text is cut to this length in tool results.
     """
 
     home: str | None = None
@@ -39,7 +39,7 @@ class _Session:
     @property
     def retriever(self):
         if self._retriever is None:
-            from qortex_core.retrieve import Retriever
+            from qortex_core.query.retriever import Retriever
 
             self._retriever = Retriever.open(self.config.home, tenant=self.config.tenant)
         return self._retriever
@@ -55,14 +55,23 @@ def result_payload(result: Any, max_text_chars: int) -> dict:
 
 def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
     """An MCPServer whose tools query and teach one tenant's memory."""
-    server = MCPServer(name="qortex", instructions=(
-        "Long-term memory. Call qortex_query to retrieve passages and rules; then call qortex_feedback with the "
-        "query_id and the ids of results that helped (accepted), did not (rejected) or partly did (partial)."))
+    server = MCPServer(
+        name="qortex",
+        instructions=(
+            "Long-term memory. Call qortex_query to retrieve passages and rules; then call qortex_feedback with the "
+            "query_id and the ids of results that helped (accepted), did not (rejected) or partly did (partial)."
+        ),
+    )
     session = _Session(config)
 
     @server.tool(structured_output=True)
-    def qortex_query(query: str, top_k: int = 5, mode: str = "auto", domains: list[str] | None = None,
-                     profile: str | None = None) -> dict[str, Any]:
+    def qortex_query(
+        query: str,
+        top_k: int = 5,
+        mode: str = "auto",
+        domains: list[str] | None = None,
+        profile: str | None = None,
+    ) -> dict[str, Any]:
         """Retrieve passages, concepts and rules for a query. Returns a query_id for qortex_feedback.
 
         Args:
@@ -73,14 +82,20 @@ def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
             profile: scoring profile name (default: relevance only).
         """
         try:
-            result = session.retriever.query(query, top_k=top_k, mode=mode, domains=domains or None, profile=profile)
+            result = session.retriever.query(
+                query, top_k=top_k, mode=mode, domains=domains or None, profile=profile
+            )
         except QortexError as exc:
             raise ToolError(str(exc)) from exc
         return result_payload(result, config.max_text_chars)
 
     @server.tool(structured_output=True)
-    def qortex_feedback(query_id: str, accepted: list[str] | None = None, rejected: list[str] | None = None,
-                        partial: list[str] | None = None) -> dict[str, Any]:
+    def qortex_feedback(
+        query_id: str,
+        accepted: list[str] | None = None,
+        rejected: list[str] | None = None,
+        partial: list[str] | None = None,
+    ) -> dict[str, Any]:
         """Judge results of an earlier qortex_query by id; the concepts behind them are boosted or suppressed.
 
         Args:
@@ -90,12 +105,16 @@ def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
             partial: ids of results that partly helped.
         """
         try:
-            events = session.retriever.feedback(query_id, accepted=accepted or [], rejected=rejected or [],
-                                                partial=partial or [])
+            events = session.retriever.feedback(
+                query_id, accepted=accepted or [], rejected=rejected or [], partial=partial or []
+            )
         except QortexError as exc:
             raise ToolError(str(exc)) from exc
-        return {"query_id": query_id, "recorded": len(events),
-                "concepts": sorted({c for e in events for c in e.concept_ids})}
+        return {
+            "query_id": query_id,
+            "recorded": len(events),
+            "concepts": sorted({c for e in events for c in e.concept_ids}),
+        }
 
     return server
 

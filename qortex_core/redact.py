@@ -1,7 +1,7 @@
 """Secret redaction: API keys, bearer tokens, private-key blocks and URL passwords removed from text.
 
 Runs on every source document's text as it is read (see
-:func:`qortex_core.documents.read_document`), so no secret reaches the documents
+:func:`qortex_core.ingest.documents.read_document`), so no secret reaches the documents
 or chunks tables, an extractor (local or an external LLM), an embedding, a
 snapshot or a log. On by default; :class:`RedactionConfig` turns it off or adds
 patterns.
@@ -21,20 +21,26 @@ MARK = "[REDACTED]"
 # (say, a megabyte of "a-a-a-...") costs linear time, not quadratic.
 _KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----")
 _KEY_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----")
-_URL_PASSWORD = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^\s:/@\"'<>]{1,128}):([^\s@/\"'<>]{1,256})@")
+_URL_PASSWORD = re.compile(
+    r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://[^\s:/@\"'<>]{1,128}):([^\s@/\"'<>]{1,256})@"
+)
 _ASSIGNMENT = re.compile(  # the name's prefix (OPENAI_, db_) is left in place, so no unbounded prefix match
     r"(?i)(api[_\-]?key|apikey|secret(?:[_\-]?key)?|access[_\-]?token|auth[_\-]?token|token"
-    r"|password|passwd|pwd|client[_\-]?secret|private[_\-]?key)(\"?'?\s{0,8}[:=]\s{0,8})([\"']?)([^\s\"',;]{6,})")
+    r"|password|passwd|pwd|client[_\-]?secret|private[_\-]?key)(\"?'?\s{0,8}[:=]\s{0,8})([\"']?)([^\s\"',;]{6,})"
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9\-._~+/]{16,}=*)")
-_TOKENS = tuple(re.compile(p) for p in (
-    r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic, Stripe-style keys
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",  # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
-    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
-    r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API keys
-    r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JSON web tokens
-))
+_TOKENS = tuple(
+    re.compile(p)
+    for p in (
+        r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic, Stripe-style keys
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
+        r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",  # GitHub tokens
+        r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
+        r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+        r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API keys
+        r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JSON web tokens
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,9 @@ def _redact_key_blocks(text: str) -> str:
     pos, no_end = 0, False
     while (begin := _KEY_BEGIN.search(text, pos)) is not None:
         end = None if no_end else _KEY_END.search(text, begin.end())
-        no_end = end is None  # once no END follows, none follows a later BEGIN either: search once (linear)
+        no_end = (
+            end is None
+        )  # once no END follows, none follows a later BEGIN either: search once (linear)
         if end is not None:
             stop = end.end()
         else:
@@ -87,7 +95,9 @@ def redact(text: str, config: RedactionConfig = RedactionConfig()) -> str:
     for pattern in _TOKENS:
         out = pattern.sub(MARK, out)
     out = _BEARER.sub(rf"\1\2{MARK}", out)
-    out = _ASSIGNMENT.sub(lambda m: m.group(0) if MARK in m.group(4) else "".join(m.group(1, 2, 3)) + MARK, out)
+    out = _ASSIGNMENT.sub(
+        lambda m: m.group(0) if MARK in m.group(4) else "".join(m.group(1, 2, 3)) + MARK, out
+    )
     for pattern in config.extra_patterns:
         out = _compiled(pattern).sub(MARK, out)
     return out

@@ -29,10 +29,16 @@ def main(questions: str, openie: str, out: str) -> int:
             if found is None:
                 missing += 1
                 continue
-            kept += [t for t in found if isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t)]
+            kept += [
+                t
+                for t in found
+                if isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t)
+            ]
         answers[row["question"].strip()] = kept
     json.dump(answers, open(out, "w", encoding="utf-8"))
-    print(f"{len(answers)} questions, {sum(map(len, answers.values()))} triples, {missing} gold passages without OpenIE")
+    print(
+        f"{len(answers)} questions, {sum(map(len, answers.values()))} triples, {missing} gold passages without OpenIE"
+    )
     return 0
 
 

@@ -18,7 +18,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # as the CLI sets it: in-process CLI runs see its stderr
+os.environ.setdefault(
+    "HF_HUB_DISABLE_PROGRESS_BARS", "1"
+)  # as the CLI sets it: in-process CLI runs see its stderr
 
 # A toy multi-hop corpus of invented names (so the embedder has no prior knowledge).
 # The bridge question needs "Ostrania", which never names Orlan Vesk nor says "capital";
@@ -28,10 +30,16 @@ TOY_CORPUS: list[dict] = [
     {"title": "Ostrania", "text": "Ostrania is governed from Velmora, where its parliament sits."},
     {"title": "Dravia", "text": "Dravia is a country whose capital city is Lune."},
     {"title": "Keldor", "text": "The capital of the country Keldor is Brisk."},
-    {"title": "Tessa Brin", "text": "Tessa Brin is a composer who was born in Lune, the capital of Dravia."},
+    {
+        "title": "Tessa Brin",
+        "text": "Tessa Brin is a composer who was born in Lune, the capital of Dravia.",
+    },
     {"title": "Miravel Hall", "text": "Miravel Hall is a concert venue in the city of Lune."},
     {"title": "Ivo Lark", "text": "Ivo Lark is a painter known for harbour landscapes."},
-    {"title": "Serra", "text": "Serra is a country in the south, and the capital of the country is Mond."},
+    {
+        "title": "Serra",
+        "text": "Serra is a country in the south, and the capital of the country is Mond.",
+    },
 ]
 
 # OpenIE triples per corpus entry (HippoRAG's recorded-LLM format), in corpus order.
@@ -40,7 +48,11 @@ TOY_TRIPLES: list[list[list[str]]] = [
     [["Ostrania", "governed from", "Velmora"], ["parliament", "sits in", "Velmora"]],
     [["Dravia", "capital city", "Lune"]],
     [["Keldor", "capital", "Brisk"]],
-    [["Tessa Brin", "is a", "composer"], ["Tessa Brin", "born in", "Lune"], ["Lune", "capital of", "Dravia"]],
+    [
+        ["Tessa Brin", "is a", "composer"],
+        ["Tessa Brin", "born in", "Lune"],
+        ["Lune", "capital of", "Dravia"],
+    ],
     [["Miravel Hall", "located in", "Lune"]],
     [["Ivo Lark", "paints", "harbour landscapes"]],
     [["Serra", "capital", "Mond"]],
@@ -51,14 +63,30 @@ BRIDGE_GOLD = ("Orlan Vesk", "Ostrania")  # titles; "Ostrania" is the bridge pas
 
 
 def _paragraphs(gold_titles: set[str]) -> list[dict]:
-    return [{"idx": n, "title": row["title"], "paragraph_text": row["text"], "is_supporting": row["title"] in gold_titles}
-            for n, row in enumerate(TOY_CORPUS)]
+    return [
+        {
+            "idx": n,
+            "title": row["title"],
+            "paragraph_text": row["text"],
+            "is_supporting": row["title"] in gold_titles,
+        }
+        for n, row in enumerate(TOY_CORPUS)
+    ]
 
 
 TOY_QUESTIONS: list[dict] = [
-    {"id": "q_bridge", "question": BRIDGE_QUESTION, "answer": "Velmora", "paragraphs": _paragraphs(set(BRIDGE_GOLD))},
-    {"id": "q_painter", "question": "What does the painter Ivo Lark paint?", "answer": "harbour landscapes",
-     "paragraphs": _paragraphs({"Ivo Lark"})},
+    {
+        "id": "q_bridge",
+        "question": BRIDGE_QUESTION,
+        "answer": "Velmora",
+        "paragraphs": _paragraphs(set(BRIDGE_GOLD)),
+    },
+    {
+        "id": "q_painter",
+        "question": "What does the painter Ivo Lark paint?",
+        "answer": "harbour landscapes",
+        "paragraphs": _paragraphs({"Ivo Lark"}),
+    },
 ]
 
 
@@ -67,8 +95,16 @@ def openie_document(corpus: list[dict], triples: list[list[list[str]]]) -> dict:
     docs = []
     for n, (row, tri) in enumerate(zip(corpus, triples)):
         entities = sorted({t[0] for t in tri} | {t[2] for t in tri})
-        docs.append({"idx": n, "title": row["title"], "text": row["text"], "passage": f"{row['title']}\n{row['text']}",
-                     "extracted_entities": entities, "extracted_triples": tri})
+        docs.append(
+            {
+                "idx": n,
+                "title": row["title"],
+                "text": row["text"],
+                "passage": f"{row['title']}\n{row['text']}",
+                "extracted_entities": entities,
+                "extracted_triples": tri,
+            }
+        )
     return {"docs": docs, "avg_ent_chars": 10.0, "avg_ent_words": 2.0}
 
 
@@ -94,7 +130,9 @@ def write_file(folder: Path, name: str, body) -> Path:
 def write_toy_dataset(folder: Path) -> ToyDataset:
     """Write the toy questions, corpus and OpenIE files into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = ToyDataset(folder / "toy.json", folder / "toy_corpus.json", folder / "openie_results_ner_toy.json")
+    paths = ToyDataset(
+        folder / "toy.json", folder / "toy_corpus.json", folder / "openie_results_ner_toy.json"
+    )
     paths.questions.write_text(json.dumps(TOY_QUESTIONS))
     paths.corpus.write_text(json.dumps(TOY_CORPUS))
     paths.openie.write_text(json.dumps(openie_document(TOY_CORPUS, TOY_TRIPLES)))
@@ -119,12 +157,14 @@ def toy_dataset(tmp_path: Path) -> ToyDataset:
 
 @pytest.fixture(scope="session")
 def _toy_home_session(tmp_path_factory, embedder) -> tuple[Path, dict]:
-    from qortex_core.evaluate import EvalSetup, run_evaluation
+    from qortex_bench.evaluate import EvalSetup, run_evaluation
 
     root = tmp_path_factory.mktemp("toy")
     data = write_toy_dataset(root / "data")
     home = root / "home"
-    report = run_evaluation(EvalSetup(data.questions, data.corpus, home, data.openie, "recorded"), embedder=embedder)
+    report = run_evaluation(
+        EvalSetup(data.questions, data.corpus, home, data.openie, "recorded"), embedder=embedder
+    )
     return home, report
 
 

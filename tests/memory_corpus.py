@@ -4,21 +4,42 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qortex_core import index
-from qortex_core.extract import OfflineExtractor
-from qortex_core.model import Passage
+from qortex_core.ingest import stages as index
+from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.storage.model import Passage
 
 PUMPS = [
-    ("Orion Pump Manual", "The Orion Pump is serviced by the Delta Crew every spring. Operators should never run the Orion Pump dry."),
-    ("Orion Pump Failures", "The Orion Pump failed at Cedar Ridge in March. Engineers at Cedar Ridge replaced the Orion Pump seal."),
-    ("Orion Pump Vendor", "Kestrel Industries builds the Orion Pump in Lisbon. Kestrel Industries also builds the Vega Valve."),
+    (
+        "Orion Pump Manual",
+        "The Orion Pump is serviced by the Delta Crew every spring. Operators should never run the Orion Pump dry.",
+    ),
+    (
+        "Orion Pump Failures",
+        "The Orion Pump failed at Cedar Ridge in March. Engineers at Cedar Ridge replaced the Orion Pump seal.",
+    ),
+    (
+        "Orion Pump Vendor",
+        "Kestrel Industries builds the Orion Pump in Lisbon. Kestrel Industries also builds the Vega Valve.",
+    ),
     ("Orion Pump History", "The Orion Pump was designed by Mara Quint at Halden Works in 1998."),
-    ("Vega Valve Notes", "The Vega Valve regulates the Orion Pump outflow at Cedar Ridge. Technicians must always check the Vega Valve first."),
-    ("Cedar Ridge Station", "Cedar Ridge Station sits near Lake Amber. The Delta Crew is based at Cedar Ridge Station."),
+    (
+        "Vega Valve Notes",
+        "The Vega Valve regulates the Orion Pump outflow at Cedar Ridge. Technicians must always check the Vega Valve first.",
+    ),
+    (
+        "Cedar Ridge Station",
+        "Cedar Ridge Station sits near Lake Amber. The Delta Crew is based at Cedar Ridge Station.",
+    ),
 ]
 KITCHEN = [
-    ("Saffron Rice", "Saffron Rice comes from Valencia. Cooks should always rinse Saffron Rice before cooking."),
-    ("Amber Bread", "Amber Bread is baked in Tilburg by the Meyer Bakery. Bakers prefer Rye Flour for Amber Bread."),
+    (
+        "Saffron Rice",
+        "Saffron Rice comes from Valencia. Cooks should always rinse Saffron Rice before cooking.",
+    ),
+    (
+        "Amber Bread",
+        "Amber Bread is baked in Tilburg by the Meyer Bakery. Bakers prefer Rye Flour for Amber Bread.",
+    ),
     ("Tilburg Market", "The Tilburg Market sells Amber Bread and Saffron Rice every Saturday."),
 ]
 
@@ -34,6 +55,6 @@ def corpus() -> list[Passage]:
 
 def ingest(home: str | Path, rows: list[Passage], embedder) -> Path:
     """Chunks -> offline extraction -> embeddings -> synonyms -> snapshot under ``home``."""
-    from qortex_core.store import LanceStore
+    from qortex_core.storage.store import LanceStore
 
     return index.build_index(LanceStore.open(home), home, rows, OfflineExtractor(), embedder)

@@ -3,7 +3,7 @@
 It answers ``POST /v1/chat/completions`` with a ``chat.completion`` carrying
 ``usage``. When the request offers tools (instructor's default TOOLS mode) the
 answer is a forced tool call whose JSON arguments follow
-:class:`qortex_core.llm_schema.PassageExtraction`; without tools it answers the
+:class:`qortex_core.ingest.llm_schema.PassageExtraction`; without tools it answers the
 same JSON as message content. The answer for a request is built from the
 recorded GPT-3.5 OpenIE of the passage whose text the user message contains.
 
@@ -41,7 +41,10 @@ class Recorded:
         """The recorded extraction in the response model's JSON shape."""
         return {
             "concepts": [{"name": e, "description": "", "domain": ""} for e in self.entities],
-            "relations": [{"source": s, "predicate": p, "target": o, "relation_type": "related"} for s, p, o in self.triples],
+            "relations": [
+                {"source": s, "predicate": p, "target": o, "relation_type": "related"}
+                for s, p, o in self.triples
+            ],
             "rules": [],
         }
 
@@ -52,10 +55,19 @@ def load_recorded(path: str | Path, count: int, skip: int = 0) -> list[Recorded]
     out: list[Recorded] = []
     for doc in docs[skip:]:
         triples = doc.get("extracted_triples") or []
-        if not all(isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t) for t in triples):
+        if not all(
+            isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t)
+            for t in triples
+        ):
             continue
-        out.append(Recorded(doc["title"], doc["text"], tuple(str(e) for e in doc.get("extracted_entities") or []),
-                            tuple(tuple(t) for t in triples)))
+        out.append(
+            Recorded(
+                doc["title"],
+                doc["text"],
+                tuple(str(e) for e in doc.get("extracted_entities") or []),
+                tuple(tuple(t) for t in triples),
+            )
+        )
         if len(out) == count:
             break
     return out
@@ -73,9 +85,16 @@ class Logged:
 class OpenAILoopback:
     """The server and its script. Use as a context manager; ``base_url`` ends in ``/v1``."""
 
-    def __init__(self, records: list[Recorded], api_key: str, timeout_sleep_s: float = 1.5,
-                 retry_after: str = "0") -> None:
-        self.records = sorted(records, key=lambda r: len(r.text), reverse=True)  # longest match wins
+    def __init__(
+        self,
+        records: list[Recorded],
+        api_key: str,
+        timeout_sleep_s: float = 1.5,
+        retry_after: str = "0",
+    ) -> None:
+        self.records = sorted(
+            records, key=lambda r: len(r.text), reverse=True
+        )  # longest match wins
         self.api_key = api_key
         self.timeout_sleep_s = timeout_sleep_s
         self.retry_after = retry_after
@@ -142,7 +161,9 @@ class OpenAILoopback:
     def __enter__(self) -> OpenAILoopback:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="openai-loopback", daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="openai-loopback", daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -151,7 +172,9 @@ class OpenAILoopback:
         self._server.server_close()
 
 
-def send_json(handler: BaseHTTPRequestHandler, status: int, obj: dict, headers: dict[str, str] | None = None) -> None:
+def send_json(
+    handler: BaseHTTPRequestHandler, status: int, obj: dict, headers: dict[str, str] | None = None
+) -> None:
     """Write ``obj`` as a JSON response; a client that gave up (a timeout fault) is ignored."""
     data = json.dumps(obj).encode()
     try:
@@ -172,22 +195,44 @@ def completion(body: dict, payload: str) -> dict:
     message: dict = {"role": "assistant", "content": None}
     if tools:
         name = tools[0]["function"]["name"]
-        message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": payload}}]
+        message["tool_calls"] = [
+            {"id": "call_0", "type": "function", "function": {"name": name, "arguments": payload}}
+        ]
     else:
         message["content"] = payload
     prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
     completion = len(payload) // 4 + 1
     return {
-        "id": f"chatcmpl-loopback-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-loopback-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": body.get("model", "loopback"),
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tools else "stop", "logprobs": None}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tools else "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
     }
 
 
 _BROKEN_JSON = '{"concepts": [{"name": "unterminated'
-_SCHEMA_BREAK = json.dumps({"concepts": [{"name": "x"}], "relations": [
-    {"source": "a", "predicate": "p", "target": "b", "relation_type": "no-such-type"}], "rules": [{"text": "t", "confidence": 7}]})
+_SCHEMA_BREAK = json.dumps(
+    {
+        "concepts": [{"name": "x"}],
+        "relations": [
+            {"source": "a", "predicate": "p", "target": "b", "relation_type": "no-such-type"}
+        ],
+        "rules": [{"text": "t", "confidence": 7}],
+    }
+)
 
 
 class JSONHandler(BaseHTTPRequestHandler):
@@ -214,30 +259,51 @@ def _handler(server: OpenAILoopback) -> type[BaseHTTPRequestHandler]:
             body = self.read_json()
             if self.path.rstrip("/") != "/v1/chat/completions":
                 server._record(None, "404", body)
-                return self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+                return self._send(
+                    404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+                )
             auth = self.headers.get("Authorization", "")
             if auth != f"Bearer {server.api_key}":
                 server._record(None, "401", body)
-                return self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                return self._send(
+                    401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}}
+                )
             record = server.match(body)
             title = record.title if record else None
             fault = server._next_fault(title)
             server._record(title, fault, body)
             if fault == "429":
-                return self._send(429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error",
-                                                  "code": "rate_limit_exceeded"}}, {"Retry-After": server.retry_after})
+                return self._send(
+                    429,
+                    {
+                        "error": {
+                            "message": "Rate limit reached",
+                            "type": "rate_limit_error",
+                            "code": "rate_limit_exceeded",
+                        }
+                    },
+                    {"Retry-After": server.retry_after},
+                )
             if fault == "500":
                 token = auth.removeprefix("Bearer ")
-                return self._send(500, {"error": {"message": f"internal error handling request with {auth} (token {token})",
-                                                  "type": "server_error"}})
+                return self._send(
+                    500,
+                    {
+                        "error": {
+                            "message": f"internal error handling request with {auth} (token {token})",
+                            "type": "server_error",
+                        }
+                    },
+                )
             if fault == "timeout":
                 time.sleep(server.timeout_sleep_s)
             if fault == "invalid_json":
                 return self._send(200, completion(body, _BROKEN_JSON))
             if fault == "schema":
                 return self._send(200, completion(body, _SCHEMA_BREAK))
-            payload = server.overrides.get(title or "") or (record.answer() if record else
-                                                             {"concepts": [], "relations": [], "rules": []})
+            payload = server.overrides.get(title or "") or (
+                record.answer() if record else {"concepts": [], "relations": [], "rules": []}
+            )
             return self._send(200, completion(body, json.dumps(payload)))
 
     return Handler

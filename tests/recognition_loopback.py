@@ -1,6 +1,6 @@
 """A real OpenAI-protocol HTTP server on loopback that replays recorded recognition-filter answers.
 
-It answers ``POST /v1/chat/completions`` for the prompt of :mod:`qortex_core.recognition`:
+It answers ``POST /v1/chat/completions`` for the prompt of :mod:`qortex_core.query.recognition`:
 the query is read from between ``<query>`` markers of the user message and answered
 with the recorded facts of ``answers`` (``{query: [[s, p, o], ...]}``) as
 ``{"fact": [...]}``, a forced tool call when the request offers tools (instructor's
@@ -51,8 +51,13 @@ class Request:
 class RecognitionLoopback:
     """The server. Use as a context manager (or :meth:`start`); ``base_url`` ends in ``/v1``."""
 
-    def __init__(self, answers: dict[str, list], api_key: str | None = None, unknown: str = "none",
-                 port: int = 0) -> None:
+    def __init__(
+        self,
+        answers: dict[str, list],
+        api_key: str | None = None,
+        unknown: str = "none",
+        port: int = 0,
+    ) -> None:
         assert unknown in ("none", "all"), unknown
         self.answers = dict(answers)
         self.api_key = api_key
@@ -106,8 +111,12 @@ class RecognitionLoopback:
     def start(self) -> RecognitionLoopback:
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="recognition-loopback",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever,
+            args=(0.05,),
+            name="recognition-loopback",
+            daemon=True,
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -136,15 +145,33 @@ def _handler(server: RecognitionLoopback) -> type[BaseHTTPRequestHandler]:
                 request.outcome = server.fail
             server._record(request)
             if request.outcome in ("404", "401"):
-                return self._send(int(request.outcome), {"error": {"message": "refused", "type": "invalid_request_error"}})
+                return self._send(
+                    int(request.outcome),
+                    {"error": {"message": "refused", "type": "invalid_request_error"}},
+                )
             if request.outcome == "429":
-                return self._send(429, {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
-                                  {"Retry-After": "0"})
+                return self._send(
+                    429,
+                    {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
+                    {"Retry-After": "0"},
+                )
             if request.outcome == "500":
-                return self._send(500, {"error": {"message": f"internal error handling request with {auth}",
-                                                  "type": "server_error"}})
-            facts = (server.answers[request.query] if request.outcome == "ok"
-                     else request.candidates if server.unknown == "all" else [])
+                return self._send(
+                    500,
+                    {
+                        "error": {
+                            "message": f"internal error handling request with {auth}",
+                            "type": "server_error",
+                        }
+                    },
+                )
+            facts = (
+                server.answers[request.query]
+                if request.outcome == "ok"
+                else request.candidates
+                if server.unknown == "all"
+                else []
+            )
             return self._send(200, completion(body, json.dumps({"fact": facts})))
 
     return Handler
@@ -156,19 +183,37 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve recorded answers until interrupted (Ctrl-C or SIGTERM); print the base URL, then the request count."""
-    parser = argparse.ArgumentParser(prog="python -m tests.recognition_loopback", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.recognition_loopback", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--answers", required=True, help="JSON file {query: [[s, p, o], ...]}")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     parser.add_argument("--api-key", help="require this bearer key (default: accept any)")
-    parser.add_argument("--unknown", choices=["none", "all"], default="none",
-                        help="a query without a recorded answer keeps no fact (none) or every candidate (all)")
+    parser.add_argument(
+        "--unknown",
+        choices=["none", "all"],
+        default="none",
+        help="a query without a recorded answer keeps no fact (none) or every candidate (all)",
+    )
     args = parser.parse_args(argv)
     try:
-        server = RecognitionLoopback.from_file(args.answers, api_key=args.api_key, unknown=args.unknown, port=args.port)
-    except (OSError, ValueError, TypeError, AttributeError) as exc:  # unreadable file, bad JSON, wrong shape
-        print(f"recognition_loopback: error: cannot read answers file {args.answers}: {exc}", file=sys.stderr)
+        server = RecognitionLoopback.from_file(
+            args.answers, api_key=args.api_key, unknown=args.unknown, port=args.port
+        )
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+    ) as exc:  # unreadable file, bad JSON, wrong shape
+        print(
+            f"recognition_loopback: error: cannot read answers file {args.answers}: {exc}",
+            file=sys.stderr,
+        )
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it like Ctrl-C (a background job ignores SIGINT)
+    signal.signal(
+        signal.SIGTERM, _interrupt
+    )  # `kill PID` stops it like Ctrl-C (a background job ignores SIGINT)
     signal.signal(signal.SIGINT, _interrupt)
     with server:
         print(server.base_url, flush=True)
@@ -178,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             pass
     unknown = sum(r.outcome == "unknown" for r in server.requests())
-    print(f"{server.count()} request(s), {unknown} for queries without a recorded answer", file=sys.stderr)
+    print(
+        f"{server.count()} request(s), {unknown} for queries without a recorded answer",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 IMPORT_ALL = """
 import importlib, json, pkgutil, sys
 import qortex_core
-names = sorted(m.name for m in pkgutil.iter_modules(qortex_core.__path__, "qortex_core."))
+names = sorted(m.name for m in pkgutil.walk_packages(qortex_core.__path__, "qortex_core."))
 for name in names:
     importlib.import_module(name)
 print(json.dumps({"modules": names, "dagster": sorted(m for m in sys.modules if m.split(".")[0].startswith("dagster"))}))
@@ -23,16 +23,26 @@ print(json.dumps({"modules": names, "dagster": sorted(m for m in sys.modules if 
 
 
 def run_python(code: str, *args: str, env: dict | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, **(env or {})))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, **(env or {})),
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_qortex_core_and_all_submodules_import_without_dagster():
     out = run_python(IMPORT_ALL)
-    expected = sorted(p.stem for p in (REPO / "qortex_core").glob("*.py") if p.stem != "__init__")
-    assert [m.split(".", 1)[1] for m in out["modules"]] == expected
+    expected = sorted(
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for p in (REPO / "qortex_core").rglob("*.py")
+        if p != REPO / "qortex_core" / "__init__.py"
+    )
+    assert out["modules"] == expected
     assert out["dagster"] == []
 
 
@@ -56,8 +66,12 @@ def test_cli_query_and_eval_do_not_import_dagster(tmp_path):
     assert out["dagster"] == []
 
 
-@pytest.mark.parametrize("module", ["pipelines.cli", "pipelines.commands.ingest", "pipelines.commands.bench"])
+@pytest.mark.parametrize(
+    "module", ["pipelines.cli", "pipelines.commands.ingest", "pipelines.commands.bench"]
+)
 def test_command_modules_import_without_dagster(module):
-    out = run_python(f"import json, sys, {module}\n"
-                     "print(json.dumps({'dagster': sorted(m for m in sys.modules if m.startswith('dagster'))}))")
+    out = run_python(
+        f"import json, sys, {module}\n"
+        "print(json.dumps({'dagster': sorted(m for m in sys.modules if m.startswith('dagster'))}))"
+    )
     assert out["dagster"] == []

@@ -8,11 +8,17 @@ from pathlib import Path
 
 
 def cmd_ablation(args: argparse.Namespace) -> int:
-    from qortex_core.ablation import default_variants, markdown_table, run_ablation
+    from qortex_bench.ablation import default_variants, markdown_table, run_ablation
+    from qortex_bench.evaluate import load_questions
     from qortex_core.embed import make_embedder
-    from qortex_core.evaluate import load_questions
 
-    rows = run_ablation(args.home, load_questions(args.questions, args.single_hop), make_embedder(), default_variants(), args.k)
+    rows = run_ablation(
+        args.home,
+        load_questions(args.questions, args.single_hop),
+        make_embedder(),
+        default_variants(),
+        args.k,
+    )
     table = markdown_table(rows)
     if args.markdown:
         Path(args.markdown).write_text(table)
@@ -23,11 +29,19 @@ def cmd_ablation(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ablation", help="recall@k of retrieval variants (components off, parameter sweeps)")
+    p = sub.add_parser(
+        "ablation", help="recall@k of retrieval variants (components off, parameter sweeps)"
+    )
     p.add_argument("--questions", required=True)
-    p.add_argument("--home", required=True, help="a data home built by `qortex eval` on the same corpus")
+    p.add_argument(
+        "--home", required=True, help="a data home built by `qortex eval` on the same corpus"
+    )
     p.add_argument("--k", type=lambda t: tuple(int(x) for x in t.split(",")), default=(1, 2, 5, 10))
-    p.add_argument("--single-hop", action="store_true", help="ask the MuSiQue decomposition steps, one hop each")
+    p.add_argument(
+        "--single-hop",
+        action="store_true",
+        help="ask the MuSiQue decomposition steps, one hop each",
+    )
     p.add_argument("--markdown")
     p.add_argument("--json")
     p.set_defaults(func=cmd_ablation)

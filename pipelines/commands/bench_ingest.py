@@ -29,7 +29,7 @@ STAGES = ("documents", "chunks", "extractions", "embeddings", "synonym_edges", "
 
 def _write_source(corpus: Path, limit: int | None, folder: Path) -> int:
     """Copy (the first ``limit`` entries of) ``corpus`` into ``folder/bench/``; returns the entry count."""
-    from qortex_core.evaluate import load_corpus
+    from qortex_bench.evaluate import load_corpus
 
     passages = load_corpus(corpus)[: limit or None]
     (folder / "bench").mkdir(parents=True, exist_ok=True)
@@ -40,15 +40,21 @@ def _write_source(corpus: Path, limit: int | None, folder: Path) -> int:
 
 def _embedded_texts(home: Path) -> list[list[str]]:
     """The texts the embedding stage sends, one list per table, deduplicated as the embedding cache does."""
-    from qortex_core.index import read_chunks
-    from qortex_core.store import CONCEPTS, FACTS, RULES, LanceStore
+    from qortex_core.ingest.stages import read_chunks
+    from qortex_core.storage.store import CONCEPTS, FACTS, RULES, LanceStore
 
     store = LanceStore.open(home)
     groups = [[p.full_text for p in read_chunks(store)]]
     concepts, facts, rules = store.read(CONCEPTS), store.read(FACTS), store.read(RULES)
     groups.append(concepts["name"].to_pylist() if concepts.num_rows else [])
-    groups.append([f"{s} {p} {o}" for s, p, o in zip(*(facts[c].to_pylist() for c in ("subject", "predicate", "object")))]
-                  if facts.num_rows else [])
+    groups.append(
+        [
+            f"{s} {p} {o}"
+            for s, p, o in zip(*(facts[c].to_pylist() for c in ("subject", "predicate", "object")))
+        ]
+        if facts.num_rows
+        else []
+    )
     groups.append(rules["text"].to_pylist() if rules.num_rows else [])
     return [list(dict.fromkeys(g)) for g in groups]
 
@@ -58,8 +64,13 @@ def _plain_encode_seconds(model, groups: list[list[str]], batch_size: int) -> tu
     start, cpu = time.perf_counter(), time.process_time()
     for texts in groups:
         if texts:
-            model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                         show_progress_bar=False)
+            model.encode(
+                texts,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
     return time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -103,7 +114,11 @@ def run_bench(args: argparse.Namespace) -> dict:
     from pipelines.run_local import run_ingest
     from qortex_core.embed import SentenceTransformerEmbedder
 
-    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="qortex-bench-ingest-"))
+    work = (
+        Path(args.workdir)
+        if args.workdir
+        else Path(tempfile.mkdtemp(prefix="qortex-bench-ingest-"))
+    )
     n = _write_source(Path(args.corpus), args.limit, work / "source")
     home = work / "home"
     t = time.perf_counter()
@@ -111,45 +126,85 @@ def run_bench(args: argparse.Namespace) -> dict:
     if not isinstance(embedder, SentenceTransformerEmbedder):
         raise TypeError("the benchmark compares against the bundled sentence-transformers model")
     source_rows = json.loads((work / "source" / "bench" / "corpus.json").read_text())
-    embedder.embed([f"{r['title']}\n{r['text']}" for r in source_rows[:128]] + [r["title"] for r in source_rows[:128]])
+    embedder.embed(
+        [f"{r['title']}\n{r['text']}" for r in source_rows[:128]]
+        + [r["title"] for r in source_rows[:128]]
+    )
     load_s = time.perf_counter() - t
     timed = _TimedEmbedder(embedder)
-    chosen = {"extractor": ExtractorResource(kind=args.extractor, openie_path=args.openie or ""), "embedder": _timed_resource(timed)}
-    say = (lambda text: print(text, file=sys.stderr, flush=True))
+    chosen = {
+        "extractor": ExtractorResource(kind=args.extractor, openie_path=args.openie or ""),
+        "embedder": _timed_resource(timed),
+    }
+    say = lambda text: print(text, file=sys.stderr, flush=True)
     say(f"bench ingest: {n} passages -> {home}")
     t = time.perf_counter()
-    first = run_ingest(work / "source", home, work / "dagster", resources=chosen, progress=args.progress)
+    first = run_ingest(
+        work / "source", home, work / "dagster", resources=chosen, progress=args.progress
+    )
     first_s = time.perf_counter() - t
     model_s_in_stage, model_cpu_in_stage = timed.seconds, timed.cpu_seconds
     groups = _embedded_texts(home)
     say(f"plain encode of {sum(map(len, groups))} texts ...")
     plain_s, plain_cpu = _plain_encode_seconds(embedder._load(), groups, embedder.config.batch_size)
     t = time.perf_counter()
-    second = run_ingest(work / "source", home, work / "dagster", resources=chosen, progress=args.progress)
+    second = run_ingest(
+        work / "source", home, work / "dagster", resources=chosen, progress=args.progress
+    )
     second_s = time.perf_counter() - t
     chunks = first.summary["chunks"]
     embed_s = first.step_seconds.get("embeddings", 0.0)
-    stages = {s: {"seconds": round(first.step_seconds.get(s, 0.0), 3), "passages_per_s": _rate(chunks, first.step_seconds.get(s, 0.0))}
-              for s in STAGES}
+    stages = {
+        s: {
+            "seconds": round(first.step_seconds.get(s, 0.0), 3),
+            "passages_per_s": _rate(chunks, first.step_seconds.get(s, 0.0)),
+        }
+        for s in STAGES
+    }
     overhead = embed_s / plain_s - 1 if plain_s > 0 else None
     return {
-        "corpus": str(args.corpus), "passages_in_corpus_slice": n, "chunks": chunks, "extractor": args.extractor,
-        "embedding_model": embedder.name, "model_load_and_warmup_s": round(load_s, 2),
-        "first_run": {"seconds": round(first_s, 2), "passages_per_s": _rate(chunks, first_s), "stages": stages,
-                      "checks_seconds": round(sum(v for k, v in first.step_seconds.items() if k not in STAGES), 3),
-                      "summary": first.summary},
-        "embedding_vs_plain": {"texts": sum(map(len, groups)), "texts_embedded_by_stage": first.summary["embedded"],
-                               "stage_s": round(embed_s, 2), "plain_encode_s": round(plain_s, 2),
-                               "overhead": round(overhead, 4) if overhead is not None else None,
-                               "model_s_inside_stage": round(model_s_in_stage, 2),
-                               "overhead_inside_stage": round(embed_s / model_s_in_stage - 1, 4) if model_s_in_stage else None,
-                               "model_cpu_s_inside_stage": round(model_cpu_in_stage, 2), "plain_encode_cpu_s": round(plain_cpu, 2),
-                               "model_cpu_vs_plain_cpu": round(model_cpu_in_stage / plain_cpu - 1, 4) if plain_cpu else None,
-                               "goal_overhead_le": 0.25, "goal_met": overhead is not None and overhead <= 0.25},
-        "unchanged_rerun": {"seconds": round(second_s, 2), "ratio_to_first": round(second_s / first_s, 4),
-                            "llm_calls": second.summary["llm_calls"], "texts_embedded": second.summary["embedded"],
-                            "stages": {s: round(second.step_seconds.get(s, 0.0), 3) for s in STAGES},
-                            "goal_ratio_le": 0.05, "goal_met": second_s / first_s <= 0.05},
+        "corpus": str(args.corpus),
+        "passages_in_corpus_slice": n,
+        "chunks": chunks,
+        "extractor": args.extractor,
+        "embedding_model": embedder.name,
+        "model_load_and_warmup_s": round(load_s, 2),
+        "first_run": {
+            "seconds": round(first_s, 2),
+            "passages_per_s": _rate(chunks, first_s),
+            "stages": stages,
+            "checks_seconds": round(
+                sum(v for k, v in first.step_seconds.items() if k not in STAGES), 3
+            ),
+            "summary": first.summary,
+        },
+        "embedding_vs_plain": {
+            "texts": sum(map(len, groups)),
+            "texts_embedded_by_stage": first.summary["embedded"],
+            "stage_s": round(embed_s, 2),
+            "plain_encode_s": round(plain_s, 2),
+            "overhead": round(overhead, 4) if overhead is not None else None,
+            "model_s_inside_stage": round(model_s_in_stage, 2),
+            "overhead_inside_stage": round(embed_s / model_s_in_stage - 1, 4)
+            if model_s_in_stage
+            else None,
+            "model_cpu_s_inside_stage": round(model_cpu_in_stage, 2),
+            "plain_encode_cpu_s": round(plain_cpu, 2),
+            "model_cpu_vs_plain_cpu": round(model_cpu_in_stage / plain_cpu - 1, 4)
+            if plain_cpu
+            else None,
+            "goal_overhead_le": 0.25,
+            "goal_met": overhead is not None and overhead <= 0.25,
+        },
+        "unchanged_rerun": {
+            "seconds": round(second_s, 2),
+            "ratio_to_first": round(second_s / first_s, 4),
+            "llm_calls": second.summary["llm_calls"],
+            "texts_embedded": second.summary["embedded"],
+            "stages": {s: round(second.step_seconds.get(s, 0.0), 3) for s in STAGES},
+            "goal_ratio_le": 0.05,
+            "goal_met": second_s / first_s <= 0.05,
+        },
         "workdir": str(work),
     }
 
@@ -167,12 +222,18 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
 
 def register(kinds: argparse._SubParsersAction) -> None:
     """Add ``qortex bench ingest``."""
-    p = kinds.add_parser("ingest", help="ingestion speed: end to end, per stage, embedding overhead, unchanged re-run")
+    p = kinds.add_parser(
+        "ingest",
+        help="ingestion speed: end to end, per stage, embedding overhead, unchanged re-run",
+    )
     p.add_argument("--corpus", required=True, help="HippoRAG corpus JSON (list of {title, text})")
     p.add_argument("--extractor", choices=["offline", "recorded"], default="offline")
     p.add_argument("--openie", help="OpenIE results file for --extractor recorded")
     p.add_argument("--limit", type=int, help="only the first N passages")
-    p.add_argument("--workdir", help="folder for the source copy, data home and instance (default: a new temp folder)")
+    p.add_argument(
+        "--workdir",
+        help="folder for the source copy, data home and instance (default: a new temp folder)",
+    )
     p.add_argument("--progress", action="store_true", help="step progress on stderr")
     p.add_argument("--json", help="also write the report to this file")
     p.set_defaults(func=cmd_bench_ingest)

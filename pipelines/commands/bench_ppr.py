@@ -19,21 +19,40 @@ def register(kinds: argparse._SubParsersAction) -> None:
     ppr.add_argument("--queries", type=int, default=20)
     ppr.add_argument("--seed", type=int, default=0)
     ppr.add_argument("--tol", type=float, default=1e-3, help="qortex's certified L1 error bound")
-    ppr.add_argument("--threads", type=int, default=1, help="threads per matrix product in qortex's solver")
-    ppr.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
+    ppr.add_argument(
+        "--threads", type=int, default=1, help="threads per matrix product in qortex's solver"
+    )
+    ppr.add_argument(
+        "--engines",
+        default=",".join(ENGINES),
+        help="comma-separated subset of " + ",".join(ENGINES),
+    )
     ppr.add_argument("--networkx-max-edges", type=int, default=200_000)
-    ppr.add_argument("--snapshot-home", help="also publish the graph here and measure a fresh process that loads it")
+    ppr.add_argument(
+        "--snapshot-home",
+        help="also publish the graph here and measure a fresh process that loads it",
+    )
     ppr.add_argument("--json", help="write the report here")
     ppr.set_defaults(func=cmd_bench_ppr)
-    query = kinds.add_parser("query", help="end-to-end query latency and fast-vs-exact recall on a snapshot")
+    query = kinds.add_parser(
+        "query", help="end-to-end query latency and fast-vs-exact recall on a snapshot"
+    )
     query.add_argument("--home", required=True)
-    query.add_argument("--queries", help="questions (HippoRAG JSON, gives recall) or text, one query a line")
+    query.add_argument(
+        "--queries", help="questions (HippoRAG JSON, gives recall) or text, one query a line"
+    )
     query.add_argument("--limit", type=int, default=100)
     query.add_argument("--top-k", type=int, default=10)
-    query.add_argument("--ppr-tol", type=float, help="override the retriever's PPR tolerance (default: its config)")
-    query.add_argument("--embed-threads", type=int, default=1,
-                       help="torch threads for the query embedding (0: torch's default); one short text "
-                            "embeds fastest on one thread, and far slower with two on a busy 2-core box")
+    query.add_argument(
+        "--ppr-tol", type=float, help="override the retriever's PPR tolerance (default: its config)"
+    )
+    query.add_argument(
+        "--embed-threads",
+        type=int,
+        default=1,
+        help="torch threads for the query embedding (0: torch's default); one short text "
+        "embeds fastest on one thread, and far slower with two on a busy 2-core box",
+    )
     query.add_argument("--json", help="write the report here")
     query.set_defaults(func=cmd_bench_query)
 
@@ -49,40 +68,50 @@ def _ratios(engines: dict) -> dict[str, float]:
         return out
     for name in ("igraph_prpack", "scipy_power", "networkx"):
         if name in engines and base["p50_ms"] > 0:
-            out[f"speedup_vs_{name.split('_')[0]}"] = round(engines[name]["p50_ms"] / base["p50_ms"], 2)
+            out[f"speedup_vs_{name.split('_')[0]}"] = round(
+                engines[name]["p50_ms"] / base["p50_ms"], 2
+            )
     if "qortex_batched" in engines and base["qps"] > 0:
         out["batched_qps_gain"] = round(engines["qortex_batched"]["qps"] / base["qps"], 2)
     return out
 
 
 def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> list:
-    from qortex_core import ppr_bench as pb
+    from qortex_bench import ppr_bench as pb
 
     out = []
     if {"qortex", "qortex_batched"} & set(names):
-        out += [e for e in pb.qortex_engines(graph.adjacency, graph.n_phrases, config) if e.name in names]
+        out += [
+            e
+            for e in pb.qortex_engines(graph.adjacency, graph.n_phrases, config)
+            if e.name in names
+        ]
     if "scipy_power" in names:
         out.append(pb.scipy_engine(graph.adjacency))
     if "igraph_prpack" in names:
         out.append(pb.igraph_engine(graph.adjacency))
     if "networkx" in names:
         if graph.n_edges > nx_max:
-            skipped["networkx"] = f"skipped: {graph.n_edges} edges > {nx_max} (it would not finish in reasonable time)"
+            skipped["networkx"] = (
+                f"skipped: {graph.n_edges} edges > {nx_max} (it would not finish in reasonable time)"
+            )
         else:
             out.append(pb.networkx_engine(graph.adjacency))
     return out
 
 
 def cmd_bench_ppr(args: argparse.Namespace) -> int:
-    from qortex_core import ppr_bench as pb
-    from qortex_core.bench_graphs import synthetic_graph, synthetic_teleports
+    from qortex_bench import ppr_bench as pb
+    from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
     from qortex_core.errors import ConfigError
-    from qortex_core.ppr import PPRConfig
+    from qortex_core.query.ppr import PPRConfig
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     unknown = sorted(set(names) - set(ENGINES))
     if unknown or args.queries < 1:
-        raise ConfigError(f"unknown engines {unknown}" if unknown else "--queries must be at least 1")
+        raise ConfigError(
+            f"unknown engines {unknown}" if unknown else "--queries must be at least 1"
+        )
     t = time.perf_counter()
     try:
         graph = synthetic_graph(args.nodes, args.edges, seed=args.seed)
@@ -93,13 +122,25 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     exact = pb.exact_pagerank(graph.adjacency, teleports)
     _say(f"exact: float64 power iteration to 1e-12 ({time.perf_counter() - t:.1f}s)")
-    report: dict = {"nodes": graph.n_nodes, "edges": graph.n_edges, "phrases": graph.n_phrases,
-                    "queries": args.queries, "seed": args.seed, "damping": pb.DAMPING,
-                    "exact": "float64 power iteration, L1 change < 1e-12",
-                    "memory": "peak_mem_mb = growth of VmHWM (peak RSS, reset via /proc/self/clear_refs) "
-                              "over RSS while the timed queries ran", "engines": {}, "skipped": {}}
+    report: dict = {
+        "nodes": graph.n_nodes,
+        "edges": graph.n_edges,
+        "phrases": graph.n_phrases,
+        "queries": args.queries,
+        "seed": args.seed,
+        "damping": pb.DAMPING,
+        "exact": "float64 power iteration, L1 change < 1e-12",
+        "memory": "peak_mem_mb = growth of VmHWM (peak RSS, reset via /proc/self/clear_refs) "
+        "over RSS while the timed queries ran",
+        "engines": {},
+        "skipped": {},
+    }
     config = PPRConfig(tol=args.tol, threads=args.threads)
-    report["qortex_config"] = {"tol": config.tol, "threads": config.threads, "max_iter": config.max_iter}
+    report["qortex_config"] = {
+        "tol": config.tol,
+        "threads": config.threads,
+        "max_iter": config.max_iter,
+    }
     for engine in _engines(names, graph, config, args.networkx_max_edges, report["skipped"]):
         _say(f"{engine.name}: prepared in {engine.prepare_s:.2f}s, timing {args.queries} queries")
         report["engines"][engine.name] = pb.measure(engine, teleports, exact)
@@ -115,41 +156,53 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
 def _snapshot(home: str, graph, teleports, exact, config) -> dict:
     import numpy as np
 
-    from qortex_core.ppr_bench import top_overlap
-    from qortex_core.ppr_snapshot_probe import publish_synthetic, run_probe
+    from qortex_bench.ppr_bench import top_overlap
+    from qortex_bench.ppr_snapshot_probe import publish_synthetic, run_probe
 
     path = publish_synthetic(home, graph)
     _say(f"snapshot: published {path}; probing a fresh process")
     probe, scores = run_probe(home, teleports, config.tol, config.threads)
     l1 = np.abs(scores - exact).sum(axis=0)
-    probe.update(path=str(path), l1_error=float(l1.max()), top20_overlap=round(float(np.mean(
-        [top_overlap(scores[:, j], exact[:, j]) for j in range(exact.shape[1])])), 4))
+    probe.update(
+        path=str(path),
+        l1_error=float(l1.max()),
+        top20_overlap=round(
+            float(np.mean([top_overlap(scores[:, j], exact[:, j]) for j in range(exact.shape[1])])),
+            4,
+        ),
+    )
     return probe
 
 
 def _print_ppr(report: dict) -> None:
     print(f"nodes {report['nodes']}  edges {report['edges']}  queries {report['queries']}")
-    print(f"{'engine':16}{'p50 ms':>10}{'p95 ms':>10}{'cpu p50':>9}{'qps':>9}{'L1 err':>10}{'top20':>7}{'peak MB':>9}")
+    print(
+        f"{'engine':16}{'p50 ms':>10}{'p95 ms':>10}{'cpu p50':>9}{'qps':>9}{'L1 err':>10}{'top20':>7}{'peak MB':>9}"
+    )
     for name, e in report["engines"].items():
         peak = "-" if e["peak_mem_mb"] is None else f"{e['peak_mem_mb']:.1f}"
-        print(f"{name:16}{e['p50_ms']:>10.2f}{e['p95_ms']:>10.2f}{e['cpu_p50_ms']:>9.2f}{e['qps']:>9.1f}{e['l1_error']:>10.1e}"
-              f"{e['top20_overlap']:>7.2f}{peak:>9}")
+        print(
+            f"{name:16}{e['p50_ms']:>10.2f}{e['p95_ms']:>10.2f}{e['cpu_p50_ms']:>9.2f}{e['qps']:>9.1f}{e['l1_error']:>10.1e}"
+            f"{e['top20_overlap']:>7.2f}{peak:>9}"
+        )
     for name, why in report["skipped"].items():
         print(f"{name:16}{why}")
     if "snapshot" in report:
         s = report["snapshot"]
-        print(f"snapshot process: loaded snapshot adds {s['snapshot_rss_mb']} MB RSS (process {s['rss_after_queries_mb']} MB,"
-              f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables {s['tables_anon_mb']} MB anon,"
-              f" graph + PPR {s['graph_rss_mb']} MB),"
-              f" p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}")
+        print(
+            f"snapshot process: loaded snapshot adds {s['snapshot_rss_mb']} MB RSS (process {s['rss_after_queries_mb']} MB,"
+            f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables {s['tables_anon_mb']} MB anon,"
+            f" graph + PPR {s['graph_rss_mb']} MB),"
+            f" p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}"
+        )
     for name, value in report["ratios"].items():
         print(f"{name}: {value}x")
 
 
 def _read_queries(path: str | None, retriever, limit: int):
     """(texts, questions or None): a questions JSON gives recall; text gives one query a line."""
+    from qortex_bench.evaluate import load_questions
     from qortex_core.errors import DatasetError
-    from qortex_core.evaluate import load_questions
 
     if path is None:
         return [f"What is {p['title']}?" for p in retriever.passages[:limit]], None
@@ -157,7 +210,11 @@ def _read_queries(path: str | None, retriever, limit: int):
         questions = load_questions(path)[:limit]
         return [q.text for q in questions], questions
     try:
-        texts = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts = [
+            line.strip()
+            for line in Path(path).read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
     except OSError as exc:
         raise DatasetError(f"cannot read queries file {path}: {exc}") from None
     if not texts:
@@ -166,8 +223,8 @@ def _read_queries(path: str | None, retriever, limit: int):
 
 
 def cmd_bench_query(args: argparse.Namespace) -> int:
-    from qortex_core import ppr_query_bench as qb
-    from qortex_core.retrieve import Retriever
+    from qortex_bench import ppr_query_bench as qb
+    from qortex_core.query.retriever import Retriever
 
     t = time.perf_counter()
     retriever = Retriever.open(args.home)
@@ -181,24 +238,33 @@ def cmd_bench_query(args: argparse.Namespace) -> int:
         import dataclasses
 
         retriever.config = dataclasses.replace(
-            retriever.config, ppr=dataclasses.replace(retriever.config.ppr, tol=args.ppr_tol))
+            retriever.config, ppr=dataclasses.replace(retriever.config.ppr, tol=args.ppr_tol)
+        )
     texts, questions = _read_queries(args.queries, retriever, args.limit)
-    report: dict = {"home": args.home, "snapshot": retriever.snapshot.manifest.get("name"),
-                    "nodes": int(retriever.adjacency.shape[0]), "edges": int(retriever.adjacency.nnz // 2),
-                    "ppr": {"walk": type(retriever.walk).__name__, "tol": retriever.config.ppr.tol},
-                    "embed_threads": args.embed_threads,
-                    "assembly": "end to end minus embed, seed search and PPR",
-                    "latency": qb.latency(retriever, texts, ("dense", "hipporag"), args.top_k)}
+    report: dict = {
+        "home": args.home,
+        "snapshot": retriever.snapshot.manifest.get("name"),
+        "nodes": int(retriever.adjacency.shape[0]),
+        "edges": int(retriever.adjacency.nnz // 2),
+        "ppr": {"walk": type(retriever.walk).__name__, "tol": retriever.config.ppr.tol},
+        "embed_threads": args.embed_threads,
+        "assembly": "end to end minus embed, seed search and PPR",
+        "latency": qb.latency(retriever, texts, ("dense", "hipporag"), args.top_k),
+    }
     if questions:
         report["recall_fast_vs_exact"] = qb.recall_fast_vs_exact(retriever, questions)
     for mode, s in report["latency"].items():
-        print(f"{mode:9} end-to-end p50 {s['end_to_end_p50_ms']:.2f} ms p95 {s['end_to_end_p95_ms']:.2f} ms | "
-              f"embed {s['embed_p50_ms']:.2f} seed {s['seed_p50_ms']:.2f} ppr {s['ppr_p50_ms']:.2f} "
-              f"assembly {s['assembly_p50_ms']:.2f} (p50 ms)")
+        print(
+            f"{mode:9} end-to-end p50 {s['end_to_end_p50_ms']:.2f} ms p95 {s['end_to_end_p95_ms']:.2f} ms | "
+            f"embed {s['embed_p50_ms']:.2f} seed {s['seed_p50_ms']:.2f} ppr {s['ppr_p50_ms']:.2f} "
+            f"assembly {s['assembly_p50_ms']:.2f} (p50 ms)"
+        )
     if questions:
         r = report["recall_fast_vs_exact"]
-        print(f"recall fast {r['fast']}  exact {r['exact']}  delta {r['delta_points']}  "
-              f"max PPR L1 {r['ppr_l1_error_max']:.1e}")
+        print(
+            f"recall fast {r['fast']}  exact {r['exact']}  delta {r['delta_points']}  "
+            f"max PPR L1 {r['ppr_l1_error_max']:.1e}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from qortex_core.doctor import DoctorConfig, diagnose
-    from qortex_core.store import default_home
-    from qortex_core.tenants import tenant_home
+    from qortex_core.ops.doctor import DoctorConfig, diagnose
+    from qortex_core.storage.store import default_home
+    from qortex_core.storage.tenants import tenant_home
 
     home = tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
     report = diagnose(home, config=DoctorConfig(probe=not args.no_probe))
@@ -28,9 +28,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``qortex doctor``."""
-    p = sub.add_parser("doctor", help="check a data home: tables, snapshot checksums, pointer, orphaned files")
+    p = sub.add_parser(
+        "doctor", help="check a data home: tables, snapshot checksums, pointer, orphaned files"
+    )
     p.add_argument("--home", help="data home (default: $QORTEX_HOME or ~/.qortex)")
     p.add_argument("--tenant", help="check this tenant's namespace (default: the home itself)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--no-probe", action="store_true", help="skip the probe query (no embedder is loaded)")
+    p.add_argument(
+        "--no-probe", action="store_true", help="skip the probe query (no embedder is loaded)"
+    )
     p.set_defaults(func=cmd_doctor)

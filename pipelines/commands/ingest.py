@@ -11,20 +11,26 @@ from pathlib import Path
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Run the ingest job over ``args.source``; print a summary (JSON with ``--json``)."""
     from qortex_core.errors import DatasetError
-    from qortex_core.store import default_home
+    from qortex_core.storage.store import default_home
 
     source = Path(args.source)
     if not source.is_dir():
         raise DatasetError(f"source directory not found: {source}")
-    from qortex_core.documents import SourceConfig, load_documents
+    from qortex_core.ingest.documents import SourceConfig, load_documents
 
-    found = load_documents(SourceConfig(root=source))  # an empty source would publish an empty snapshot
+    found = load_documents(
+        SourceConfig(root=source)
+    )  # an empty source would publish an empty snapshot
     if not found.documents:
         why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
-        raise DatasetError(f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed")
+        raise DatasetError(
+            f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed"
+        )
     raw = args.home or os.environ.get("QORTEX_HOME") or ""
-    home = raw if "://" in raw else Path(raw) if raw else default_home()  # a URI must not go through Path
-    from qortex_core.tenants import tenant_home
+    home = (
+        raw if "://" in raw else Path(raw) if raw else default_home()
+    )  # a URI must not go through Path
+    from qortex_core.storage.tenants import tenant_home
 
     home = tenant_home(home, args.tenant)  # a tenant's memory lives in <home>/tenants/NAME
     from pipelines.run_local import run_ingest  # imports dagster
@@ -32,19 +38,32 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     outcome = run_ingest(source, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        print(json.dumps(dict(s, checks=outcome.checks, step_seconds=outcome.step_seconds, run_id=outcome.run_id)))
+        print(
+            json.dumps(
+                dict(
+                    s,
+                    checks=outcome.checks,
+                    step_seconds=outcome.step_seconds,
+                    run_id=outcome.run_id,
+                )
+            )
+        )
         return 0
     failed_checks = [name for name, ok in outcome.checks.items() if not ok]
-    print(f"ingested {s['documents']} documents ({s['new_documents']} new, {s['changed_documents']} changed, "
-          f"{s['deleted_documents']} deleted) -> {s['chunks']} chunks; extracted {s['extracted']}, failed {s['failed']}, "
-          f"embedded {s['embedded']} texts -> snapshot {s['snapshot']}")
+    print(
+        f"ingested {s['documents']} documents ({s['new_documents']} new, {s['changed_documents']} changed, "
+        f"{s['deleted_documents']} deleted) -> {s['chunks']} chunks; extracted {s['extracted']}, failed {s['failed']}, "
+        f"embedded {s['embedded']} texts -> snapshot {s['snapshot']}"
+    )
     if failed_checks:
         print(f"warning: checks not passed: {', '.join(failed_checks)}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="run the Dagster ingest job over a source directory and publish a snapshot")
+    p = sub.add_parser(
+        "ingest", help="run the Dagster ingest job over a source directory and publish a snapshot"
+    )
     p.add_argument("source", help="directory of .md, .txt and corpus .json/.jsonl files")
     p.add_argument("--home", help="data home (default $QORTEX_HOME or ~/.qortex)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 
 def _home(args: argparse.Namespace):
-    from qortex_core.store import default_home
-    from qortex_core.tenants import tenant_home
+    from qortex_core.storage.store import default_home
+    from qortex_core.storage.tenants import tenant_home
 
     return tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
 
@@ -28,17 +28,29 @@ def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    from qortex_core.feedback import QueryLog, record_feedback
-    from qortex_core.store import LanceStore
-    from qortex_core.tenants import validate_tenant
+    from qortex_core.memory.feedback import QueryLog, record_feedback
+    from qortex_core.storage.store import LanceStore
+    from qortex_core.storage.tenants import validate_tenant
 
     store = LanceStore.open(_home(args))
-    events = record_feedback(store, QueryLog(store, tenant=validate_tenant(args.tenant)), args.query_id,
-                             accepted=args.accept, rejected=args.reject, partial=args.partial)
-    summary = {"query_id": args.query_id, "recorded": len(events),
-               "concepts": sorted({c for e in events for c in e.concept_ids})}
-    print(json.dumps(summary) if args.json else
-          f"recorded {len(events)} judgement(s) on {len(summary['concepts'])} concept(s); run `qortex factors update` to apply")
+    events = record_feedback(
+        store,
+        QueryLog(store, tenant=validate_tenant(args.tenant)),
+        args.query_id,
+        accepted=args.accept,
+        rejected=args.reject,
+        partial=args.partial,
+    )
+    summary = {
+        "query_id": args.query_id,
+        "recorded": len(events),
+        "concepts": sorted({c for e in events for c in e.concept_ids}),
+    }
+    print(
+        json.dumps(summary)
+        if args.json
+        else f"recorded {len(events)} judgement(s) on {len(summary['concepts'])} concept(s); run `qortex factors update` to apply"
+    )
     return 0
 
 
@@ -52,8 +64,8 @@ def _fold_with_dagster(home, force: bool) -> dict | None:
 
 
 def cmd_factors_update(args: argparse.Namespace) -> int:
-    from qortex_core.factors import concept_names, update_factors
-    from qortex_core.store import LanceStore
+    from qortex_core.memory.factors import concept_names, update_factors
+    from qortex_core.storage.store import LanceStore
 
     home = _home(args)
     summary = None if args.via == "library" else _fold_with_dagster(home, args.force)
@@ -61,20 +73,31 @@ def cmd_factors_update(args: argparse.Namespace) -> int:
         if args.via == "dagster":
             from qortex_core.errors import ConfigError
 
-            raise ConfigError("the Dagster asset teleportation_factors is not available (assets/factors.py)")
+            raise ConfigError(
+                "the Dagster asset teleportation_factors is not available (assets/factors.py)"
+            )
         store = LanceStore.open(home)
         report = update_factors(store, force=args.force)
         names = concept_names(store, [c for c, _ in report.boosted + report.suppressed])
-        summary = {"via": "library", "folded": report.folded, "concepts": report.concepts,
-                   "watermark": report.watermark, "skipped": report.skipped,
-                   "boosted": [[names[c], round(f, 4)] for c, f in report.boosted],
-                   "suppressed": [[names[c], round(f, 4)] for c, f in report.suppressed]}
+        summary = {
+            "via": "library",
+            "folded": report.folded,
+            "concepts": report.concepts,
+            "watermark": report.watermark,
+            "skipped": report.skipped,
+            "boosted": [[names[c], round(f, 4)] for c, f in report.boosted],
+            "suppressed": [[names[c], round(f, 4)] for c, f in report.suppressed],
+        }
     if args.json:
         print(json.dumps(summary))
     elif summary.get("skipped"):
-        print(f"factors already current (events version {summary['watermark']}, {summary['concepts']} concepts)")
+        print(
+            f"factors already current (events version {summary['watermark']}, {summary['concepts']} concepts)"
+        )
     else:
-        print(f"folded {summary['folded']} events into {summary['concepts']} concept factors via {summary['via']}")
+        print(
+            f"folded {summary['folded']} events into {summary['concepts']} concept factors via {summary['via']}"
+        )
         for label in ("boosted", "suppressed"):
             if summary[label]:
                 print(f"  {label}: " + ", ".join(f"{n} x{f:.3f}" for n, f in summary[label]))
@@ -82,7 +105,7 @@ def cmd_factors_update(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
-    from qortex_core.retention import list_snapshots
+    from qortex_core.storage.retention import list_snapshots
 
     infos = list_snapshots(_home(args))
     if args.json:
@@ -91,26 +114,35 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     if not infos:
         print("no snapshots published (run `qortex ingest`)")
     for i in infos:
-        counts = ", ".join(f"{k} {v}" for k, v in i.counts.items() if k in ("passages", "phrases", "facts", "rules"))
+        counts = ", ".join(
+            f"{k} {v}"
+            for k, v in i.counts.items()
+            if k in ("passages", "phrases", "facts", "rules")
+        )
         print(f"{'*' if i.latest else ' '} {i.version:4d}  {i.name}  {i.created[:19]}  {counts}")
     return 0
 
 
 def cmd_snapshots_prune(args: argparse.Namespace) -> int:
-    from qortex_core.retention import default_keep, prune_snapshots
+    from qortex_core.storage.retention import default_keep, prune_snapshots
 
-    report = prune_snapshots(_home(args), args.keep if args.keep is not None else default_keep(),
-                             optimize=not args.no_optimize)
+    report = prune_snapshots(
+        _home(args),
+        args.keep if args.keep is not None else default_keep(),
+        optimize=not args.no_optimize,
+    )
     if args.json:
         print(json.dumps(asdict(report)))
     else:
-        print(f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; optimized {len(report.optimized)} table(s)")
+        print(
+            f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; optimized {len(report.optimized)} table(s)"
+        )
     return 0
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from qortex_core.mcp_server import serve
-    from qortex_core.tenants import validate_tenant
+    from qortex_core.storage.tenants import validate_tenant
 
     validate_tenant(args.tenant)
     print("qortex mcp: serving tools qortex_query, qortex_feedback on stdio", file=sys.stderr)
@@ -119,7 +151,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    fb = sub.add_parser("feedback", help="judge results of a query (ids from `qortex query --json`)")
+    fb = sub.add_parser(
+        "feedback", help="judge results of a query (ids from `qortex query --json`)"
+    )
     fb.add_argument("--query-id", required=True)
     fb.add_argument("--accept", action="append", default=[], metavar="ID")
     fb.add_argument("--reject", action="append", default=[], metavar="ID")
@@ -130,26 +164,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     fa = sub.add_parser("factors", help="learned teleportation factors")
     fsub = fa.add_subparsers(dest="factors_command", required=True)
-    up = fsub.add_parser("update", help="fold new feedback events into the factors (no daemon needed)")
-    up.add_argument("--via", choices=["auto", "dagster", "library"], default="auto",
-                    help="materialise the Dagster asset in-process (auto when available) or call the library fold")
+    up = fsub.add_parser(
+        "update", help="fold new feedback events into the factors (no daemon needed)"
+    )
+    up.add_argument(
+        "--via",
+        choices=["auto", "dagster", "library"],
+        default="auto",
+        help="materialise the Dagster asset in-process (auto when available) or call the library fold",
+    )
     up.add_argument("--force", action="store_true", help="re-fold even when no new event arrived")
     up.add_argument("--json", action="store_true")
     _add_home(up)
     up.set_defaults(func=cmd_factors_update)
 
-    sn = sub.add_parser("snapshots", help="list snapshot versions (`qortex query --version V` pins one)")
+    sn = sub.add_parser(
+        "snapshots", help="list snapshot versions (`qortex query --version V` pins one)"
+    )
     sn.add_argument("--json", action="store_true")
     _add_home(sn)
     sn.set_defaults(func=cmd_snapshots)
     ssub = sn.add_subparsers(dest="snapshots_command")
-    pr = ssub.add_parser("prune", help="delete old snapshots (never LATEST) and optimize the LanceDB tables")
-    pr.add_argument("--keep", type=int, default=None, help="snapshots to keep (default: $QORTEX_SNAPSHOT_KEEP or 5)")
+    pr = ssub.add_parser(
+        "prune", help="delete old snapshots (never LATEST) and optimize the LanceDB tables"
+    )
+    pr.add_argument(
+        "--keep",
+        type=int,
+        default=None,
+        help="snapshots to keep (default: $QORTEX_SNAPSHOT_KEEP or 5)",
+    )
     pr.add_argument("--no-optimize", action="store_true")
     pr.add_argument("--json", action="store_true")
     _add_home(pr, nested=True)
     pr.set_defaults(func=cmd_snapshots_prune)
 
-    mc = sub.add_parser("mcp", help="serve qortex_query and qortex_feedback as an MCP server over stdio")
+    mc = sub.add_parser(
+        "mcp", help="serve qortex_query and qortex_feedback as an MCP server over stdio"
+    )
     _add_home(mc)
     mc.set_defaults(func=cmd_mcp)

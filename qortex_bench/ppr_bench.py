@@ -1,0 +1,247 @@
+"""PPR engines side by side on one graph: latency, memory and accuracy against an exact solution.
+
+Engines (each prepared once, then timed per query):
+
+- ``qortex``: :func:`qortex_core.query.ppr.personalized_pagerank` on a :class:`SymmetricWalk`;
+- ``qortex_batched``: the same, all queries in one (n, q) call (throughput);
+- ``scipy_power``: plain float32 scipy power iteration to an L1 change of 1e-7;
+- ``igraph_prpack``: ``Graph.personalized_pagerank(..., implementation="prpack")`` as HippoRAG 2 calls it;
+- ``networkx``: ``networkx.pagerank`` with personalization (small graphs only).
+
+The exact solution is float64 power iteration to an L1 change of 1e-12.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk, walk_matrix
+
+DAMPING = 0.5
+NETWORKX_MAX_EDGES = 200_000
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A prepared engine: ``run(teleport (n,)) -> scores (n,)``, or a batch runner."""
+
+    name: str
+    run: Callable[[np.ndarray], np.ndarray]
+    prepare_s: float
+    batched: bool = False
+    note: str = ""
+
+
+# -- exact and plain baselines ----------------------------------------------------------------
+def exact_pagerank(
+    adjacency: sp.csr_matrix,
+    teleports: np.ndarray,
+    damping: float = DAMPING,
+    tol: float = 1e-12,
+    max_iter: int = 500,
+) -> np.ndarray:
+    """Float64 power iteration over all (n, q) teleports at once, to an L1 change of ``tol``."""
+    walk = walk_matrix(adjacency).astype(np.float64)
+    t = np.asarray(teleports, np.float64)
+    t = t / np.where(t.sum(axis=0) > 0, t.sum(axis=0), 1.0)
+    x = t.copy()
+    for _ in range(max_iter):
+        step = damping * (walk @ x)
+        new = step + (1.0 - step.sum(axis=0)) * t
+        delta = float(np.abs(new - x).sum(axis=0).max())
+        x = new
+        if delta < tol:
+            break
+    return x / x.sum(axis=0)
+
+
+def scipy_power(
+    walk: sp.csr_matrix,
+    t: np.ndarray,
+    damping: float = DAMPING,
+    tol: float = 1e-7,
+    max_iter: int = 100,
+) -> np.ndarray:
+    """The plain loop: float32 ``x <- a W x + (1 - a 1^T W x) t`` until the L1 change < ``tol``."""
+    t = (t / t.sum()).astype(np.float32)
+    x = t.copy()
+    for _ in range(max_iter):
+        step = np.float32(damping) * (walk @ x)
+        new = step + (1.0 - step.sum()) * t
+        delta = float(np.abs(new - x).sum())
+        x = new
+        if delta < tol:
+            break
+    return x
+
+
+# -- engines ------------------------------------------------------------------------------------
+def _timed(build: Callable[[], object]) -> tuple[object, float]:
+    t = time.perf_counter()
+    value = build()
+    return value, time.perf_counter() - t
+
+
+def qortex_engines(adjacency: sp.csr_matrix, n_phrases: int, config: PPRConfig) -> list[Engine]:
+    """The symmetric solver, per query and batched; background = the passage nodes."""
+    background = np.zeros(adjacency.shape[0], np.float32)
+    background[n_phrases:] = 1.0
+
+    def build():
+        walk = symmetric_walk(adjacency, background=background)
+        personalized_pagerank(walk, background, config)  # solves the background once
+        return walk
+
+    walk, prep = _timed(build)
+    note = f"conjugate gradients, certified L1 bound {config.tol:g}, background = passage nodes"
+    return [
+        Engine("qortex", lambda t: personalized_pagerank(walk, t, config), prep, note=note),
+        Engine(
+            "qortex_batched",
+            lambda t: personalized_pagerank(walk, t, config),
+            prep,
+            True,
+            note="all queries in one (n, q) call; per-query figures are the batch time / q",
+        ),
+    ]
+
+
+def scipy_engine(adjacency: sp.csr_matrix) -> Engine:
+    walk, prep = _timed(lambda: walk_matrix(adjacency))
+    return Engine(
+        "scipy_power", lambda t: scipy_power(walk, t), prep, note="float32, L1 change < 1e-7"
+    )
+
+
+def igraph_engine(adjacency: sp.csr_matrix) -> Engine:
+    """An undirected weighted igraph built once; per query the prpack call HippoRAG 2 makes."""
+    import igraph as ig
+
+    def build():
+        upper = sp.triu(adjacency, k=1, format="coo")
+        graph = ig.Graph(
+            n=adjacency.shape[0],
+            edges=np.column_stack([upper.row, upper.col]).tolist(),
+            directed=False,
+        )
+        graph.es["weight"] = upper.data.astype(np.float64).tolist()
+        return graph
+
+    graph, prep = _timed(build)
+    vertices = range(adjacency.shape[0])
+
+    def run(t: np.ndarray) -> np.ndarray:
+        return np.asarray(
+            graph.personalized_pagerank(
+                vertices=vertices,
+                damping=DAMPING,
+                directed=False,
+                weights="weight",
+                reset=t,
+                implementation="prpack",
+            )
+        )
+
+    return Engine(
+        "igraph_prpack", run, prep, note="graph built once; reset=numpy teleport, as HippoRAG 2"
+    )
+
+
+def networkx_engine(adjacency: sp.csr_matrix) -> Engine:
+    import networkx as nx
+
+    graph, prep = _timed(lambda: nx.from_scipy_sparse_array(adjacency))
+    nodes = list(range(adjacency.shape[0]))
+
+    def run(t: np.ndarray) -> np.ndarray:
+        personal = {int(i): float(t[i]) for i in np.flatnonzero(t)}
+        scores = nx.pagerank(graph, alpha=DAMPING, personalization=personal, weight="weight")
+        return np.array([scores[i] for i in nodes])
+
+    return Engine("networkx", run, prep, note="nx.pagerank(personalization=..., tol=1e-6 default)")
+
+
+# -- measurement ---------------------------------------------------------------------------------
+def _rss_mb(field: str) -> float:
+    """``VmRSS`` or ``VmHWM`` of this process in MB (0 where /proc is missing)."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # resets VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def top_overlap(a: np.ndarray, b: np.ndarray, k: int = 20) -> float:
+    """|top-k(a) & top-k(b)| / k."""
+    k = min(k, a.size)
+    return (
+        len(
+            set(np.argpartition(-a, k - 1)[:k].tolist())
+            & set(np.argpartition(-b, k - 1)[:k].tolist())
+        )
+        / k
+    )
+
+
+def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: int = 1) -> dict:
+    """Per-query latency (p50, p95, qps), CPU time, peak RSS growth while querying, and accuracy.
+
+    ``cpu_p50_ms`` is process CPU time (all threads), which other load on the machine inflates
+    far less than wall-clock time.
+    """
+    q = teleports.shape[1]
+    columns = [
+        np.ascontiguousarray(teleports[:, j]) for j in range(q)
+    ]  # as a retriever builds them
+    for j in range(min(warmup, q)):
+        engine.run(teleports[:, j : j + 1] if engine.batched else columns[j])
+    rss0 = _rss_mb("VmRSS")
+    peak_ok = _reset_peak()
+    if engine.batched:
+        t, c = time.perf_counter(), time.process_time()
+        scores = engine.run(teleports)
+        per, cpu = (
+            np.full(q, (time.perf_counter() - t) / q),
+            np.full(q, (time.process_time() - c) / q),
+        )
+    else:
+        cols, per, cpu = [], np.zeros(q), np.zeros(q)
+        for j in range(q):
+            t, c = time.perf_counter(), time.process_time()
+            cols.append(engine.run(columns[j]))
+            per[j], cpu[j] = time.perf_counter() - t, time.process_time() - c
+        scores = np.column_stack(cols)
+    peak = _rss_mb("VmHWM") - rss0 if peak_ok else None
+    scores = scores / np.maximum(scores.sum(axis=0), 1e-30)
+    l1 = np.abs(scores - exact).sum(axis=0)
+    return {
+        "p50_ms": round(float(np.percentile(per, 50)) * 1000, 3),
+        "p95_ms": round(float(np.percentile(per, 95)) * 1000, 3),
+        "qps": round(q / float(per.sum()), 2),
+        "cpu_p50_ms": round(float(np.percentile(cpu, 50)) * 1000, 3),
+        "l1_error": float(l1.max()),
+        "l1_error_mean": float(l1.mean()),
+        "top20_overlap": round(
+            float(np.mean([top_overlap(scores[:, j], exact[:, j]) for j in range(q)])), 4
+        ),
+        "peak_mem_mb": None if peak is None else round(peak, 1),
+        "prepare_s": round(engine.prepare_s, 3),
+        "queries": q,
+        "note": engine.note,
+    }

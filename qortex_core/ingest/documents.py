@@ -1,0 +1,347 @@
+"""Source documents: loading a directory of ``.md``, ``.txt`` and HippoRAG corpus files, and tracking changes.
+
+A document is one file. A text file has one section (its body); a corpus file
+(``.json`` list or ``.jsonl`` lines of ``{title, text}``) has one section per
+entry. The first-level folder under the root is the document's domain unless a
+fixed domain is configured. Files that cannot be used are skipped with a
+recorded reason, never silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from qortex_core.errors import DatasetError
+from qortex_core.redact import RedactionConfig, redact
+from qortex_core.storage.store import Store
+
+DOCUMENTS = "documents"
+TEXT_SUFFIXES = (".md", ".txt")
+CORPUS_SUFFIXES = (".json", ".jsonl")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Where documents come from and how they get a domain.
+
+    Attributes:
+        root: the source directory.
+        domain: a fixed domain for every document; empty: the first-level folder.
+        default_domain: domain of files directly under the root.
+        max_bytes: larger files are skipped.
+    """
+
+    root: Path
+    domain: str = ""
+    default_domain: str = "default"
+    max_bytes: int = 256 * 1024 * 1024
+    redaction: RedactionConfig = RedactionConfig()  # secrets removed from text as it is read
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled piece of text inside a document: a file body or one corpus entry."""
+
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Document:
+    """One source file, its domain, its sections and a hash of its bytes."""
+
+    doc_id: str
+    domain: str
+    kind: str  # "text" or "corpus"
+    sections: tuple[Section, ...]
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file that was not loaded, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DocumentSet:
+    """The documents found under a root and the files skipped."""
+
+    documents: tuple[Document, ...]
+    skipped: tuple[Skipped, ...]
+
+
+# -- scanning -----------------------------------------------------------------------------
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root)
+        return True
+    except ValueError:
+        return False
+    except (RuntimeError, OSError):  # a symlink loop leads nowhere: the regular-file check skips it
+        return True
+
+
+def _candidates(root: Path) -> tuple[list[Path], list[Skipped]]:
+    """Regular files under ``root`` (sorted), with skipped symlinks and unsupported files."""
+    files: list[Path] = []
+    skipped: list[Skipped] = []
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        for name in sorted(dirnames):
+            if (here / name).is_symlink():
+                reason = (
+                    "symlink leads outside the source root"
+                    if not _inside(here / name, real_root)
+                    else "symlinked directory not followed"
+                )
+                skipped.append(Skipped(str((here / name).relative_to(root)), reason))
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and not (here / d).is_symlink()
+        )
+        for name in sorted(filenames):
+            path = here / name
+            rel = str(path.relative_to(root))
+            if name.startswith("."):
+                continue
+            if rel != rel.encode("utf-8", "surrogateescape").decode(
+                "utf-8", "replace"
+            ):  # ids must be UTF-8
+                skipped.append(
+                    Skipped(
+                        rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                        "file name is not valid UTF-8",
+                    )
+                )
+            elif path.suffix.lower() not in TEXT_SUFFIXES + CORPUS_SUFFIXES:
+                skipped.append(Skipped(rel, f"unsupported file type {path.suffix or '(none)'}"))
+            elif path.is_symlink() and not _inside(path, real_root):
+                skipped.append(Skipped(rel, "symlink leads outside the source root"))
+            elif not path.is_file():
+                skipped.append(Skipped(rel, "not a regular file"))
+            else:
+                files.append(path)
+    return sorted(files), skipped
+
+
+def fingerprint(config: SourceConfig) -> str:
+    """Hash of the file listing with sizes and modification times: changes when any source changes."""
+    root = Path(config.root)
+    if not root.is_dir():
+        raise DatasetError(f"source directory not found: {root}")
+    h = hashlib.blake2b(digest_size=16)
+    for path in _candidates(root)[0]:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        h.update(
+            f"{path.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(
+                "utf-8", "surrogatepass"
+            )
+        )
+    return h.hexdigest()
+
+
+# -- parsing ------------------------------------------------------------------------------
+def _decode(raw: bytes) -> str:
+    if b"\x00" in raw[:8192]:
+        raise ValueError("binary file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError("binary or not UTF-8 text") from None
+
+
+def _text_sections(path: Path, text: str) -> tuple[Section, ...]:
+    """One section: the title is a leading markdown H1 (else the file name); paragraphs kept, spaces collapsed."""
+    title = " ".join(path.stem.replace("_", " ").replace("-", " ").split())
+    markdown = path.suffix.lower() == ".md"
+    body = text.strip()
+    first = body.splitlines()[0] if body else ""
+    if markdown and first.lstrip().startswith("# ") and _HEADING.match(first):
+        title = _HEADING.match(first).group(1).strip() or title
+        body = body[len(first) :]
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", body):
+        lines = [
+            (_HEADING.match(x).group(1) if markdown and _HEADING.match(x) else x)
+            for x in block.splitlines()
+        ]
+        para = " ".join(" ".join(lines).split())
+        if para:
+            paragraphs.append(para)
+    return (Section(title, "\n\n".join(paragraphs)),) if paragraphs else ()
+
+
+def _corpus_sections(path: Path, text: str) -> tuple[Section, ...]:
+    """Sections of a HippoRAG corpus: a JSON list (or JSON lines) of ``{title, text}``."""
+    try:
+        rows = (
+            json.loads(text)
+            if path.suffix.lower() == ".json"
+            else [json.loads(x) for x in text.splitlines() if x.strip()]
+        )
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(rows, list):
+        raise ValueError("a corpus file must hold a JSON list of {title, text}")
+    out = []
+    for n, row in enumerate(rows):
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("text"), str)
+            or not isinstance(row.get("title", ""), str)
+        ):
+            raise ValueError(f"corpus entry {n} needs string 'title' and 'text'")
+        if row["text"].strip():
+            out.append(Section(row.get("title", ""), row["text"]))
+    return tuple(out)
+
+
+def _domain(rel: Path, config: SourceConfig) -> str:
+    if config.domain:
+        return config.domain
+    return rel.parts[0] if len(rel.parts) > 1 else config.default_domain
+
+
+def read_document(path: Path, config: SourceConfig) -> Document:
+    """Load one file.
+
+    Raises:
+        ValueError: the file is unreadable, binary, empty, too large or a malformed corpus.
+    """
+    root = Path(config.root)
+    try:
+        if path.stat().st_size > config.max_bytes:
+            raise ValueError(f"larger than {config.max_bytes} bytes")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"unreadable: {exc.strerror or exc}") from None
+    text = redact(_decode(raw), config.redaction)
+    if not text.strip():
+        raise ValueError("empty file")
+    corpus = path.suffix.lower() in CORPUS_SUFFIXES
+    sections = _corpus_sections(path, text) if corpus else _text_sections(path, text)
+    if not sections:
+        raise ValueError("no text")
+    rel = path.relative_to(root)
+    digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+    return Document(
+        rel.as_posix(), _domain(rel, config), "corpus" if corpus else "text", sections, digest
+    )
+
+
+def load_documents(config: SourceConfig) -> DocumentSet:
+    """Every usable document under ``config.root``, sorted by id, and the files skipped.
+
+    Raises:
+        DatasetError: the root is not a directory.
+    """
+    root = Path(config.root)
+    if not root.is_dir():
+        raise DatasetError(f"source directory not found: {root}")
+    files, skipped = _candidates(root)
+    documents = []
+    first_with: dict[
+        str, str
+    ] = {}  # content hash -> the first file (in sorted order) with those bytes
+    for path in files:
+        try:
+            doc = read_document(path, config)
+        except ValueError as exc:
+            skipped.append(Skipped(str(path.relative_to(root)), str(exc)))
+            continue
+        if doc.content_hash in first_with:
+            skipped.append(Skipped(doc.doc_id, f"duplicate of {first_with[doc.content_hash]}"))
+            continue
+        first_with[doc.content_hash] = doc.doc_id
+        documents.append(doc)
+    return DocumentSet(tuple(documents), tuple(sorted(skipped, key=lambda s: s.path)))
+
+
+# -- change tracking in the store ---------------------------------------------------------
+@dataclass(frozen=True)
+class DocumentReport:
+    """What changed since the documents were last synced."""
+
+    total: int
+    new: tuple[str, ...]
+    changed: tuple[str, ...]
+    deleted: tuple[str, ...]
+    unchanged: int
+
+
+def _signature(doc: Document) -> str:
+    return f"{doc.content_hash}/{doc.domain}"
+
+
+def _to_table(docs: list[Document]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([d.doc_id for d in docs], pa.string()),
+            "domain": pa.array([d.domain for d in docs], pa.string()),
+            "kind": pa.array([d.kind for d in docs], pa.string()),
+            "content_hash": pa.array([d.content_hash for d in docs], pa.string()),
+            "signature": pa.array([_signature(d) for d in docs], pa.string()),
+            "sections": pa.array(
+                [
+                    json.dumps([[s.title, s.text] for s in d.sections], ensure_ascii=False)
+                    for d in docs
+                ],
+                pa.string(),
+            ),
+        }
+    )
+
+
+def sync_documents(
+    store: Store, documents: tuple[Document, ...] | list[Document]
+) -> DocumentReport:
+    """Make the documents table hold exactly ``documents``: write new and changed ones, delete the rest."""
+    existing = store.read(DOCUMENTS)
+    before = (
+        dict(zip(existing["id"].to_pylist(), existing["signature"].to_pylist()))
+        if existing.num_rows
+        else {}
+    )
+    now = {d.doc_id: d for d in documents}
+    new = sorted(k for k in now if k not in before)
+    changed = sorted(k for k in now if k in before and before[k] != _signature(now[k]))
+    deleted = sorted(k for k in before if k not in now)
+    writes = [now[k] for k in new + changed]
+    if writes:
+        store.upsert(DOCUMENTS, _to_table(writes))
+    store.delete(DOCUMENTS, "id", deleted)
+    return DocumentReport(
+        len(now), tuple(new), tuple(changed), tuple(deleted), len(now) - len(new) - len(changed)
+    )
+
+
+def read_stored_documents(store: Store) -> list[Document]:
+    """The documents table as :class:`Document` objects, sorted by id."""
+    rows = store.read(DOCUMENTS)
+    if rows.num_rows == 0:
+        return []
+    out = [
+        Document(
+            r["id"],
+            r["domain"],
+            r["kind"],
+            tuple(Section(t, x) for t, x in json.loads(r["sections"])),
+            r["content_hash"],
+        )
+        for r in rows.to_pylist()
+    ]
+    return sorted(out, key=lambda d: d.doc_id)

@@ -1,0 +1,136 @@
+"""The knowledge graph: phrase nodes, passage nodes and three kinds of weighted edges."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from qortex_core.errors import ConfigError
+from qortex_core.storage import ids
+from qortex_core.storage.model import RelationType
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """Edge weights by kind.
+
+    Attributes:
+        fact_weight: weight added per (passage, fact) occurrence between subject and object.
+        passage_weight: weight of a passage-contains-phrase edge.
+        synonym_scale: synonym edge weight = cosine x this.
+        relation_weights: (relation type, multiplier) pairs for typed facts (``is_a``,
+            ``part_of``, ... of :class:`~qortex_core.storage.model.RelationType`); unlisted types x 1.0.
+            The recorded OpenIE and the offline extractor type every fact ``related``.
+    """
+
+    fact_weight: float = 1.0
+    passage_weight: float = 1.0
+    synonym_scale: float = 1.0
+    relation_weights: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if min(self.fact_weight, self.passage_weight, self.synonym_scale) < 0:
+            raise ConfigError("graph edge weights must be >= 0")
+        known = {r.value for r in RelationType}
+        for relation, weight in self.relation_weights:
+            if relation not in known:
+                raise ConfigError(
+                    f"unknown relation type {relation!r} in relation_weights: use one of "
+                    f"{', '.join(sorted(known))}"
+                )
+            if not weight >= 0:
+                raise ConfigError(f"relation weight for {relation!r} must be >= 0, got {weight!r}")
+
+    def relation_multipliers(self, relations: Sequence[str]) -> np.ndarray:
+        """(len(relations),) multiplier of each fact occurrence's relation type."""
+        table = dict(self.relation_weights)
+        return np.array([table.get(r, 1.0) for r in relations], np.float32)
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    """Index arrays that describe a graph; nodes are phrases [0, n_phrases) then passages.
+
+    Attributes:
+        n_phrases, n_passages: node counts.
+        fact_pairs: (m, 2) phrase indices of each fact occurrence (duplicates count).
+        fact_scale: (m,) weight multiplier of each occurrence (by relation type); None: all 1.
+        contains: (c, 2) (passage index, phrase index) pairs.
+        synonyms: rows, cols, weights of synonym pairs between phrases.
+    """
+
+    n_phrases: int
+    n_passages: int
+    fact_pairs: np.ndarray
+    contains: np.ndarray
+    synonyms: tuple[np.ndarray, np.ndarray, np.ndarray]
+    fact_scale: np.ndarray | None = None
+
+
+def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> sp.csr_matrix:
+    """Symmetric float32 CSR adjacency with relation, containment and synonym edges.
+
+    Duplicate relation edges add up (weighted by count); self-loops are dropped.
+    """
+    n = graph.n_phrases + graph.n_passages
+    fp = graph.fact_pairs.reshape(-1, 2).astype(np.int64)
+    scale = (
+        np.ones(len(fp), np.float32)
+        if graph.fact_scale is None
+        else np.asarray(graph.fact_scale, np.float32)
+    )
+    keep = fp[:, 0] != fp[:, 1]
+    fp, scale = fp[keep], scale[keep]
+    ct = graph.contains.reshape(-1, 2).astype(np.int64)
+    ct = np.unique(ct, axis=0) if len(ct) else ct  # a phrase twice in one passage is one edge
+    sr, sc, sw = graph.synonyms
+    rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr])
+    cols = np.concatenate([fp[:, 1], ct[:, 1], sc])
+    weights = np.concatenate(
+        [
+            np.float32(config.fact_weight) * scale,
+            np.full(len(ct), config.passage_weight, np.float32),
+            np.asarray(sw, np.float32) * config.synonym_scale,
+        ]
+    )
+    upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n), dtype=np.float32).tocsr()
+    upper.sum_duplicates()
+    return sp.csr_matrix(upper + upper.T, dtype=np.float32)
+
+
+def phrase_passage_counts(contains: np.ndarray, n_phrases: int) -> np.ndarray:
+    """Number of distinct passages that contain each phrase (node specificity's denominator)."""
+    ct = np.unique(contains.reshape(-1, 2), axis=0) if len(contains) else contains.reshape(-1, 2)
+    return np.bincount(ct[:, 1], minlength=n_phrases).astype(np.float32)
+
+
+def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[str]) -> np.ndarray:
+    """How common each phrase is in the passage text: the least document frequency among its words.
+
+    An upper bound on the number of passages holding the whole phrase, counted on the passage text rather
+    than on extracted concepts, so a generic word ("war", "person") that was extracted in one
+    passage still counts as common. 0 for a phrase with no word in any passage.
+    """
+    df: Counter[str] = Counter()
+    for text in passage_texts:
+        df.update(set(ids.normalize_phrase(text).split()))
+    out = np.zeros(len(phrase_names), np.float32)
+    for i, name in enumerate(phrase_names):
+        words = ids.normalize_phrase(name).split()
+        out[i] = min((df.get(w, 0) for w in words), default=0)
+    return out
+
+
+def fact_passage_csr(
+    passage_lists: Sequence[Sequence[str]], passage_at: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (indptr, indices) of the passages each fact was extracted from; unknown passage ids dropped."""
+    rows = [sorted({passage_at[p] for p in plist if p in passage_at}) for plist in passage_lists]
+    indptr = np.zeros(len(rows) + 1, np.int64)
+    indptr[1:] = np.cumsum([len(r) for r in rows])
+    indices = np.fromiter((p for r in rows for p in r), dtype=np.int32, count=int(indptr[-1]))
+    return indptr, indices

@@ -1,0 +1,5 @@
+"""Memory: feedback events, the query log, learned teleportation factors (and agent-written records).
+
+May import: ``storage``, ``embed``, ``redact``, ``errors``, ``settings``. Never imports ``query`` at
+module level.
+"""

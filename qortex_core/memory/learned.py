@@ -1,0 +1,133 @@
+"""The retriever's memory: learned factors over phrase nodes, the query log and feedback.
+
+:class:`Memory` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
+its snapshot: it turns the ``teleportation_factors`` table into a vector over
+phrase nodes (re-read when the table changes, so no restart is needed),
+remembers which concepts each result came through, and records judgements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from qortex_core.errors import QueryError
+from qortex_core.memory.factors import FactorCache, FactorConfig, FoldReport, update_factors
+from qortex_core.memory.feedback import (
+    FeedbackConfig,
+    FeedbackEvent,
+    QueryLog,
+    ResultTrace,
+    record_feedback,
+)
+from qortex_core.query import profiles
+from qortex_core.storage.store import LanceStore
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Attributes:
+    factor_refresh_s: the factors table's version is checked at most this often.
+    feedback: query-log settings.
+    factors: judgement steps used by :meth:`Memory.update_factors`.
+    """
+
+    factor_refresh_s: float = 1.0
+    feedback: FeedbackConfig = FeedbackConfig()
+    factors: FactorConfig = FactorConfig()
+
+
+class Memory:
+    """Factors, query log and feedback of one tenant over one snapshot's phrase nodes."""
+
+    def __init__(
+        self,
+        store: LanceStore | None,
+        phrase_ids: Sequence[str],
+        passage_phrases: sp.csr_matrix,
+        tenant: str = "default",
+        config: MemoryConfig = MemoryConfig(),
+    ) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.config = config
+        self.phrase_at = {cid: i for i, cid in enumerate(phrase_ids)}
+        self.passage_phrases = (
+            passage_phrases  # (n_passages, n_phrases) CSR, non-zero where a passage has a phrase
+        )
+        self.salience = profiles.salience(passage_phrases)
+        self.cache = FactorCache(store, config.factor_refresh_s) if store is not None else None
+        self.log = QueryLog(store, config.feedback, tenant) if store is not None else None
+        self._factors = np.ones(len(phrase_ids), np.float32)
+        self._preference: np.ndarray | None = None
+        self._version = 0
+
+    def phrase_factors(self) -> np.ndarray:
+        """(n_phrases,) learned teleportation factor per phrase node (1.0 where none)."""
+        if self.cache is None:
+            return self._factors
+        factors, version = self.cache.get()
+        if version != self._version:
+            vector = np.ones(len(self.phrase_at), np.float32)
+            pairs = [(self.phrase_at[c], f) for c, f in factors.items() if c in self.phrase_at]
+            if pairs:
+                idx, val = zip(*pairs)
+                vector[list(idx)] = val
+            self._factors, self._preference, self._version = vector, None, version
+        return self._factors
+
+    @property
+    def factors_version(self) -> int:
+        """Version of the factors table the current vector came from (0: none)."""
+        return self._version
+
+    def preference(self) -> np.ndarray:
+        """(n_passages,) preference component from the current factors."""
+        factors = self.phrase_factors()
+        if self._preference is None:
+            self._preference = profiles.preference(
+                self.passage_phrases, factors, self.config.factors.upper
+            )
+        return self._preference
+
+    def record(self, query_id: str, snapshot: str, traces: Sequence[ResultTrace]) -> None:
+        """Remember which concepts each result of ``query_id`` came through."""
+        if self.log is not None:
+            self.log.record(query_id, snapshot, traces)
+
+    def flush(self) -> None:
+        """Write pending query-log traces now (a one-shot CLI process does this before exiting)."""
+        if self.log is not None:
+            self.log.flush()
+
+    def feedback(
+        self,
+        query_id: str,
+        accepted: Sequence[str] = (),
+        rejected: Sequence[str] = (),
+        partial: Sequence[str] = (),
+    ) -> list[FeedbackEvent]:
+        """Append one event per judged result of ``query_id``.
+
+        Raises:
+            QueryError: no store, unknown query id, unknown result id, or nothing judged.
+        """
+        if self.store is None or self.log is None:
+            raise QueryError(
+                "feedback needs a data home: open the retriever with Retriever.open(home)"
+            )
+        return record_feedback(self.store, self.log, query_id, accepted, rejected, partial)
+
+    def update_factors(self, force: bool = False) -> FoldReport:
+        """Fold every feedback event into the factors table, and use the result from the next query."""
+        if self.store is None:
+            raise QueryError(
+                "factors need a data home: open the retriever with Retriever.open(home)"
+            )
+        report = update_factors(self.store, self.config.factors, force=force)
+        if self.cache is not None:
+            self.cache.checked = float("-inf")
+        return report

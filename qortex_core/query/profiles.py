@@ -1,0 +1,177 @@
+"""Scoring profiles: final score = weights x (relevance, recency, salience, preference).
+
+Profiles are named; ``default`` is relevance only (the retrieval score as is).
+Built-in profiles can be extended or overridden by ``<home>/profiles.json``::
+
+    {"mine": {"relevance": 0.8, "preference": 0.2}}
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from qortex_core.errors import ConfigError
+
+COMPONENTS = ("relevance", "recency", "salience", "preference")
+PROFILE_FILE = "profiles.json"
+
+
+@dataclass(frozen=True)
+class ScoringProfile:
+    """Weights of the four score components (each component lies in [0, 1] except raw relevance)."""
+
+    name: str = "default"
+    relevance: float = 1.0
+    recency: float = 0.0
+    salience: float = 0.0
+    preference: float = 0.0
+    recency_half_life_days: float = 30.0
+
+    def __post_init__(self) -> None:
+        weights = [getattr(self, c) for c in COMPONENTS]
+        if (
+            any(not isinstance(w, (int, float)) or w < 0 or math.isnan(w) for w in weights)
+            or sum(weights) <= 0
+        ):
+            raise ConfigError(
+                f"profile {self.name!r}: weights must be non-negative numbers with a positive sum"
+            )
+
+    @property
+    def relevance_only(self) -> bool:
+        return all(getattr(self, c) == 0 for c in COMPONENTS[1:])
+
+    def weights(self) -> dict[str, float]:
+        return {c: float(getattr(self, c)) for c in COMPONENTS}
+
+
+BUILTIN = {
+    "default": ScoringProfile("default"),
+    "balanced": ScoringProfile(
+        "balanced", relevance=0.7, recency=0.1, salience=0.1, preference=0.1
+    ),
+    "preference": ScoringProfile("preference", relevance=0.7, preference=0.3),
+    "recent": ScoringProfile("recent", relevance=0.6, recency=0.4),
+}
+
+
+def load_profiles(home: str | Path | None = None) -> dict[str, ScoringProfile]:
+    """Built-in profiles, updated from ``<home>/profiles.json`` when it exists.
+
+    Raises:
+        ConfigError: the file is not valid JSON or names unknown fields.
+    """
+    profiles = dict(BUILTIN)
+    path = Path(home) / PROFILE_FILE if home is not None and "://" not in str(home) else None
+    if path is None or not path.is_file():
+        return profiles
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read scoring profiles {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected an object of profile name -> weights")
+    fields = set(asdict(ScoringProfile())) - {"name"}
+    for name, weights in data.items():
+        if not isinstance(weights, dict) or set(weights) - fields:
+            raise ConfigError(
+                f"{path}: profile {name!r} must map some of {sorted(fields)} to numbers"
+            )
+        defaults = {c: 0.0 for c in COMPONENTS}
+        profiles[name] = ScoringProfile(name=name, **(defaults | weights))
+    return profiles
+
+
+def get_profile(
+    name: str | ScoringProfile | None, home: str | Path | None = None
+) -> ScoringProfile:
+    """A profile by name (``None`` -> ``default``).
+
+    Raises:
+        ConfigError: no profile of that name.
+    """
+    if isinstance(name, ScoringProfile):
+        return name
+    profiles = load_profiles(home)
+    key = name or "default"
+    if key not in profiles:
+        raise ConfigError(
+            f"unknown scoring profile {key!r}: use one of {', '.join(sorted(profiles))}"
+        )
+    return profiles[key]
+
+
+# -- components ---------------------------------------------------------------------------
+def salience(passage_phrases: sp.csr_matrix) -> np.ndarray:
+    """log-scaled number of concepts in each passage, in [0, 1]."""
+    degree = np.asarray(passage_phrases.getnnz(axis=1), dtype=np.float64)  # (n_passages,)
+    top = float(degree.max()) if degree.size else 0.0
+    return (
+        (np.log1p(degree) / math.log1p(top)).astype(np.float32)
+        if top > 0
+        else np.zeros(degree.size, np.float32)
+    )
+
+
+def preference(
+    passage_phrases: sp.csr_matrix, phrase_factors: np.ndarray, upper: float = 10.0
+) -> np.ndarray:
+    """Mean log learned factor of each passage's concepts mapped to [0, 1]; 0.5 is neutral."""
+    logs = np.log(np.maximum(np.asarray(phrase_factors, dtype=np.float64), 1e-12))  # (n_phrases,)
+    binary = passage_phrases.astype(bool).astype(np.float64)
+    count = np.asarray(binary.sum(axis=1)).ravel()
+    mean = np.divide(binary @ logs, count, out=np.zeros(count.size), where=count > 0)
+    return np.clip(0.5 + mean / (2 * math.log(upper)), 0.0, 1.0).astype(np.float32)
+
+
+def recency(
+    timestamps: np.ndarray | None, n: int, half_life_days: float, now: dt.datetime | None = None
+) -> np.ndarray:
+    """0.5 ** (age / half-life) per passage from epoch seconds; zeros when passages carry no time."""
+    if timestamps is None:
+        return np.zeros(n, np.float32)
+    now_s = (now or dt.datetime.now(dt.timezone.utc)).timestamp()
+    age_days = np.maximum(now_s - np.asarray(timestamps, dtype=np.float64), 0.0) / 86400.0
+    return np.power(0.5, age_days / half_life_days).astype(np.float32)
+
+
+def _min_max(x: np.ndarray) -> np.ndarray:
+    finite = np.isfinite(x)
+    if not finite.any():
+        return np.zeros_like(x)
+    lo, hi = float(x[finite].min()), float(x[finite].max())
+    out = np.ones_like(x) if hi - lo < 1e-12 else (x - lo) / (hi - lo)
+    return np.where(finite, out, 0.0).astype(np.float32)
+
+
+def combine(
+    profile: ScoringProfile, relevance: np.ndarray, components: dict[str, np.ndarray]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Final scores and the per-component breakdown.
+
+    Args:
+        profile: the weights.
+        relevance: (n,) raw retrieval scores.
+        components: (n,) arrays for ``recency``, ``salience`` and ``preference``, each in [0, 1].
+
+    Returns:
+        The final (n,) score (the raw relevance for a relevance-only profile, else the
+        weighted sum with min-max scaled relevance) and every component by name.
+    """
+    rel = np.asarray(relevance, dtype=np.float32)
+    parts = {"relevance": rel if profile.relevance_only else _min_max(rel)}
+    parts |= {
+        c: np.asarray(components.get(c, np.zeros_like(rel)), dtype=np.float32)
+        for c in COMPONENTS[1:]
+    }
+    if profile.relevance_only:
+        return rel * np.float32(profile.relevance), parts
+    final = sum(np.float32(getattr(profile, c)) * parts[c] for c in COMPONENTS)
+    return np.asarray(final, dtype=np.float32), parts

@@ -1,0 +1,112 @@
+"""Rules in results: each rule scored by the highest PPR score among its concepts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    """A rule, its score, and the concepts that activated it (highest scoring first)."""
+
+    id: str
+    text: str
+    category: str
+    confidence: float
+    score: float
+    concepts: tuple[str, ...] = ()
+    concept_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleIndex:
+    """The snapshot's rules as flat arrays: rule r owns ``nodes[offsets[r]:offsets[r + 1]]``."""
+
+    table: pa.Table
+    offsets: np.ndarray  # (n_rules + 1,) int64
+    nodes: np.ndarray  # (total links,) int64 phrase indices
+    domains: list[list[str]]
+
+    @classmethod
+    def from_table(cls, table: pa.Table | None) -> "RuleIndex":
+        if table is None or table.num_rows == 0 or "concept_nodes" not in table.column_names:
+            return cls(pa.table({}), np.zeros(1, np.int64), np.zeros(0, np.int64), [])
+        column = table["concept_nodes"].combine_chunks()
+        offsets = np.asarray(column.offsets.to_numpy(), dtype=np.int64)
+        offsets = offsets - offsets[0]
+        nodes = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
+        domains = (
+            table["domains"].to_pylist()
+            if "domains" in table.column_names
+            else [[] for _ in range(table.num_rows)]
+        )
+        return cls(table, offsets, nodes, domains)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+def rule_scores(index: RuleIndex, phrase_scores: np.ndarray) -> np.ndarray:
+    """Max phrase score per rule; ``-inf`` for rules linked to no concept."""
+    n = len(index)
+    out = np.full(n, -np.inf, np.float32)
+    if n == 0 or index.nodes.size == 0:
+        return out
+    counts = np.diff(index.offsets)  # (n_rules,)
+    has = counts > 0
+    maxima = np.maximum.reduceat(
+        np.asarray(phrase_scores, np.float32)[index.nodes], index.offsets[:-1][has]
+    )
+    out[has] = maxima
+    return out
+
+
+def rank_rules(
+    index: RuleIndex,
+    phrase_scores: np.ndarray,
+    node_ids: Sequence[str],
+    node_names: Sequence[str],
+    top_k: int,
+    domains: Sequence[str] | None = None,
+    min_relative: float = 0.01,
+) -> list[RuleHit]:
+    """The ``top_k`` rules by their best concept's score (ties by confidence), domain-filtered.
+
+    Rules whose concepts all scored zero, or below ``min_relative`` x the best rule's score,
+    are left out: the walk barely reached them.
+    """
+    if len(index) == 0:
+        return []
+    scores = rule_scores(index, phrase_scores)
+    confidence = np.asarray(
+        index.table["confidence"].to_numpy(zero_copy_only=False), dtype=np.float32
+    )
+    keep = scores > 0
+    if domains:
+        allowed = set(domains)
+        keep &= np.array([bool(allowed.intersection(d)) for d in index.domains], dtype=bool)
+    if keep.any():
+        keep &= scores >= min_relative * float(scores[keep].max())
+    order = [i for i in np.lexsort((-confidence, -scores)).tolist() if keep[i]][:top_k]
+    out = []
+    for r in order:
+        row = index.table.slice(r, 1).to_pylist()[0]
+        linked = index.nodes[index.offsets[r] : index.offsets[r + 1]]
+        active = linked[np.argsort(-phrase_scores[linked], kind="stable")]
+        active = active[phrase_scores[active] > 0]
+        out.append(
+            RuleHit(
+                row["id"],
+                row["text"],
+                row["category"],
+                float(row["confidence"]),
+                float(scores[r]),
+                tuple(node_names[j] for j in active),
+                tuple(node_ids[j] for j in active),
+            )
+        )
+    return out

@@ -1,0 +1,70 @@
+"""Content-hash identifiers: the one place ids are made.
+
+Every id is a short prefix plus a BLAKE2b digest of normalised content, so the
+same content always gets the same id on every machine and in every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_NON_ALNUM = re.compile(r"[^a-z0-9 ]")
+_SPACES = re.compile(r"\s+")
+
+
+def digest(*parts: str, size: int = 8) -> str:
+    """Hex digest of the given parts, joined unambiguously."""
+    h = hashlib.blake2b(digest_size=size)
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def normalize_phrase(text: str) -> str:
+    """Lower-case, keep letters, digits and single spaces (HippoRAG's text processing)."""
+    return _SPACES.sub(" ", _NON_ALNUM.sub(" ", text.lower())).strip()
+
+
+def passage_id(text: str) -> str:
+    """Id of a passage (chunk) from its full text (title included)."""
+    return "p_" + digest(text)
+
+
+def document_id(source: str) -> str:
+    """Id of a source document from its location (path or corpus key)."""
+    return "d_" + digest(source)
+
+
+def concept_id(name: str) -> str:
+    """Id of a concept from its normalised name."""
+    return "c_" + digest(normalize_phrase(name))
+
+
+def fact_id(subject: str, predicate: str, obj: str) -> str:
+    """Id of a (subject, predicate, object) fact from its normalised parts."""
+    return "f_" + digest(
+        normalize_phrase(subject), normalize_phrase(predicate), normalize_phrase(obj)
+    )
+
+
+def rule_id(text: str) -> str:
+    """Id of a rule from its text."""
+    return "r_" + digest(" ".join(text.split()))
+
+
+def query_id(text: str, snapshot: str, when: str) -> str:
+    """Id of one asked query: its text, the snapshot it ran on and when (ISO time)."""
+    return "q_" + digest(" ".join(text.split()), snapshot, when)
+
+
+def event_id(query: str, result: str, kind: str, when: str, nonce: str) -> str:
+    """Id of one feedback event (``nonce`` keeps repeated identical judgements distinct)."""
+    return "ev_" + digest(query, result, kind, when, nonce)
+
+
+def embedding_key(model: str, text: str) -> str:
+    """Cache key of one embedding: the model name and the exact text."""
+    return "e_" + digest(model, text, size=12)

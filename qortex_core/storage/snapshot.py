@@ -1,0 +1,296 @@
+"""Immutable, versioned graph snapshots published by an atomic pointer switch.
+
+Layout under ``<home>/snapshots``::
+
+    v000003-1a2b3c4d/   manifest.json, *.npy and *.arrow (both memory-mapped on load)
+    LATEST              name of the current snapshot directory (replaced atomically)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from qortex_core.errors import HomeError, SnapshotError
+
+FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
+POINTER = "LATEST"
+_NAME = re.compile(r"^v(\d{6})-[0-9a-f]{8}$")
+_FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|arrow)$")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a retriever needs, as arrays and Arrow tables.
+
+    Nodes are phrases ``[0, n_phrases)`` then passages. ``arrays`` holds
+    ``adj_indptr``, ``adj_indices``, ``adj_data``, ``passage_vectors``,
+    ``fact_vectors``, ``fact_nodes`` (n_facts, 2), ``phrase_vectors``,
+    ``phrase_passage_count``, ``phrase_text_frequency`` and the CSR
+    ``fact_passage_indptr`` / ``fact_passage_indices`` (each fact's source
+    passages; snapshots from before these three still load, and retrieval then
+    links by cosine alone); ``tables`` holds ``nodes``, ``passages``,
+    ``facts`` and ``rules``.
+    """
+
+    arrays: dict[str, np.ndarray]
+    tables: dict[str, pa.Table]
+    manifest: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def adjacency(self) -> sp.csr_matrix:
+        n = len(self.arrays["adj_indptr"]) - 1
+        return sp.csr_matrix(
+            (self.arrays["adj_data"], self.arrays["adj_indices"], self.arrays["adj_indptr"]),
+            shape=(n, n),
+        )
+
+    @property
+    def n_phrases(self) -> int:
+        return int(self.manifest["counts"]["phrases"])
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest.get("version", 0))
+
+
+def snapshots_dir(home: str | Path) -> Path:
+    return Path(home) / "snapshots"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_arrow(table: pa.Table, path: Path) -> None:
+    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory map."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _read_arrow(path: Path) -> pa.Table:
+    """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on use)."""
+    with pa.ipc.open_file(pa.memory_map(str(path), "r")) as reader:
+        return reader.read_all()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def list_versions(home: str | Path) -> list[str]:
+    """Published snapshot directory names, oldest first."""
+    root = snapshots_dir(home)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name))
+
+
+def publish(home: str | Path, snapshot: Snapshot) -> Path:
+    """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
+
+    The directory is complete and fsynced before the pointer moves, and the
+    pointer is replaced with ``os.replace``, so readers see the old or the new
+    snapshot, never a partial one.
+    """
+    root = snapshots_dir(home)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".tmp-{uuid.uuid4().hex}"
+        tmp.mkdir()
+    except OSError as exc:
+        raise HomeError(
+            f"cannot write snapshots under data home {home}: {exc.strerror or exc}"
+        ) from None
+    try:
+        files: dict[str, str] = {}
+        for name, array in snapshot.arrays.items():
+            target = tmp / f"{name}.npy"
+            np.save(target, np.ascontiguousarray(array))
+            files[target.name] = _sha256(target)
+        for name, table in snapshot.tables.items():
+            target = tmp / f"{name}.arrow"
+            _write_arrow(table, target)
+            files[target.name] = _sha256(target)
+        existing = list_versions(home)
+        version = int(existing[-1][1:7]) + 1 if existing else 1
+        manifest = dict(
+            snapshot.manifest,
+            format=FORMAT,
+            version=version,
+            files=files,
+            created=dt.datetime.now(dt.timezone.utc).isoformat(),
+        )
+        body = json.dumps(manifest, indent=2, sort_keys=True)
+        name = f"v{version:06d}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
+        manifest["name"] = name
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        for child in tmp.iterdir():
+            with open(child, "rb") as fh:
+                os.fsync(fh.fileno())
+        _fsync_dir(
+            tmp
+        )  # the directory's entries too, so a crash cannot leave LATEST on a folder missing files
+        final = root / name
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    pointer_tmp = root / f".{POINTER}.{uuid.uuid4().hex}"
+    pointer_tmp.write_text(name + "\n")
+    with open(pointer_tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(pointer_tmp, root / POINTER)
+    _fsync_dir(root)
+    return final
+
+
+def latest_name(home: str | Path) -> str:
+    """Name of the snapshot ``LATEST`` points to.
+
+    Raises:
+        SnapshotError: nothing has been published under ``home``.
+        HomeError: ``home`` is a file.
+    """
+    pointer = snapshots_dir(home) / POINTER
+    try:
+        name = pointer.read_text().strip()
+    except FileNotFoundError:
+        raise SnapshotError(
+            f"no snapshot published under {home} (run `qortex ingest` or `qortex eval` first)"
+        ) from None
+    except NotADirectoryError:
+        raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
+    if not _NAME.match(name):
+        raise SnapshotError(f"snapshot pointer {pointer} is corrupt: {name[:40]!r}")
+    return name
+
+
+def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snapshot:
+    """Load a snapshot (the latest by default), arrays memory-mapped.
+
+    Args:
+        home: the data home.
+        name: a snapshot directory name, or a version number as a string; None for the latest.
+        verify: check every file's SHA-256 against the manifest.
+
+    Raises:
+        SnapshotError: missing snapshot, bad manifest, bad checksum or truncated array.
+    """
+    name = resolve_name(home, name)
+    path = snapshots_dir(home) / name
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot {name} not found under {home}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
+    files = _manifest_files(manifest, name)
+    arrays: dict[str, np.ndarray] = {}
+    tables: dict[str, pa.Table] = {}
+    for fname, checksum in files.items():
+        fpath = path / fname
+        if not fpath.is_file():
+            raise SnapshotError(f"snapshot {name} is missing {fname}")
+        if verify and _sha256(fpath) != checksum:
+            raise SnapshotError(f"snapshot {name}: checksum mismatch in {fname}")
+        try:
+            if fname.endswith(".npy"):
+                arrays[fname[:-4]] = np.load(fpath, mmap_mode="r")
+            else:
+                tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
+        except (ValueError, OSError, pa.ArrowInvalid) as exc:
+            raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
+    return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
+
+
+def _manifest_files(manifest: object, name: str) -> dict[str, str]:
+    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256 digests.
+
+    Raises:
+        SnapshotError: the manifest is not an object or its file list is malformed.
+    """
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if isinstance(manifest, dict) and manifest.get("format", FORMAT) != FORMAT:
+        raise SnapshotError(
+            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format {FORMAT}: "
+            "publish a new snapshot"
+        )
+    if not isinstance(files, dict) or not files:
+        raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
+    for fname, checksum in files.items():
+        if not _FILE.match(fname) or not isinstance(checksum, str):
+            raise SnapshotError(
+                f"snapshot {name} has a malformed manifest: bad file entry {fname[:60]!r}"
+            )
+    return files
+
+
+def resolve_name(home: str | Path, name: str | int | None) -> str:
+    """Snapshot directory name for ``None`` (latest), a version number or a full name."""
+    if name is None:
+        return latest_name(home)
+    text = str(name)
+    if text.isdigit():
+        for candidate in list_versions(home):
+            if int(candidate[1:7]) == int(text):
+                return candidate
+        raise SnapshotError(f"no snapshot version {text} under {home}")
+    if not _NAME.match(text):
+        raise SnapshotError(f"not a snapshot name: {text!r}")
+    return text
+
+
+def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, list[str]]:
+    """The snapshot ``LATEST`` points to or, when it is unusable, the newest good one before it.
+
+    Args:
+        home: the data home.
+        verify: check every file's SHA-256 against the manifest.
+
+    Returns:
+        The loaded snapshot and one line per snapshot refused on the way (empty when the latest loaded).
+
+    Raises:
+        SnapshotError: nothing published, or no snapshot under ``home`` loads (the message names each problem).
+        HomeError: ``home`` is a file.
+    """
+    problems: list[str] = []
+    versions = list_versions(home)
+    try:
+        first: str | None = latest_name(home)
+    except SnapshotError as exc:
+        if not versions:
+            raise
+        problems.append(str(exc))
+        first = None
+    older = [v for v in reversed(versions) if first is None or v < first]
+    for name in ([first] if first else []) + older:
+        try:
+            return load(home, name, verify=verify), problems
+        except SnapshotError as exc:
+            problems.append(str(exc))
+    raise SnapshotError(f"no usable snapshot under {home}: " + "; ".join(problems))

@@ -1,0 +1,260 @@
+"""Storage: the Store protocol and its LanceDB implementation under a data home."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.errors import HomeError
+
+CHUNKS = "chunks"
+PASSAGES = "passages"
+SYNONYMS = "synonym_edges"
+EXTRACTIONS = "extractions"
+CONCEPTS = "concepts"
+FACTS = "facts"
+RULES = "rules"
+EMBEDDINGS = "embeddings"
+FEEDBACK_EVENTS = "feedback_events"
+QUERY_LOG = "query_log"
+FACTORS = "teleportation_factors"
+STAGE_STATE = "stage_state"
+
+
+def default_home() -> Path:
+    """The data home: ``$QORTEX_HOME`` or ``~/.qortex``."""
+    return Path(os.environ.get("QORTEX_HOME") or Path.home() / ".qortex")
+
+
+def vector_type(dim: int) -> pa.DataType:
+    return pa.list_(pa.float32(), dim)
+
+
+def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
+    """(n, d) float32 array as an Arrow fixed-size list column."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+
+
+def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    """Arrow fixed-size list column as an (n, d) float32 array."""
+    if isinstance(column, pa.ChunkedArray):
+        column = (
+            column.combine_chunks() if column.num_chunks else pa.array([], type=vector_type(dim))
+        )
+    if len(column) == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(
+        -1, dim
+    )
+
+
+class Store(Protocol):
+    """Tables of record: passages, extractions, concepts, facts, rules, embeddings."""
+
+    def read(self, name: str) -> pa.Table:
+        """Whole table (empty table if it does not exist yet)."""
+
+    def upsert(self, name: str, rows: pa.Table, key: str = "id") -> None:
+        """Insert or replace rows by ``key``."""
+
+    def delete(self, name: str, key: str, values: list[str]) -> None:
+        """Delete rows whose ``key`` is in ``values``."""
+
+    def replace(self, name: str, rows: pa.Table) -> None:
+        """Replace the whole table atomically (a new version)."""
+
+    def versions(self) -> dict[str, int]:
+        """Current version of every table."""
+
+    def count(self, name: str) -> int:
+        """Rows in a table (0 when it does not exist)."""
+
+    def stage_digest(self, stage: str) -> str | None:
+        """Digest of the inputs a stage last finished with, or None."""
+
+    def set_stage_digest(self, stage: str, digest: str) -> None:
+        """Record the inputs a stage has just finished with."""
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where the LanceDB database lives inside the data home."""
+
+    home: Path
+    subdir: str = "lancedb"
+
+
+def _unreadable(name: str, exc: BaseException) -> HomeError:
+    """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance table)."""
+    detail = " ".join(str(exc).split())[:200]
+    return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
+
+
+class LanceStore:
+    """LanceDB on disk (or an object-store URI) as the single store of record."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        import lancedb
+
+        self.config = config
+        uri = str(config.home)
+        if "://" not in uri:
+            home = Path(uri)
+            try:
+                home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise HomeError(f"cannot create data home {home}: {exc.strerror}") from None
+            if not os.access(home, os.W_OK | os.X_OK):
+                raise HomeError(f"data home {home} is not writable")
+            uri = str(home / config.subdir)
+        else:
+            uri = uri.rstrip("/") + "/" + config.subdir
+        try:
+            self._db = lancedb.connect(uri)
+        except OSError as exc:
+            raise HomeError(
+                f"cannot open the LanceDB folder {uri} of the data home: {exc.strerror or exc}"
+            ) from None
+        self._tables: dict[str, object] = {}
+
+    @classmethod
+    def open(cls, home: str | Path | None = None) -> "LanceStore":
+        return cls(StoreConfig(home=Path(home) if home else default_home()))
+
+    def _table(self, name: str):
+        if name not in self._tables:
+            try:
+                self._tables[name] = self._db.open_table(name)
+            except (FileNotFoundError, ValueError):
+                return None
+            except (OSError, RuntimeError) as exc:
+                raise _unreadable(name, exc) from None
+        return self._tables[name]
+
+    def read(self, name: str) -> pa.Table:
+        table = self._table(name)
+        if table is None:
+            return pa.table({})
+        try:
+            return table.to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
+
+    def read_where(self, name: str, key: str, values: list[str]) -> pa.Table:
+        """Rows whose ``key`` is one of ``values``."""
+        full = self.read(name)
+        if full.num_rows == 0 or not values:
+            return full.slice(0, 0)
+        return full.filter(pc.is_in(full[key], value_set=pa.array(values, type=pa.string())))
+
+    def upsert(self, name: str, rows: pa.Table, key: str = "id") -> None:
+        if rows.num_rows == 0:
+            return
+        table = self._table(name)
+        if table is None:
+            self._tables[name] = self._db.create_table(name, rows)
+            return
+        (
+            table.merge_insert(key)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(rows)
+        )
+
+    def delete(self, name: str, key: str, values: list[str]) -> None:
+        table = self._table(name)
+        if table is None or not values:
+            return
+        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+        table.delete(f"{key} IN ({quoted})")
+
+    def replace(self, name: str, rows: pa.Table) -> None:
+        table = self._table(name)
+        if table is None:
+            self._tables[name] = self._db.create_table(name, rows)
+            return
+        # overwrite is one new Lance version: readers see the old or the new rows
+        self._tables[name] = self._db.create_table(name, rows, mode="overwrite")
+
+    def append(self, name: str, rows: pa.Table) -> None:
+        """Append rows (safe from several processes: Lance commits appends without conflict)."""
+        if rows.num_rows == 0:
+            return
+        table = self._table(name)
+        if table is None:  # create empty first: a racing creator's table is opened, not replaced
+            table = self._tables[name] = self._db.create_table(
+                name, schema=rows.schema, exist_ok=True
+            )
+        table.add(rows)
+
+    def latest(self, name: str) -> tuple[pa.Table, int]:
+        """Whole table as committed now by any process, and its version (0 if it does not exist)."""
+        table = self.open_latest(name)
+        return (table.to_arrow(), int(table.version)) if table is not None else (pa.table({}), 0)
+
+    def open_latest(self, name: str):
+        """A fresh handle on a table that sees other processes' commits, or None."""
+        try:
+            return self._db.open_table(name)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def count(self, name: str) -> int:
+        """Rows in a table (0 when it does not exist)."""
+        table = self._table(name)
+        return int(table.count_rows()) if table is not None else 0
+
+    def stage_digest(self, stage: str) -> str | None:
+        """Digest of the inputs a stage last finished with, or None."""
+        rows = self.read_where(STAGE_STATE, "stage", [stage])
+        return rows["digest"][0].as_py() if rows.num_rows else None
+
+    def set_stage_digest(self, stage: str, digest: str) -> None:
+        """Record the inputs a stage has just finished with (after its outputs are written)."""
+        self.upsert(STAGE_STATE, pa.table({"stage": [stage], "digest": [digest]}), key="stage")
+
+    def table_names(self) -> list[str]:
+        """Every table in the database, sorted."""
+        names: list[str] = []
+        token = None
+        while True:
+            page = self._db.list_tables(page_token=token, limit=1000)
+            names.extend(page.tables)
+            token = page.page_token
+            if not token:
+                return sorted(names)
+
+    def versions(self) -> dict[str, int]:
+        out = {}
+        for name in (CHUNKS, EXTRACTIONS, PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, EMBEDDINGS):
+            table = self._table(name)
+            if table is not None:
+                out[name] = int(table.version)
+        return out
+
+    # -- embedding cache -------------------------------------------------------------
+    def cached_vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """Embedding vectors already stored for these cache keys."""
+        rows = self.read_where(EMBEDDINGS, "key", keys)
+        if rows.num_rows == 0:
+            return {}
+        dim = rows.schema.field("vector").type.list_size
+        vectors = arrow_to_vectors(rows["vector"], dim)
+        return dict(zip(rows["key"].to_pylist(), vectors))
+
+    def save_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Store embedding vectors under their cache keys."""
+        if not vectors:
+            return
+        keys = list(vectors)
+        matrix = np.stack([vectors[k] for k in keys]).astype(np.float32)
+        self.upsert(
+            EMBEDDINGS, pa.table({"key": keys, "vector": vectors_to_arrow(matrix)}), key="key"
+        )

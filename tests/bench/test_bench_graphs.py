@@ -1,0 +1,134 @@
+"""The synthetic HippoRAG-shaped graphs and teleports used by ``qortex bench ppr``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
+
+
+@pytest.mark.parametrize(("nodes", "edges"), [(50, 200), (1000, 8000), (3000, 2500)])
+def test_requested_sizes_and_symmetric_matrix(nodes, edges):
+    g = synthetic_graph(nodes, edges, seed=1)
+    a = g.adjacency
+    assert g.n_nodes == nodes and a.shape == (nodes, nodes)
+    assert g.n_edges == edges and a.nnz == 2 * edges
+    assert (a - a.T).count_nonzero() == 0
+    assert a.diagonal().sum() == 0
+    assert a.data.min() > 0 and a.dtype == np.float32
+    assert 0 < g.n_phrases < nodes
+
+
+def test_passages_link_only_to_phrases_and_degrees_are_heavy_tailed():
+    g = synthetic_graph(4000, 40000, seed=2)
+    a = g.adjacency
+    passages = a[g.n_phrases :, g.n_phrases :]
+    assert passages.nnz == 0  # no passage-passage edges, as in HippoRAG
+    degree = np.diff(a.indptr)
+    assert degree.max() > 10 * np.median(degree)
+
+
+def test_same_seed_same_graph_other_seed_other_graph():
+    a = synthetic_graph(500, 3000, seed=4).adjacency
+    b = synthetic_graph(500, 3000, seed=4).adjacency
+    c = synthetic_graph(500, 3000, seed=5).adjacency
+    assert (a != b).nnz == 0
+    assert (a != c).nnz > 0
+
+
+def test_impossible_sizes_raise():
+    with pytest.raises(ValueError):
+        synthetic_graph(10, 1000)
+    with pytest.raises(ValueError):
+        synthetic_graph(2, 1)
+
+
+def test_teleports_have_few_phrase_seeds_and_dense_passage_mass():
+    g = synthetic_graph(2000, 15000, seed=6)
+    t = synthetic_teleports(g, 5, seed=6, n_seeds=(2, 8))
+    assert t.shape == (2000, 5) and t.dtype == np.float32 and t.min() >= 0
+    seeds = (t[: g.n_phrases] > 0).sum(axis=0)
+    assert ((seeds >= 2) & (seeds <= 8)).all()
+    passage = t[g.n_phrases :]
+    assert np.allclose(passage.max(axis=0), 0.05) and np.allclose(passage.min(axis=0), 0.0)
+    assert ((passage > 0).mean(axis=0) > 0.9).all()
+
+
+def test_bench_ppr_cli_reports_every_engine_against_the_exact_solution(tmp_path, capsys):
+    import json
+
+    from pipelines.cli import main
+
+    out = tmp_path / "ppr.json"
+    code = main(
+        [
+            "bench",
+            "ppr",
+            "--nodes",
+            "400",
+            "--edges",
+            "2500",
+            "--queries",
+            "3",
+            "--tol",
+            "1e-4",
+            "--json",
+            str(out),
+            "--networkx-max-edges",
+            "10000",
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert (report["nodes"], report["edges"]) == (400, 2500)
+    assert set(report["engines"]) == {
+        "qortex",
+        "qortex_batched",
+        "scipy_power",
+        "igraph_prpack",
+        "networkx",
+    }
+    assert report["engines"]["qortex"]["l1_error"] <= 1e-4  # the certified tolerance holds
+    assert report["engines"]["igraph_prpack"]["l1_error"] < 1e-5  # same PageRank definition as ours
+    assert all(e["top20_overlap"] >= 0.9 for e in report["engines"].values())
+    assert (
+        "speedup_vs_igraph" in report["ratios"] and "speedup_vs_igraph" in capsys.readouterr().out
+    )
+
+
+def test_bench_ppr_cli_skips_networkx_above_its_edge_limit_and_rejects_bad_engines(
+    tmp_path, capsys
+):
+    import json
+
+    from pipelines.cli import main
+
+    out = tmp_path / "ppr.json"
+    assert (
+        main(
+            [
+                "bench",
+                "ppr",
+                "--nodes",
+                "300",
+                "--edges",
+                "1500",
+                "--queries",
+                "2",
+                "--engines",
+                "qortex,networkx",
+                "--networkx-max-edges",
+                "1000",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    report = json.loads(out.read_text())
+    assert set(report["engines"]) == {"qortex"} and "networkx" in report["skipped"]
+    assert (
+        main(["bench", "ppr", "--nodes", "300", "--edges", "1500", "--engines", "qortex,nope"]) == 2
+    )
+    assert "nope" in capsys.readouterr().err

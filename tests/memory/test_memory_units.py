@@ -1,0 +1,93 @@
+"""Pure pieces of the memory loop: rule ranking, hybrid fusion and routing, scoring profiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+
+from qortex_core.errors import ConfigError
+from qortex_core.query import fusion, profiles
+from qortex_core.query.rules import RuleIndex, rank_rules
+
+NODE_IDS = ["c_a", "c_b", "c_c", "c_d"]
+NAMES = ["alpha", "beta", "gamma", "delta"]
+
+
+def rules_table() -> pa.Table:
+    return pa.table(
+        {
+            "id": ["r_1", "r_2", "r_3", "r_4"],
+            "text": ["one", "two", "three", "four"],
+            "category": ["g"] * 4,
+            "confidence": pa.array([0.5, 0.9, 0.7, 1.0], pa.float32()),
+            "concept_nodes": pa.array([[0, 1], [1], [2], []], pa.list_(pa.int32())),
+            "domains": pa.array([["eng"], ["eng"], ["kitchen"], ["eng"]], pa.list_(pa.string())),
+        }
+    )
+
+
+def test_rules_rank_by_best_concept_then_confidence():
+    index = RuleIndex.from_table(rules_table())
+    scores = np.array([0.1, 0.4, 0.3, 0.0], np.float32)
+    hits = rank_rules(index, scores, NODE_IDS, NAMES, top_k=10)
+    assert [h.id for h in hits] == [
+        "r_2",
+        "r_1",
+        "r_3",
+    ]  # r_2 and r_1 tie at 0.4: higher confidence first
+    assert [h.score for h in hits] == pytest.approx([0.4, 0.4, 0.3])
+    assert hits[1].concepts == ("beta", "alpha") and hits[1].concept_ids == ("c_b", "c_a")
+    assert [
+        h.id for h in rank_rules(index, scores, NODE_IDS, NAMES, top_k=10, domains=["kitchen"])
+    ] == ["r_3"]
+    assert (
+        rank_rules(index, np.zeros(4, np.float32), NODE_IDS, NAMES, top_k=10) == []
+    )  # nothing activated
+    assert rank_rules(RuleIndex.from_table(None), scores, NODE_IDS, NAMES, top_k=3) == []
+    faint = np.array([0.0, 1.0, 0.001, 0.0], np.float32)  # r_3 barely reached: dropped
+    assert [h.id for h in rank_rules(index, faint, NODE_IDS, NAMES, top_k=10)] == ["r_2", "r_1"]
+
+
+def test_fusion_confidence_is_top_k_agreement():
+    a = np.arange(20, dtype=np.float32)
+    fused, same = fusion.fuse(a, a * 3, fusion.FusionConfig(agreement_k=5))
+    assert same == 1.0 and int(np.argmax(fused)) == 19
+    _, opposite = fusion.fuse(a, -a, fusion.FusionConfig(agreement_k=5))
+    assert opposite == 0.0
+    assert fusion.route(None)[0] == "dense"
+    assert fusion.route(0.9)[0] == "hipporag" and fusion.route(0.3)[0] == "hybrid"
+
+
+def test_profiles_from_configuration(tmp_path):
+    (tmp_path / "profiles.json").write_text('{"mine": {"relevance": 0.5, "preference": 0.5}}')
+    loaded = profiles.load_profiles(tmp_path)
+    assert {"default", "balanced", "mine"} <= set(loaded) and loaded["mine"].preference == 0.5
+    with pytest.raises(ConfigError, match="unknown scoring profile"):
+        profiles.get_profile("nope", tmp_path)
+    (tmp_path / "profiles.json").write_text('{"bad": {"relevance": -1}}')
+    with pytest.raises(ConfigError):
+        profiles.load_profiles(tmp_path)
+    (tmp_path / "profiles.json").write_text('{"bad": {"loudness": 1}}')
+    with pytest.raises(ConfigError):
+        profiles.load_profiles(tmp_path)
+
+
+def test_combine_weights_components():
+    rel = np.array([0.2, 0.1, 0.0], np.float32)
+    comps = {"preference": np.array([0.0, 1.0, 0.5], np.float32)}
+    final, parts = profiles.combine(profiles.BUILTIN["default"], rel, comps)
+    assert np.allclose(final, rel) and np.allclose(parts["preference"], comps["preference"])
+    final, parts = profiles.combine(
+        profiles.ScoringProfile("half", relevance=0.5, preference=0.5), rel, comps
+    )
+    assert np.allclose(parts["relevance"], [1.0, 0.5, 0.0])
+    assert np.allclose(final, 0.5 * parts["relevance"] + 0.5 * comps["preference"])
+    assert int(np.argmax(final)) == 1  # preference lifted the second passage over the first
+
+
+def test_preference_maps_factors_to_unit_interval():
+    passage_phrases = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0]], np.float32))
+    pref = profiles.preference(passage_phrases, np.array([10.0, 10.0, 0.1]), upper=10.0)
+    assert pref.tolist() == pytest.approx([1.0, 0.0, 0.5])

@@ -1,0 +1,122 @@
+"""``qortex ingest`` and ``qortex bench ingest`` through the real command line entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pipelines.resources as resources
+from pipelines.cli import main
+from qortex_core.query.retriever import Retriever
+
+
+@pytest.fixture
+def shared_model(monkeypatch, embedder):
+    """Let the commands reuse the session's loaded model instead of loading their own."""
+    monkeypatch.setitem(resources._embedders, ("bundled", ""), embedder)
+    return embedder
+
+
+def test_ingest_json_summary_then_unchanged_rerun(tmp_path: Path, capsys, shared_model) -> None:
+    src = tmp_path / "src" / "science"
+    src.mkdir(parents=True)
+    (src / "curie.md").write_text(
+        "# Marie Curie\n\nMarie Curie was born in Warsaw. She taught at the Sorbonne in Paris.\n"
+    )
+    (src / "warsaw.txt").write_text("Warsaw is the capital of Poland.\n")
+    (src / "photo.jpg").write_bytes(b"\xff\xd8")
+    home = tmp_path / "home"
+    assert main(["ingest", str(src.parent), "--home", str(home), "--json"]) == 0
+    out = capsys.readouterr()
+    first = json.loads(out.out)
+    assert {
+        k: first[k] for k in ("documents", "chunks", "extracted", "failed", "skipped_files")
+    } == {"documents": 2, "chunks": 2, "extracted": 2, "failed": 0, "skipped_files": 1}
+    assert (
+        first["embedded"] > 2
+        and first["snapshot"].startswith("v000001-")
+        and all(first["checks"].values())
+    )
+    assert "qortex: embeddings done" in out.err  # progress on stderr
+    assert (
+        home / "dagster" / "dagster.yaml"
+    ).is_file()  # the local instance was created under the data home
+
+    assert main(["ingest", str(src.parent), "--home", str(home), "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert (second["extracted"], second["embedded"], second["llm_calls"]) == (0, 0, 0)
+    assert second["snapshot"].startswith("v000002-")
+    hits = (
+        Retriever.open(home, embedder=shared_model)
+        .query("Where was Marie Curie born?", top_k=1)
+        .passages
+    )
+    assert hits[0].title == "Marie Curie"
+
+
+def test_ingest_missing_source_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["ingest", str(tmp_path / "nope"), "--home", str(tmp_path / "home")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qortex: error: source directory not found") and err.count("\n") == 1
+
+
+def test_bench_ingest_reports_stages_overhead_and_rerun(
+    tmp_path: Path, toy_dataset, capsys, shared_model
+) -> None:
+    out = tmp_path / "bench.json"
+    code = main(
+        [
+            "bench",
+            "ingest",
+            "--corpus",
+            str(toy_dataset.corpus),
+            "--extractor",
+            "offline",
+            "--limit",
+            "5",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["chunks"] == report["passages_in_corpus_slice"] == 5
+    assert set(report["first_run"]["stages"]) == {
+        "documents",
+        "chunks",
+        "extractions",
+        "embeddings",
+        "synonym_edges",
+        "graph_snapshot",
+    }
+    assert (
+        report["embedding_vs_plain"]["texts"]
+        == report["embedding_vs_plain"]["texts_embedded_by_stage"]
+        > 5
+    )
+    assert (
+        report["embedding_vs_plain"]["plain_encode_s"] > 0
+        and report["first_run"]["passages_per_s"] > 0
+    )
+    assert (
+        report["unchanged_rerun"]["llm_calls"],
+        report["unchanged_rerun"]["texts_embedded"],
+    ) == (0, 0)
+
+
+def test_ingest_step_failure_is_one_line_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("QORTEX_EXTRACTOR", "bogus")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "note.md").write_text("Warsaw is in Poland.")
+    assert main(["ingest", str(src), "--home", str(tmp_path / "home"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "qortex: error: ingest failed at extractions: unknown extractor 'bogus': use one of auto, llm, offline, recorded\n"
+    )
+    assert not (tmp_path / "home" / "snapshots").exists()  # nothing published

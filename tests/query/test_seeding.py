@@ -1,0 +1,197 @@
+"""Query-path steps that link facts in context and weigh verbatim seeds by text frequency."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from conftest import BRIDGE_QUESTION
+
+from qortex_core.ingest.graph import fact_passage_csr, phrase_text_frequency
+from qortex_core.query.retriever import RetrievalConfig, Retriever
+from qortex_core.query.seeding import dense_first, link_scores, passage_context, top_indices
+from qortex_core.storage import ids
+from qortex_core.storage import snapshot as snap
+
+
+def test_passage_context_by_hand():
+    dense = np.array([0.1, 0.9, 0.4], np.float32)
+    indptr = np.array(
+        [0, 2, 2, 3, 5]
+    )  # fact 0 -> {0, 2}, fact 1 -> none, fact 2 -> {1}, fact 3 -> {0, 1}
+    indices = np.array([0, 2, 1, 0, 1], np.int32)
+    assert (
+        passage_context(dense, indptr, indices).tolist()
+        == np.array([0.4, 0.0, 0.9, 0.9], np.float32).tolist()
+    )
+
+
+def test_passage_context_without_sources():
+    dense = np.array([0.3, 0.2], np.float32)
+    assert passage_context(dense, np.zeros(4, np.int64), np.zeros(0, np.int32)).tolist() == [
+        0,
+        0,
+        0,
+    ]
+    assert passage_context(dense, np.zeros(1, np.int64), np.zeros(0, np.int32)).shape == (0,)
+
+
+def test_link_scores_prefer_the_fact_whose_passage_matches():
+    cos = np.array([0.50, 0.50, 0.45], np.float32)
+    context = np.array([0.1, 0.6, 0.9], np.float32)
+    assert top_indices(link_scores(cos, context, 0.5), 3).tolist() == [2, 1, 0]
+    assert link_scores(cos, context, 0.0) is cos  # off: the plain cosine
+    assert link_scores(cos, np.zeros(0, np.float32), 0.5) is cos  # a snapshot without fact sources
+
+
+def test_phrase_text_frequency_by_hand():
+    texts = ["War and Peace", "the war began", "Peace talks failed", "talks, talks"]
+    got = phrase_text_frequency(texts, ["war", "Peace talks", "unknown word", "", "WAR!"])
+    assert got.tolist() == [
+        2,
+        2,
+        0,
+        0,
+        2,
+    ]  # "peace talks": min(df(peace), df(talks)) = 2, an upper bound
+    assert phrase_text_frequency([], ["war"]).tolist() == [0]
+
+
+def test_fact_passage_csr_drops_unknown_and_repeats():
+    indptr, indices = fact_passage_csr([["p1", "p0", "p1"], ["px"], [], ["p0"]], {"p0": 0, "p1": 1})
+    assert indptr.tolist() == [0, 2, 2, 2, 3] and indices.tolist() == [0, 1, 0]
+
+
+def test_snapshot_fact_sources_hold_both_ends(toy_home):
+    """Every fact's source passages name its subject and its object (recorded OpenIE of the toy corpus)."""
+    s = snap.load(toy_home)
+    indptr, indices = s.arrays["fact_passage_indptr"], s.arrays["fact_passage_indices"]
+    facts = s.tables["facts"].to_pylist()
+    passages = s.tables["passages"].to_pylist()
+    assert len(indptr) == len(facts) + 1 and indptr[-1] == len(indices) > 0
+    for f, fact in enumerate(facts):
+        sources = indices[indptr[f] : indptr[f + 1]]
+        assert sources.size >= 1
+        for p in sources:
+            text = ids.normalize_phrase(passages[p]["title"] + " " + passages[p]["text"])
+            assert (
+                ids.normalize_phrase(fact["subject"]) in text
+                and ids.normalize_phrase(fact["object"]) in text
+            )
+    freq = s.arrays["phrase_text_frequency"]
+    names = s.tables["nodes"]["name"].to_pylist()[: s.n_phrases]
+    assert freq[names.index("composer")] == 2  # "composer" is in the text of two toy passages
+
+
+def test_snapshot_without_fact_sources_links_by_cosine(toy_home, embedder):
+    """An older snapshot (no fact sources, no text frequency) still answers, as with fact_context=0."""
+    s = snap.load(toy_home)
+    no_text = dataclasses.replace(
+        s, arrays={k: v for k, v in s.arrays.items() if k != "phrase_text_frequency"}
+    )
+    old = dataclasses.replace(
+        no_text,
+        arrays={k: v for k, v in no_text.arrays.items() if not k.startswith("fact_passage")},
+    )
+    vector = embedder.embed([BRIDGE_QUESTION])[0]
+    legacy = Retriever(old, embedder).search(BRIDGE_QUESTION, vector, 5, "hipporag")
+    plain = Retriever(no_text, embedder, RetrievalConfig(fact_context=0.0))
+    assert legacy.fallback is None and legacy.passages
+    assert [h.id for h in legacy.passages] == [
+        h.id for h in plain.search(BRIDGE_QUESTION, vector, 5, "hipporag").passages
+    ]
+
+
+def test_dense_first_lifts_the_best_dense_passage_only():
+    final = np.array([0.9, 0.2, 0.5, 0.1], np.float32)
+    dense = np.array([0.1, 0.3, 0.8, 0.7], np.float32)
+    lifted = dense_first(final, dense)
+    assert top_indices(lifted, 4).tolist() == [
+        2,
+        0,
+        1,
+        3,
+    ]  # passage 2 first, the rest in the walk's order
+    assert lifted[2] > 0.9 and np.array_equal(np.delete(lifted, 2), np.delete(final, 2))
+    allowed = np.array([True, True, False, True])  # e.g. a domain filter or a passage judged down
+    assert top_indices(dense_first(final, dense, allowed), 4).tolist() == [3, 0, 2, 1]
+    assert np.array_equal(dense_first(final, dense, np.zeros(4, bool)), final)
+    vetoed = np.array([False, False, True, False])  # feedback judged the best dense passage down
+    assert np.array_equal(
+        dense_first(final, dense, None, vetoed), final
+    )  # nothing lifted in its place
+    assert dense_first(np.zeros(0, np.float32), np.zeros(0, np.float32)).shape == (0,)
+
+
+def test_graph_modes_keep_dense_top_hit(toy_home, embedder):
+    """The walk alone ranks Tessa Brin first (born in Lune); the default keeps dense's best (Dravia) first."""
+    question = "Who was born in the capital of Dravia?"
+    vector = embedder.embed([question])[0]
+    s = snap.load(toy_home)
+    dense_top = Retriever(s, embedder).search(question, vector, 1, "dense").passages[0].id
+    walk = Retriever(s, embedder, RetrievalConfig(dense_first=False)).search(
+        question, vector, 3, "hipporag"
+    )
+    assert walk.passages[0].id != dense_top and dense_top in [h.id for h in walk.passages]
+    for mode in ("hipporag", "hybrid", "auto"):
+        hits = [h.id for h in Retriever(s, embedder).search(question, vector, 3, mode).passages]
+        assert hits[0] == dense_top and walk.passages[0].id in hits
+
+
+def _with_arrays(s: snap.Snapshot, **arrays) -> snap.Snapshot:
+    return dataclasses.replace(s, arrays={**s.arrays, **arrays})
+
+
+def test_retriever_links_facts_through_their_passages(toy_home, embedder):
+    """A fact whose source passage is the query's best dense passage climbs into the linked facts."""
+    s = snap.load(toy_home)
+    vector = embedder.embed([BRIDGE_QUESTION])[0]
+    plain = Retriever(s, embedder, RetrievalConfig(fact_context=0.0))
+    cos, dense = plain.fact_vectors @ vector, plain.passage_vectors @ vector
+    fifth = int(np.argsort(-cos)[4])
+    assert (
+        cos[fifth] >= plain.config.fact_threshold
+        and fifth not in plain.seed(BRIDGE_QUESTION, vector, dense).linked
+    )
+    sources = np.full(
+        len(cos), int(np.argmin(dense)), np.int32
+    )  # every fact "from" the worst passage ...
+    sources[fifth] = int(np.argmax(dense))  # ... but this one, from the best
+    moved = _with_arrays(
+        s, fact_passage_indptr=np.arange(len(cos) + 1, dtype=np.int64), fact_passage_indices=sources
+    )
+    linked = (
+        Retriever(moved, embedder, RetrievalConfig(fact_context=2.0))
+        .seed(BRIDGE_QUESTION, vector, dense)
+        .linked
+    )
+    assert linked[0] == fifth
+    unmoved = (
+        Retriever(moved, embedder, RetrievalConfig(fact_context=0.0))
+        .seed(BRIDGE_QUESTION, vector, dense)
+        .linked
+    )
+    assert unmoved.tolist() == plain.seed(BRIDGE_QUESTION, vector, dense).linked.tolist()
+
+
+def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
+    """The verbatim seed of a concept named in the query weighs 0.5 / its passage-text frequency."""
+    s = snap.load(toy_home)
+    question = "Which composer was born in the city of Lune?"
+    vector = embedder.embed([question])[0]
+    names = s.tables["nodes"]["name"].to_pylist()[: s.n_phrases]
+    lune = names.index("Lune")
+    freq = np.array(s.arrays["phrase_text_frequency"], dtype=np.float32, copy=True)
+    freq[lune] = 8.0  # as if "Lune" were in the text of 8 passages
+    common = _with_arrays(s, phrase_text_frequency=freq)
+    dense = s.arrays["passage_vectors"] @ vector
+    w = {
+        lex: Retriever(common, embedder, RetrievalConfig(lexical_weight=lex))
+        .seed(question, vector, dense)
+        .phrase_weights
+        for lex in (0.0, 0.5)
+    }
+    assert np.isclose(w[0.5][lune] - w[0.0][lune], 0.5 / 8.0)
+    assert Retriever(s, embedder).text_count[lune] == max(
+        s.arrays["phrase_text_frequency"][lune], s.arrays["phrase_passage_count"][lune]
+    )
