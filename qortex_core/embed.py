@@ -1,9 +1,11 @@
-"""Embedders: a Protocol, the bundled offline model, an OpenAI-compatible endpoint, and a cache."""
+"""Embedders: a Protocol, the bundled offline model, an OpenAI-compatible endpoint, a hashing
+embedder for benchmarks, and a cache."""
 
 from __future__ import annotations
 
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
@@ -155,7 +157,8 @@ class SentenceTransformerEmbedder:
 
         threads = torch.get_num_threads()
         if len(texts) <= self.config.single_thread_below:
-            # a query or two: one thread; a second only spin-waits (20 ms vs ~1 s seen on a busy 2-core box)
+            # a query or two: one thread; a second only spin-waits
+            # (20 ms vs ~1 s seen on a busy 2-core box)
             torch.set_num_threads(1)
         try:
             vectors = model.encode(
@@ -229,6 +232,67 @@ class OpenAIEmbedder:
         return _normalise(np.array(out, dtype=np.float32))
 
 
+@dataclass(frozen=True)
+class HashEmbedderConfig:
+    """Width of the hashing embedder's vectors."""
+
+    dim: int = 64
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.dim <= 4096:
+            raise ConfigError(f"hash embedder dimension must be 2..4096, got {self.dim}")
+
+
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """A benchmark tool, not a language model: signed feature hashing of lower-cased words.
+
+    Deterministic across processes and machines (CRC-32 of each word picks its column and sign),
+    about a microsecond per word, so the scale ladder (``qortex bench scale``) measures the
+    pipeline rather than the model. Texts sharing words get a positive cosine; there is no
+    semantics beyond that, so recall figures from it mean nothing.
+    """
+
+    def __init__(self, config: HashEmbedderConfig = HashEmbedderConfig()) -> None:
+        self.config = config
+        self._columns: dict[str, int] = {}  # word -> signed column + 1 (sign carries the sign)
+
+    @property
+    def name(self) -> str:
+        return f"hash-{self.config.dim}"
+
+    @property
+    def dim(self) -> int:
+        return self.config.dim
+
+    def _column(self, word: str) -> int:
+        col = self._columns.get(word)
+        if col is None:
+            h = zlib.crc32(word.encode("utf-8"))
+            col = (h % self.config.dim + 1) * (1 if (h >> 31) & 1 else -1)
+            if len(self._columns) < 1_000_000:  # bounded memo of frequent words
+                self._columns[word] = col
+        return col
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        dim = self.config.dim
+        rows: list[int] = []
+        cols: list[int] = []
+        for i, text in enumerate(texts):
+            signed = [self._column(w) for w in _WORD.findall(text.lower())]
+            rows.extend([i] * len(signed))
+            cols.extend(signed)
+        signed_cols = np.asarray(cols, np.int64)  # (words,)
+        flat = np.asarray(rows, np.int64) * dim + np.abs(signed_cols) - 1  # (words,)
+        out = np.bincount(flat, weights=np.sign(signed_cols), minlength=len(texts) * dim)
+        out = out.astype(np.float32).reshape(len(texts), dim)  # (n, dim)
+        empty = ~out.any(axis=1)
+        out[empty, 0] = 1.0  # a text with no word still gets a unit vector
+        return _normalise(out)
+
+
 class EmbedderWrapper:
     """Base of embedders that wrap another one: ``name`` and ``dim`` are the inner embedder's."""
 
@@ -288,9 +352,10 @@ class CachedEmbedder(EmbedderWrapper):
 
 
 def make_embedder(spec: str | None = None) -> Embedder:
-    """Embedder from a spec: ``""``/``bundled``, ``st:/path/to/model`` or ``openai:MODEL``.
+    """Embedder from a spec: ``bundled`` (or empty), ``st:PATH``, ``openai:MODEL`` or ``hash:DIM``.
 
-    ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``.
+    ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``. ``hash:DIM`` is the
+    benchmark tool :class:`HashEmbedder` (no model; for the scale ladder only).
     """
     spec = spec if spec is not None else os.environ.get("QORTEX_EMBEDDER", "")
     if spec in ("", "bundled", BUNDLED_MODEL):
@@ -308,4 +373,10 @@ def make_embedder(spec: str | None = None) -> Embedder:
                 api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
             )
         )
-    raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH or openai:MODEL")
+    if spec.startswith("hash:"):
+        try:
+            dim = int(spec[5:])
+        except ValueError:
+            raise ConfigError(f"hash embedder needs an integer dimension, got {spec!r}") from None
+        return HashEmbedder(HashEmbedderConfig(dim=dim))
+    raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH, openai:MODEL or hash:DIM")
