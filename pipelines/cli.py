@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "extractor", "x") is None:
         args.extractor = "recorded" if args.openie else "offline"
     try:
+        from qortex_core.settings import get_settings
+
+        get_settings()  # every QORTEX_* variable validated before any work
         return int(args.func(args) or 0)
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)

@@ -15,6 +15,12 @@ from qortex_core.errors import ConfigError
 from qortex_core.storage import ids
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_OPENAI_WINDOWS = {  # input limits of OpenAI's embedding models, in tokens
+    "text-embedding-3-small": 8191,
+    "text-embedding-3-large": 8191,
+    "text-embedding-ada-002": 8191,
+}
 
 
 @runtime_checkable
@@ -31,6 +37,38 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return a (len(texts), dim) float32 array of unit vectors."""
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """How many tokens of a text an embedder reads, and how it counts them.
+
+    ``max_tokens`` is the model's window less its special tokens (``[CLS]``/``[SEP]``);
+    ``count`` counts a text's tokens without special tokens; ``tokenizer`` names the counter.
+    """
+
+    max_tokens: int
+    count: Callable[[str], int] = field(compare=False, repr=False)
+    tokenizer: str = ""
+
+
+def regex_token_count(text: str) -> int:
+    """Tokens of the offline rule ``\\w+|[^\\w\\s]`` (chunking's default counter)."""
+    return len(_TOKEN.findall(text))
+
+
+def byte_token_estimate(text: str) -> int:
+    """An upper-side estimate for a remote BPE tokenizer: words or a third of the UTF-8 bytes."""
+    return max(regex_token_count(text), -(-len(text.encode("utf-8")) // 3))
+
+
+def token_window(embedder: object, default: int = 512) -> TokenWindow:
+    """The embedder's :class:`TokenWindow`, or the regex counter and ``default`` for one that has
+    none (a test double)."""
+    method = getattr(embedder, "token_window", None)
+    if callable(method):
+        return method()
+    return TokenWindow(default, regex_token_count, "regex")
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -95,6 +133,22 @@ class SentenceTransformerEmbedder:
             self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
         return self._model
 
+    def token_window(self) -> TokenWindow:
+        """The model's own tokenizer and ``max_seq_length`` less its special tokens."""
+        model = self._load()
+        from tokenizers import Tokenizer
+
+        hf = model.tokenizer
+        counter = Tokenizer.from_str(hf.backend_tokenizer.to_str())  # a copy: no truncation
+        counter.no_truncation()
+        counter.no_padding()
+        room = int(model.max_seq_length) - int(hf.num_special_tokens_to_add(pair=False))
+
+        def count(text: str) -> int:
+            return len(counter.encode(text, add_special_tokens=False).ids)
+
+        return TokenWindow(room, count, f"{self.name} ({type(hf).__name__})")
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -128,6 +182,7 @@ class OpenAIEmbedderConfig:
     api_key: str | None = field(default=None, repr=False)  # never in a repr, log or error
     dim: int = 0
     batch_size: int = 128
+    max_tokens: int = 0  # 0: 8191 for OpenAI's embedding models, else 512
 
 
 class OpenAIEmbedder:
@@ -140,6 +195,11 @@ class OpenAIEmbedder:
     @property
     def name(self) -> str:
         return self.config.model
+
+    def token_window(self) -> TokenWindow:
+        """The model's input limit, counted by an upper-side estimate (no tokenizer offline)."""
+        room = self.config.max_tokens or _OPENAI_WINDOWS.get(self.config.model, 512)
+        return TokenWindow(room, byte_token_estimate, "estimate (bytes / 3)")
 
     @property
     def dim(self) -> int:
@@ -160,11 +220,11 @@ class OpenAIEmbedder:
             except (
                 openai.OpenAIError
             ) as exc:  # its text may echo the key: masked, and the raw error not chained
-                from qortex_core.ingest.llm_extract import redact
+                from qortex_core.llm.client import mask_secrets
 
                 raise ConfigError(
                     f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
-                    f"{redact(str(exc), [self.config.api_key])}"
+                    f"{mask_secrets(str(exc), [self.config.api_key])}"
                 ) from None
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         if not out:
@@ -247,6 +307,9 @@ class EmbedderWrapper:
     def dim(self) -> int:
         return self.inner.dim
 
+    def token_window(self) -> TokenWindow:
+        return token_window(self.inner)
+
 
 class CachedEmbedder(EmbedderWrapper):
     """Wraps an embedder so no (model, text) pair is embedded twice.
@@ -294,7 +357,10 @@ def make_embedder(spec: str | None = None) -> Embedder:
     ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``. ``hash:DIM`` is the
     benchmark tool :class:`HashEmbedder` (no model; for the scale ladder only).
     """
-    spec = spec if spec is not None else os.environ.get("QORTEX_EMBEDDER", "")
+    from qortex_core.settings import get_settings
+
+    settings = get_settings()
+    spec = spec if spec is not None else settings.embedder
     if spec in ("", "bundled", BUNDLED_MODEL):
         return SentenceTransformerEmbedder()
     if spec.startswith("st:"):
@@ -306,8 +372,8 @@ def make_embedder(spec: str | None = None) -> Embedder:
         return OpenAIEmbedder(
             OpenAIEmbedderConfig(
                 model=spec[7:],
-                base_url=os.environ.get("QORTEX_EMBED_BASE_URL"),
-                api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
+                base_url=settings.embed_base_url or None,
+                api_key=settings.embed_api_key or None,
             )
         )
     if spec.startswith("hash:"):

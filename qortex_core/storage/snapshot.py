@@ -83,14 +83,17 @@ def snapshot_home(home: str | Path, local: str | Path | None = None) -> Path:
     """
     if "://" not in str(home):
         return Path(home)
-    base = local or os.environ.get(SNAPSHOT_HOME_ENV, "")
-    if not str(base):
+    if not local:
+        from qortex_core.settings import get_settings
+
+        local = get_settings().snapshot_home
+    if not local:
         raise HomeError(
             f"data home {home} is a URI: set {SNAPSHOT_HOME_ENV} to a local or mounted folder "
             "for its snapshots"
         )
     tenant = _TENANT_SUFFIX.search(str(home))
-    base = Path(base).expanduser()
+    base = Path(local).expanduser()
     return base / "tenants" / tenant.group(1) if tenant else base
 
 

@@ -38,7 +38,9 @@ def home_of(value: str | Path) -> Path | str:
 
 def default_home() -> Path | str:
     """The data home: ``$QORTEX_HOME`` (a path or an object-store URI) or ``~/.qortex``."""
-    return home_of(os.environ.get("QORTEX_HOME") or Path.home() / ".qortex")
+    from qortex_core.settings import get_settings
+
+    return home_of(get_settings().home or Path.home() / ".qortex")
 
 
 def vector_type(dim: int) -> pa.DataType:
