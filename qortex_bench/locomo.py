@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 from qortex_core.errors import DatasetError
+from qortex_core.query import modes as query_modes
 from qortex_core.storage.model import Passage
 
 ADVERSARIAL = 5
@@ -216,7 +217,7 @@ class LocomoSetup:
 
     files: tuple[Path, ...]
     home: Path
-    modes: tuple[str, ...] = ("auto", "hipporag", "hybrid", "dense")
+    modes: tuple[str, ...] = field(default_factory=query_modes.names)
     ks: tuple[int, ...] = (1, 2, 5, 10)
     date_title: bool = True  # see :func:`turn_passage`
 
