@@ -245,3 +245,62 @@ def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: in
         "queries": q,
         "note": engine.note,
     }
+
+
+# -- memory traffic ------------------------------------------------------------------------------
+def product_bytes(adjacency: sp.csr_matrix, columns: int = 1) -> int:
+    """Bytes one sparse product ``A @ X`` must move at least: the CSR arrays once, X and the
+    result once each (gathers that hit cache are not counted again)."""
+    n = adjacency.shape[0]
+    csr = adjacency.data.nbytes + adjacency.indices.nbytes + adjacency.indptr.nbytes
+    return int(csr + 2 * n * 4 * columns)
+
+
+def memory_traffic(
+    adjacency: sp.csr_matrix,
+    n_phrases: int,
+    teleports: np.ndarray,
+    config: PPRConfig,
+    solve_cpu_ms: float,
+    repeats: int = 20,
+) -> dict:
+    """Bytes read per qortex solve and the rate achieved, beside a plain SpMV loop.
+
+    Products per solve come from the solver itself (one untimed solve per teleport); the plain
+    loop is ``adjacency @ x`` ``repeats`` times on one float32 vector. Rates use CPU seconds
+    (process time), which other load on a shared machine inflates less than wall time.
+    """
+    from qortex_core.query.ppr_cg import conjugate_gradient
+
+    background = np.zeros(adjacency.shape[0], np.float32)
+    background[n_phrases:] = 1.0
+    walk = symmetric_walk(adjacency, background=background)
+    products = []
+    for j in range(teleports.shape[1]):
+        t = teleports[:, j : j + 1] / max(float(teleports[:, j].sum()), 1e-30)  # (n, 1)
+        _, k = conjugate_gradient(
+            walk, t.astype(np.float32), config.damping, config.tol, config.max_iter, threads=1
+        )
+        products.append(k)
+    x = np.random.default_rng(0).random(adjacency.shape[0]).astype(np.float32)  # (n,)
+    adjacency @ x  # warm-up
+    start = time.process_time()
+    for _ in range(repeats):
+        adjacency @ x
+    spmv_s = (time.process_time() - start) / repeats
+    per_product = product_bytes(adjacency)
+    per_solve = float(np.mean(products)) * per_product
+    return {
+        "bytes_per_product": per_product,
+        "products_per_solve_mean": round(float(np.mean(products)), 2),
+        "products_per_solve_max": int(max(products)),
+        "bytes_per_solve": int(per_solve),
+        "solve_gb_s": round(per_solve / (solve_cpu_ms / 1000) / 1e9, 2) if solve_cpu_ms else None,
+        "plain_spmv_cpu_ms": round(spmv_s * 1000, 3),
+        "plain_spmv_gb_s": round(per_product / spmv_s / 1e9, 2) if spmv_s else None,
+        "solve_vs_products_alone": round(
+            solve_cpu_ms / (float(np.mean(products)) * spmv_s * 1000), 2
+        )
+        if spmv_s and solve_cpu_ms
+        else None,
+    }

@@ -21,6 +21,7 @@ from qortex_core.ingest.graph import (
     GraphInput,
     build_adjacency,
     fact_passage_csr,
+    hub_first_tables,
     phrase_passage_counts,
     phrase_text_frequency,
 )
@@ -357,6 +358,7 @@ def build_snapshot(
     versions = store.versions()
     passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
     rules, syn = store.read(RULES), store.read(SYNONYMS)
+    concepts, passages = hub_first_tables(concepts, passages, facts)  # locality for PPR products
     c_ids = concepts["id"].to_pylist() if concepts.num_rows else []
     p_ids = passages["id"].to_pylist() if passages.num_rows else []
     c_at, p_at = _index_of(c_ids), _index_of(p_ids)
