@@ -92,3 +92,24 @@ def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch)
             assert [h.score for h in x.passages] == pytest.approx(
                 [h.score for h in y.passages], abs=1e-4
             )
+
+
+@pytest.mark.parametrize("order", ["hub_first", "as_generated"])
+def test_bench_ppr_reports_memory_traffic(tmp_path, order):
+    import json
+
+    from pipelines.cli import main
+
+    out = tmp_path / "ppr.json"
+    argv = ["bench", "ppr", "--nodes", "400", "--edges", "2500", "--queries", "3"]
+    argv += ["--engines", "qortex,scipy_power", "--order", order, "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    traffic = report["memory_traffic"]
+    assert report["order"] == order and report["engines"]["qortex"]["l1_error"] <= 1e-3
+    assert traffic["bytes_per_product"] > 2500 * 2 * 8  # both halves of every edge, 8 B each
+    assert 1 <= traffic["products_per_solve_mean"] <= traffic["products_per_solve_max"]
+    assert traffic["bytes_per_solve"] == pytest.approx(
+        traffic["products_per_solve_mean"] * traffic["bytes_per_product"], rel=0.01
+    )
+    assert traffic["plain_spmv_gb_s"] > 0
