@@ -19,8 +19,11 @@ from typing import Mapping
 from dagster import DagsterEventType, DagsterInstance, logger
 
 from pipelines.definitions import build_definitions
+from pipelines.jobs import FACTORS_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import ConfigError, DatasetError, QortexError
+from qortex_core.ingest.stages import STAGE_NAMES
+from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.writer_lock import writer_lock
 
@@ -29,14 +32,7 @@ class IngestFailed(QortexError):
     """The ingest run failed (a step raised, or a blocking check failed); nothing was published."""
 
 
-ASSET_STEPS = (
-    "documents",
-    "chunks",
-    "extractions",
-    "embeddings",
-    "synonym_edges",
-    "graph_snapshot",
-)
+ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
@@ -242,17 +238,16 @@ def run_ingest(
     """
     if not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
+    settings = get_settings(env)
     env = os.environ if env is None else env
     remote = "://" in str(home)
-    if remote and not (dagster_home or env.get("DAGSTER_HOME")):
+    if remote and not (dagster_home or settings.dagster_home):
         raise ConfigError(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
         )
-    dagster_home = dagster_home or Path(env.get("DAGSTER_HOME") or Path(home) / "dagster")
+    dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
-    store = StoreResource(
-        home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else ""
-    )
+    store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
     chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(
@@ -270,3 +265,46 @@ def run_ingest(
     return IngestOutcome(
         summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id
     )
+
+
+def materialize_factors(
+    home: str | Path, dagster_home: str | Path | None = None, force: bool = False
+) -> dict:
+    """Run the ``factors`` job in this process against the local instance (no daemon).
+
+    The instance is ``dagster_home``, else ``$DAGSTER_HOME``, else ``<home>/dagster`` (as
+    ``qortex ingest``).
+
+    Returns:
+        the asset's metadata: ``via``, ``run_id``, ``folded``, ``concepts``, ``watermark``,
+        ``skipped``, ``boosted``, ``suppressed``.
+    """
+    home_text = str(home)
+    fallback = (
+        Path(home_text) / "dagster"
+        if "://" not in home_text
+        else Path.home() / ".qortex" / "dagster"
+    )
+    dagster_home = dagster_home or get_settings().dagster_home or fallback
+    defs = build_definitions(
+        os.environ, resources={"store": StoreResource(home=home_text)}, loggers={"quiet": quiet}
+    )
+    result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
+        instance=local_instance(Path(dagster_home)),
+        run_config={
+            "loggers": {"quiet": {}},
+            "ops": {"teleportation_factors": {"config": {"force": force}}},
+        },
+    )
+    event = result.get_asset_materialization_events()[0].materialization
+    meta = {k: v.value for k, v in event.metadata.items()}
+    return {
+        "via": "dagster",
+        "run_id": result.run_id,
+        "folded": meta["folded_events"],
+        "concepts": meta["concepts"],
+        "watermark": meta["events_watermark"],
+        "skipped": meta["skipped"],
+        "boosted": meta["boosted"],
+        "suppressed": meta["suppressed"],
+    }

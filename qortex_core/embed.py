@@ -220,11 +220,11 @@ class OpenAIEmbedder:
             except (
                 openai.OpenAIError
             ) as exc:  # its text may echo the key: masked, and the raw error not chained
-                from qortex_core.ingest.llm_extract import redact
+                from qortex_core.llm.client import mask_secrets
 
                 raise ConfigError(
                     f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
-                    f"{redact(str(exc), [self.config.api_key])}"
+                    f"{mask_secrets(str(exc), [self.config.api_key])}"
                 ) from None
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         if not out:
@@ -357,7 +357,10 @@ def make_embedder(spec: str | None = None) -> Embedder:
     ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``. ``hash:DIM`` is the
     benchmark tool :class:`HashEmbedder` (no model; for the scale ladder only).
     """
-    spec = spec if spec is not None else os.environ.get("QORTEX_EMBEDDER", "")
+    from qortex_core.settings import get_settings
+
+    settings = get_settings()
+    spec = spec if spec is not None else settings.embedder
     if spec in ("", "bundled", BUNDLED_MODEL):
         return SentenceTransformerEmbedder()
     if spec.startswith("st:"):
@@ -369,8 +372,8 @@ def make_embedder(spec: str | None = None) -> Embedder:
         return OpenAIEmbedder(
             OpenAIEmbedderConfig(
                 model=spec[7:],
-                base_url=os.environ.get("QORTEX_EMBED_BASE_URL"),
-                api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
+                base_url=settings.embed_base_url or None,
+                api_key=settings.embed_api_key or None,
             )
         )
     if spec.startswith("hash:"):

@@ -9,12 +9,12 @@ run over budget publishes no snapshot and the previous one keeps answering.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from qortex_core.errors import ConfigError
+from qortex_core.settings import get_settings
 
 _PERMANENT = re.compile(r"\bHTTP (401|403|404)\b")
 
@@ -36,19 +36,13 @@ class FailureBudget:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FailureBudget:
-        """``QORTEX_MAX_FAILED_SHARE`` (default 0.05) and ``QORTEX_ALLOW_PERMANENT_FAILURES=1``.
+        """``QORTEX_MAX_FAILED_SHARE`` (default 0.05), ``QORTEX_ALLOW_PERMANENT_FAILURES=on``.
 
         Raises:
             ConfigError: the share does not parse or is out of range.
         """
-        env = os.environ if env is None else env
-        raw = env.get("QORTEX_MAX_FAILED_SHARE") or "0.05"
-        try:
-            share = float(raw)
-        except ValueError:
-            raise ConfigError(f"QORTEX_MAX_FAILED_SHARE={raw!r} is not a number") from None
-        allow = (env.get("QORTEX_ALLOW_PERMANENT_FAILURES") or "").lower() in ("1", "true", "on")
-        return cls(share, allow)
+        settings = get_settings(env)
+        return cls(settings.max_failed_share, settings.allow_permanent_failures == "on")
 
 
 def is_permanent(error: str) -> bool:

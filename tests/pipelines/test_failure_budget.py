@@ -37,6 +37,7 @@ def test_budget_arithmetic():
     auth = judge(["HTTP 401 after 1 request(s): invalid api key"], 1000, budget)
     assert not auth.passed and auth.permanent == 1 and "retrying will not fix" in auth.message
     assert judge(["HTTP 401 ..."], 1000, FailureBudget(0.05, allow_permanent=True)).passed
+    assert FailureBudget.from_env({"QORTEX_ALLOW_PERMANENT_FAILURES": "on"}).allow_permanent
     assert is_permanent("skipped after an earlier HTTP 403: forbidden")
     assert not is_permanent("HTTP 500 after 5 request(s): HTTP 4012 is not a status")
     with pytest.raises(ConfigError):
