@@ -22,16 +22,10 @@ from pipelines.definitions import build_definitions
 from pipelines.jobs import FACTORS_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import ConfigError, DatasetError, QortexError
+from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
 
-ASSET_STEPS = (
-    "documents",
-    "chunks",
-    "extractions",
-    "embeddings",
-    "synonym_edges",
-    "graph_snapshot",
-)
+ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
