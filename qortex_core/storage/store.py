@@ -139,6 +139,11 @@ class LanceStore:
     def open(cls, home: str | Path | None = None) -> "LanceStore":
         return cls(StoreConfig(home=home_of(home) if home else default_home()))
 
+    @property
+    def db(self):
+        """The LanceDB connection (for table operations the Store protocol does not cover)."""
+        return self._db
+
     def _table(self, name: str):
         if name not in self._tables:
             try:
