@@ -47,12 +47,34 @@ telemetry:
 """
 
 
+URL_CHARACTERS = "?#%"  # Dagster builds "sqlite:///<path>/runs.db" without quoting the path
+
+
+def check_dagster_home(dagster_home: Path) -> None:
+    """Refuse an instance folder whose absolute path a SQLite URL would misread.
+
+    Raises:
+        ConfigError: the path holds ``?``, ``#`` or ``%`` (with ``?`` Dagster would create its
+            database outside the folder); spaces and non-ASCII letters are fine.
+    """
+    path = str(Path(dagster_home).expanduser().absolute())
+    bad = sorted({c for c in path if c in URL_CHARACTERS})
+    if bad:
+        raise ConfigError(
+            f"the Dagster instance folder {path} contains {' '.join(repr(c) for c in bad)}, "
+            "which Dagster's SQLite storage cannot open: choose a data home without ? # % "
+            "or set DAGSTER_HOME to a folder without them"
+        )
+
+
 def local_instance(dagster_home: Path) -> DagsterInstance:
     """The instance under ``dagster_home``, created with qortex's ``dagster.yaml`` if it has none.
 
     Raises:
-        ConfigError: the folder cannot be created.
+        ConfigError: the folder cannot be created, or its path holds a character Dagster's
+            SQLite storage cannot open (checked before anything is written).
     """
+    check_dagster_home(dagster_home)
     try:
         dagster_home.mkdir(parents=True, exist_ok=True)
         target = dagster_home / "dagster.yaml"
