@@ -106,7 +106,7 @@ def materialize_factors(
     import os
 
     from pipelines.definitions import build_definitions
-    from pipelines.run_local import local_instance, quiet
+    from pipelines.run_local import first_failure, instance_storage, local_instance, quiet
 
     home_text = str(home)
     dagster_home = (
@@ -121,13 +121,18 @@ def materialize_factors(
     defs = build_definitions(
         os.environ, resources={"store": StoreResource(home=home_text)}, loggers={"quiet": quiet}
     )
-    result = defs.resolve_job_def(factors_job.name).execute_in_process(
-        instance=local_instance(Path(dagster_home)),
-        run_config={
-            "loggers": {"quiet": {}},
-            "ops": {"teleportation_factors": {"config": {"force": force}}},
-        },
-    )
+    instance = local_instance(Path(dagster_home))
+    with instance_storage(Path(dagster_home)):
+        result = defs.resolve_job_def(factors_job.name).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "loggers": {"quiet": {}},
+                "ops": {"teleportation_factors": {"config": {"force": force}}},
+            },
+        )
+    if not result.success:
+        raise first_failure(result, "factors update")
     event = result.get_asset_materialization_events()[0].materialization
     meta = {k: v.value for k, v in event.metadata.items()}
     return {

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from qortex_core.errors import QueryError
+from qortex_core.errors import QueryError, StorageError
 from qortex_core.storage import ids
 from qortex_core.storage.store import FEEDBACK_EVENTS, QUERY_LOG, LanceStore
 
@@ -111,6 +111,7 @@ class QueryLog:
         self._pending: list[dict] = []
         self._pending_queries = 0
         self._pending_since = 0.0
+        self.problem: str | None = None  # why query-log rows were last skipped (None: never)
         atexit.register(self._flush_at_exit)
 
     def record(self, query_id: str, snapshot: str, traces: Sequence[ResultTrace]) -> None:
@@ -144,10 +145,22 @@ class QueryLog:
             self.flush()
 
     def flush(self) -> int:
-        """Append pending traces to the ``query_log`` table in one commit; returns the rows written."""
+        """Append pending traces to the ``query_log`` table in one commit; returns the rows written.
+
+        Logging never stops a query: when the home is read-only or the machine refuses the
+        write (disk full), the rows are dropped and :attr:`problem` says why.
+        """
         rows, self._pending, self._pending_queries = self._pending, [], 0
-        if rows:
+        if not rows:
+            return 0
+        if not self.store.writable:
+            self.problem = f"query log skipped: data home {self.store.config.home} is not writable"
+            return 0
+        try:
             self.store.append(QUERY_LOG, pa.Table.from_pylist(rows, schema=LOG_SCHEMA))
+        except StorageError as exc:
+            self.problem = f"query log skipped: {exc}"
+            return 0
         return len(rows)
 
     def _flush_at_exit(self) -> None:
