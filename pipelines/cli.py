@@ -124,6 +124,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from qortex_core.query import modes  # the registered retrieval modes
+
     parser = argparse.ArgumentParser(prog="qortex", description="Long-term memory for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -132,7 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--corpus", required=True)
     ev.add_argument("--openie")
     ev.add_argument("--extractor", choices=["recorded", "offline"], default=None)
-    ev.add_argument("--modes", type=_csv(str), default=("dense", "hipporag"))
+    ev.add_argument(
+        "--modes",
+        type=_csv(str),
+        default=modes.eval_defaults(),
+        help=f"comma-separated, of: {', '.join(modes.names())} (default: "
+        f"{','.join(modes.eval_defaults())})",
+    )
     ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
     ev.add_argument("--home")
     ev.add_argument("--json")
@@ -147,7 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
-    q.add_argument("--mode", default="auto", help="auto (default), hipporag, hybrid or dense")
+    q.add_argument(
+        "--mode",
+        default=modes.DEFAULT,
+        help=f"one of {', '.join(modes.names())} (default: {modes.DEFAULT})",
+    )
     q.add_argument("--version", help="pin a snapshot version (see `qortex snapshots`)")
     q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
     q.add_argument("--profile", help="scoring profile (default: relevance only)")
@@ -179,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "extractor", "x") is None:
         args.extractor = "recorded" if args.openie else "offline"
     try:
+        from qortex_core.settings import get_settings
+
+        get_settings()  # every QORTEX_* variable validated before any work
         return int(args.func(args) or 0)
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)

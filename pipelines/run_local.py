@@ -21,6 +21,7 @@ from typing import Mapping
 from dagster import DagsterEventType, DagsterInstance, logger
 
 from pipelines.definitions import build_definitions
+from pipelines.jobs import FACTORS_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import (
     ConfigError,
@@ -30,6 +31,7 @@ from qortex_core.errors import (
     StorageError,
     storage_error,
 )
+from qortex_core.settings import get_settings
 from qortex_core.storage.store import prepare_folder
 
 ASSET_STEPS = (
@@ -278,19 +280,18 @@ def run_ingest(
     """
     if not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
+    settings = get_settings(env)
     env = os.environ if env is None else env
     remote = "://" in str(home)
-    if remote and not (dagster_home or env.get("DAGSTER_HOME")):
+    if remote and not (dagster_home or settings.dagster_home):
         raise ConfigError(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
         )
     if not remote:  # a home that cannot be written fails here, in one line, before any step
         prepare_folder(Path(home))
-    dagster_home = dagster_home or Path(env.get("DAGSTER_HOME") or Path(home) / "dagster")
+    dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
-    store = StoreResource(
-        home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else ""
-    )
+    store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
     chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(
@@ -308,3 +309,51 @@ def run_ingest(
     return IngestOutcome(
         summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id
     )
+
+
+def materialize_factors(
+    home: str | Path, dagster_home: str | Path | None = None, force: bool = False
+) -> dict:
+    """Run the ``factors`` job in this process against the local instance (no daemon).
+
+    The instance is ``dagster_home``, else ``$DAGSTER_HOME``, else ``<home>/dagster`` (as
+    ``qortex ingest``).
+
+    Returns:
+        the asset's metadata: ``via``, ``run_id``, ``folded``, ``concepts``, ``watermark``,
+        ``skipped``, ``boosted``, ``suppressed``.
+    """
+    home_text = str(home)
+    fallback = (
+        Path(home_text) / "dagster"
+        if "://" not in home_text
+        else Path.home() / ".qortex" / "dagster"
+    )
+    dagster_home = dagster_home or get_settings().dagster_home or fallback
+    defs = build_definitions(
+        os.environ, resources={"store": StoreResource(home=home_text)}, loggers={"quiet": quiet}
+    )
+    instance = local_instance(Path(dagster_home))
+    with instance_storage(Path(dagster_home)):
+        result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "loggers": {"quiet": {}},
+                "ops": {"teleportation_factors": {"config": {"force": force}}},
+            },
+        )
+    if not result.success:
+        raise first_failure(result, "factors update")
+    event = result.get_asset_materialization_events()[0].materialization
+    meta = {k: v.value for k, v in event.metadata.items()}
+    return {
+        "via": "dagster",
+        "run_id": result.run_id,
+        "folded": meta["folded_events"],
+        "concepts": meta["concepts"],
+        "watermark": meta["events_watermark"],
+        "skipped": meta["skipped"],
+        "boosted": meta["boosted"],
+        "suppressed": meta["suppressed"],
+    }

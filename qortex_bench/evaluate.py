@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from qortex_core.errors import DatasetError, HomeError, QueryError
+from qortex_core.query import modes as query_modes
 from qortex_core.storage.model import Passage
 
 
@@ -272,7 +273,7 @@ class EvalSetup:
     home: Path
     openie: Path | None = None
     extractor: str = "recorded"
-    modes: tuple[str, ...] = ("dense", "hipporag")
+    modes: tuple[str, ...] = field(default_factory=query_modes.eval_defaults)
     ks: tuple[int, ...] = (1, 2, 5, 10)
     single_hop: bool = False  # ask the MuSiQue decomposition steps, one hop each
 
@@ -283,13 +284,14 @@ def validate_setup(setup: EvalSetup) -> None:
     Raises:
         QueryError: no mode, an unknown mode, no cut-off or a cut-off outside 1..MAX_TOP_K.
     """
-    from qortex_core.query.retriever import MAX_TOP_K, MODES
+    from qortex_core.query.validation import MAX_TOP_K
 
+    known = query_modes.names()
     if not setup.modes:
-        raise QueryError(f"no retrieval mode given: use one or more of {', '.join(MODES)}")
-    unknown = [m for m in setup.modes if m not in MODES]
+        raise QueryError(f"no retrieval mode given: use one or more of {', '.join(known)}")
+    unknown = [m for m in setup.modes if m not in known]
     if unknown:
-        raise QueryError(f"unknown mode {unknown[0]!r}: use one or more of {', '.join(MODES)}")
+        raise QueryError(f"unknown mode {unknown[0]!r}: use one or more of {', '.join(known)}")
     if not setup.ks:
         raise QueryError("no recall cut-off given: use e.g. --k 1,2,5,10")
     bad = [

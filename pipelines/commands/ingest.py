@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 
@@ -26,7 +25,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise DatasetError(
             f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed"
         )
-    raw = args.home or os.environ.get("QORTEX_HOME") or ""
+    from qortex_core.settings import get_settings
+
+    raw = args.home or get_settings().home
     home = (
         raw if "://" in raw else Path(raw) if raw else default_home()
     )  # a URI must not go through Path

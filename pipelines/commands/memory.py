@@ -57,7 +57,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 def _fold_with_dagster(home, force: bool) -> dict | None:
     """Materialise the ``teleportation_factors`` asset in-process, or None when the asset is not there."""
     try:
-        from assets.factors import materialize_factors
+        from pipelines.run_local import materialize_factors
     except ImportError:
         return None
     return materialize_factors(home, force=force)

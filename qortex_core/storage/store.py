@@ -31,7 +31,9 @@ STAGE_STATE = "stage_state"
 
 def default_home() -> Path:
     """The data home: ``$QORTEX_HOME`` or ``~/.qortex``."""
-    return Path(os.environ.get("QORTEX_HOME") or Path.home() / ".qortex")
+    from qortex_core.settings import get_settings
+
+    return Path(get_settings().home or Path.home() / ".qortex")
 
 
 def vector_type(dim: int) -> pa.DataType:

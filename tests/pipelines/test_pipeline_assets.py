@@ -224,6 +224,7 @@ def test_documents_and_chunks_assets_called_directly(setup) -> None:
         build_asset_context(),
         config=ChunkingConfig(max_tokens=12, overlap_tokens=3),
         store=res["store"],
+        embedder=res["embedder"],
     )
     stored = read_chunks(LanceStore.open(home))
     assert out.metadata["chunks"] == len(stored) > 3  # small chunks split the documents
@@ -233,6 +234,7 @@ def test_documents_and_chunks_assets_called_directly(setup) -> None:
         "cooking/corpus.json",
     }
     assert all(len(p.text.split()) <= 12 for p in stored)
+    assert 0 < out.metadata["longest_chunk_tokens"] <= 12 and out.metadata["tokenizer"]
 
 
 # -- the whole graph, incrementally ----------------------------------------------------------

@@ -108,7 +108,9 @@ def test_bench_ingest_reports_stages_overhead_and_rerun(
     ) == (0, 0)
 
 
-def test_ingest_step_failure_is_one_line_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_bad_setting_fails_before_any_stage_one_line_exit_2(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     monkeypatch.setenv("QORTEX_EXTRACTOR", "bogus")
     src = tmp_path / "src"
     src.mkdir()
@@ -117,6 +119,6 @@ def test_ingest_step_failure_is_one_line_exit_2(tmp_path: Path, capsys, monkeypa
     err = capsys.readouterr().err
     assert (
         err
-        == "qortex: error: ingest failed at extractions: unknown extractor 'bogus': use one of auto, llm, offline, recorded\n"
+        == "qortex: error: QORTEX_EXTRACTOR='bogus' is not one of: auto, llm, offline, recorded\n"
     )
-    assert not (tmp_path / "home" / "snapshots").exists()  # nothing published
+    assert not (tmp_path / "home").exists()  # no stage ran: nothing was written
