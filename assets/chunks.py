@@ -2,13 +2,12 @@
 
 from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 
-from assets.documents import documents
 from assets.reporting import markdown_table
 from pipelines.resources import EmbedderResource, StoreResource
 from qortex_core.embed import token_window
 from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
 from qortex_core.ingest.documents import read_stored_documents
-from qortex_core.ingest.stages import sync_chunks
+from qortex_core.ingest.stages import sync_chunks, upstream_of
 
 
 class ChunkingConfig(Config):
@@ -21,7 +20,7 @@ class ChunkingConfig(Config):
 @asset(
     group_name="ingest",
     kinds={"lancedb"},
-    deps=[documents],
+    deps=[upstream_of("chunks")],
     description="Chunks with overlap, sized by the embedder's tokenizer to fit its window.",
 )
 def chunks(

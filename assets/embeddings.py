@@ -2,16 +2,15 @@
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
-from assets.extractions import extractions
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.ingest.stages import embed_index
+from qortex_core.ingest.stages import embed_index, upstream_of
 
 
 @asset(
     group_name="ingest",
     kinds={"lancedb"},
-    deps=[extractions],
+    deps=[upstream_of("embeddings")],
     description="Vectors for passages, concepts, facts and rules; only texts never embedded before are sent.",
 )
 def embeddings(

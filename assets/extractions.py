@@ -2,10 +2,9 @@
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
-from assets.chunks import chunks
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import ExtractorResource, StoreResource
-from qortex_core.ingest.stages import extract_chunks
+from qortex_core.ingest.stages import extract_chunks, upstream_of
 
 COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "failures")
 
@@ -13,7 +12,7 @@ COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "failures
 @asset(
     group_name="ingest",
     kinds={"openai", "lancedb"},
-    deps=[chunks],
+    deps=[upstream_of("extractions")],
     pool="llm",
     description="OpenIE per chunk, cached by (chunk hash, model, prompt version); failures recorded and retried.",
 )

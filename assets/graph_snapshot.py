@@ -5,10 +5,9 @@ import json
 from dagster import Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
-from assets.synonym_edges import synonym_edges
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
 from qortex_core.ingest.graph import GraphConfig
-from qortex_core.ingest.stages import build_snapshot
+from qortex_core.ingest.stages import build_snapshot, upstream_of
 
 
 class GraphWeights(Config):
@@ -23,7 +22,7 @@ class GraphWeights(Config):
 @asset(
     group_name="ingest",
     kinds={"numpy"},
-    deps=[synonym_edges],
+    deps=[upstream_of("graph_snapshot")],
     description="Versioned graph snapshot (CSR arrays).",
 )
 def graph_snapshot(

@@ -22,6 +22,7 @@ from dagster import (
 )
 
 from assets.factors import teleportation_factors
+from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
 
 INGEST_JOB = "ingest"
@@ -59,6 +60,5 @@ def make_ingest_job(env: Mapping[str, str]) -> Any:
         INGEST_JOB,
         selection=AssetSelection.groups("ingest"),
         executor_def=make_executor(env),
-        description="documents -> chunks -> extractions -> embeddings -> synonym_edges "
-        "-> graph_snapshot",
+        description=" -> ".join(STAGE_NAMES),
     )

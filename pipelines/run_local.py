@@ -31,17 +31,11 @@ from qortex_core.errors import (
     StorageError,
     storage_error,
 )
+from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
 from qortex_core.storage.store import prepare_folder
 
-ASSET_STEPS = (
-    "documents",
-    "chunks",
-    "extractions",
-    "embeddings",
-    "synonym_edges",
-    "graph_snapshot",
-)
+ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator

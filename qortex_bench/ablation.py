@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from qortex_bench.evaluate import Question, mean_recall
+from qortex_bench.datasets import Question, mean_recall
 from qortex_core.embed import Embedder
 from qortex_core.query.ppr import PPRConfig
 from qortex_core.query.retriever import RetrievalConfig, Retriever
