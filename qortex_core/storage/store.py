@@ -29,11 +29,20 @@ FACTORS = "teleportation_factors"
 STAGE_STATE = "stage_state"
 
 
-def default_home() -> Path:
-    """The data home: ``$QORTEX_HOME`` or ``~/.qortex``."""
+def home_of(value: str | Path) -> Path | str:
+    """A data home as given: a URI (``s3://bucket/prefix``) stays a string, a path becomes a Path.
+
+    ``Path("s3://b/x")`` would collapse the ``//`` into a local relative folder.
+    """
+    text = str(value)
+    return text.rstrip("/") if "://" in text else Path(text).expanduser()
+
+
+def default_home() -> Path | str:
+    """The data home: ``$QORTEX_HOME`` (a path or an object-store URI) or ``~/.qortex``."""
     from qortex_core.settings import get_settings
 
-    return Path(get_settings().home or Path.home() / ".qortex")
+    return home_of(get_settings().home or Path.home() / ".qortex")
 
 
 def vector_type(dim: int) -> pa.DataType:
@@ -98,7 +107,7 @@ class StoreConfig:
             of a read-only home); a write then fails with a ``StorageError``.
     """
 
-    home: Path
+    home: Path | str  # a local folder or an object-store URI (kept a string)
     subdir: str = "lancedb"
     read_only: bool = False
 
@@ -154,14 +163,14 @@ class LanceStore:
 
     @classmethod
     def open(cls, home: str | Path | None = None, read_only: bool = False) -> "LanceStore":
-        return cls(StoreConfig(home=Path(home) if home else default_home(), read_only=read_only))
+        return cls(StoreConfig(home=home_of(home) if home else default_home(), read_only=read_only))
 
     @classmethod
     def open_reader(cls, home: str | Path | None = None) -> "LanceStore":
         """The store of an existing home for a reader: read-only when the home is not writable."""
-        path = Path(home) if home else default_home()
+        where = home_of(home) if home else default_home()
         writable = (
-            "://" in str(home or "") or not path.is_dir() or os.access(path, os.W_OK | os.X_OK)
+            isinstance(where, str) or not where.is_dir() or os.access(where, os.W_OK | os.X_OK)
         )
         return cls.open(home, read_only=not writable)
 
