@@ -196,6 +196,11 @@ class LanceStore:
                 raise
             raise error from None
 
+    @property
+    def db(self):
+        """The LanceDB connection (for table operations the Store protocol does not cover)."""
+        return self._db
+
     def _table(self, name: str):
         if name not in self._tables:
             try:
