@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -92,6 +92,19 @@ def instance_storage(dagster_home: Path):
             f"the Dagster instance under {dagster_home} cannot open its storage ({detail}): "
             "check that DAGSTER_HOME is a writable folder"
         ) from None
+
+
+@contextmanager
+def _locked(home: Path | str, what: str):
+    """The data home's writer lock; a lock file the machine refuses is one line, not a traceback."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(writer_lock(home, what))
+        except OSError as exc:
+            where = f"cannot take the writer lock of data home {home}"
+            error = storage_error(where, exc) or HomeError(f"{where}: {exc.strerror or exc}")
+            raise error from None
+        yield
 
 
 def _no_space(folder: Path) -> bool:
@@ -318,7 +331,7 @@ def run_ingest(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
     )
     run_config = {"loggers": {chosen_logger: {}}}
-    with writer_lock(home, "qortex ingest"), instance_storage(Path(dagster_home)):
+    with _locked(home, "qortex ingest"), instance_storage(Path(dagster_home)):
         result = defs.resolve_job_def("ingest").execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config
         )

@@ -93,13 +93,13 @@ def test_a_full_disk_still_answers_and_writers_fail_with_one_line(
 def test_a_full_disk_under_a_separate_dagster_home_stops_ingest_at_its_first_write(
     cli, tmp_path, toy_home, source
 ):
-    """The instance has room; the data home has none: the step's LanceDB write is refused."""
+    """The instance has room; the data home has none: its first write is refused."""
     with tmpfs(tmp_path / "disk") as disk:
         home = copy_home(toy_home, disk / "home")
         before = published(home)
         fill(disk)
         failed = cli("ingest", source, "--home", home, "--quiet")
-        error_line(failed, 1, "ingest failed at documents", "no space left")
+        error_line(failed, 1, str(home), "no space left")
         assert published(home) == before
 
 
