@@ -10,14 +10,13 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 
 def _home(args: argparse.Namespace):
-    from qortex_core.storage.store import default_home
+    from qortex_core.storage.store import default_home, home_of
     from qortex_core.storage.tenants import tenant_home
 
-    return tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
+    return tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
 
 
 def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
@@ -126,11 +125,14 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 def cmd_snapshots_prune(args: argparse.Namespace) -> int:
     from qortex_core.storage.retention import default_keep, prune_snapshots
 
-    report = prune_snapshots(
-        _home(args),
-        args.keep if args.keep is not None else default_keep(),
-        optimize=not args.no_optimize,
-    )
+    home = _home(args)
+    keep = args.keep if args.keep is not None else default_keep()
+    if args.no_optimize or "://" in str(home):
+        report = prune_snapshots(home, keep, optimize=not args.no_optimize)
+    else:  # a local home: the purge path, so deleted text leaves old versions and files too
+        from pipelines.commands.purge import purge_home
+
+        report = purge_home(home, keep)
     if args.json:
         print(json.dumps(asdict(report)))
     else:

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.embed import CachedEmbedder, Embedder
+from qortex_core.errors import QortexError
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.graph import (
     GraphConfig,
@@ -25,7 +26,7 @@ from qortex_core.ingest.graph import (
     phrase_text_frequency,
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
-from qortex_core.storage import ids, times
+from qortex_core.storage import fulltext, ids, times
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.model import Extraction, Passage, fact_text
 from qortex_core.storage.store import (
@@ -371,16 +372,55 @@ def _index_of(keys: list[str]) -> dict[str, int]:
     return {k: i for i, k in enumerate(keys)}
 
 
+_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS)
+
+
+def _inputs_digest(
+    versions: dict, embedding_model: str, graph_config: GraphConfig, params: dict | None
+) -> str:
+    """What a snapshot is built from: its input tables' versions, the model, weights, params."""
+    used = {name: versions.get(name) for name in _SNAPSHOT_INPUTS}
+    return ids.digest(
+        json.dumps(used, sort_keys=True, default=str),
+        embedding_model,
+        json.dumps(asdict(graph_config), sort_keys=True, default=str),
+        json.dumps(params or {}, sort_keys=True, default=str),
+    )
+
+
+def _latest_with_inputs(home: str | Path, inputs: str) -> Path | None:
+    """The latest snapshot's folder when it was built from ``inputs``, else None."""
+    try:
+        latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
+    except QortexError:
+        return None
+    if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
+        return None
+    return Path(latest.path)
+
+
 def build_snapshot(
     store: LanceStore,
     home: str | Path,
     embedding_model: str,
     graph_config: GraphConfig = GraphConfig(),
     params: dict | None = None,
+    force: bool = False,
 ) -> Path:
-    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot."""
+    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
+
+    When the latest snapshot was built from the same inputs (table versions, model, weights,
+    parameters) nothing is published and its path is returned (an unchanged re-run adds
+    nothing), unless ``force``.
+    """
     versions = store.versions()
+    inputs = _inputs_digest(versions, embedding_model, graph_config, params)
+    unchanged = None if force else _latest_with_inputs(home, inputs)
+    if unchanged is not None:
+        return unchanged
     passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
+    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
+    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     rules, syn = store.read(RULES), store.read(SYNONYMS)
     c_ids = concepts["id"].to_pylist() if concepts.num_rows else []
     p_ids = passages["id"].to_pylist() if passages.num_rows else []
@@ -513,6 +553,7 @@ def build_snapshot(
         },
         "embedding_model": embedding_model,
         "table_versions": versions,
+        "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
     return snap.publish(home, snap.Snapshot(arrays=arrays, tables=tables, manifest=manifest))
