@@ -372,7 +372,7 @@ def _index_of(keys: list[str]) -> dict[str, int]:
     return {k: i for i, k in enumerate(keys)}
 
 
-_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS)
+_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
 
 
 def _inputs_digest(
@@ -414,13 +414,14 @@ def build_snapshot(
     nothing), unless ``force``.
     """
     versions = store.versions()
+    passages = store.read(PASSAGES)
+    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
+    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     inputs = _inputs_digest(versions, embedding_model, graph_config, params)
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:
         return unchanged
-    passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
-    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
-    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
+    concepts, facts = store.read(CONCEPTS), store.read(FACTS)
     rules, syn = store.read(RULES), store.read(SYNONYMS)
     c_ids = concepts["id"].to_pylist() if concepts.num_rows else []
     p_ids = passages["id"].to_pylist() if passages.num_rows else []
