@@ -43,14 +43,18 @@ def _csv(kind):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from qortex_bench.evaluate import EvalSetup, run_evaluation
+    from qortex_core.errors import ConfigError
+    from qortex_core.query import modes
 
-    home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
-        from qortex_core.errors import ConfigError
-
         raise ConfigError(
             f"cannot write the report to {args.json}: its folder does not exist or it is a directory"
         )
+    if args.locomo:
+        return _eval_locomo(args)
+    if not args.questions or not args.corpus:
+        raise ConfigError("qortex eval needs --questions and --corpus, or --locomo FILE ...")
+    home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
     recognizer = _recognizer(args)
     report = run_evaluation(
         EvalSetup(
@@ -59,7 +63,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             home,
             Path(args.openie) if args.openie else None,
             args.extractor,
-            args.modes,
+            args.modes or modes.eval_defaults(),
             args.k,
             args.single_hop,
         ),
@@ -67,6 +71,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
         recognizer=recognizer,
     )
     emit_report(report, args.json)
+    return 0
+
+
+def _eval_locomo(args: argparse.Namespace) -> int:
+    """``qortex eval --locomo FILE ...``: each conversation in its own tenant, every mode scored."""
+    from qortex_bench.locomo import LocomoSetup, run_locomo
+    from qortex_core.errors import ConfigError
+    from qortex_core.query import modes
+
+    if args.questions or args.corpus or args.openie or args.extractor == "recorded":
+        raise ConfigError("--locomo takes no --questions, --corpus or --openie (offline extractor)")
+    setup = LocomoSetup(
+        tuple(Path(f) for f in args.locomo),
+        Path(args.home) if args.home else Path(".qortex-eval") / "locomo",
+        args.modes or modes.names(),
+        args.k,
+    )
+    emit_report(run_locomo(setup, progress=Progress()), args.json)
     return 0
 
 
@@ -127,17 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qortex", description="Long-term memory for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ev = sub.add_parser("eval", help="recall@k of retrieval modes on a HippoRAG-format dataset")
-    ev.add_argument("--questions", required=True)
-    ev.add_argument("--corpus", required=True)
+    ev = sub.add_parser(
+        "eval", help="recall@k of retrieval modes on a HippoRAG-format dataset or LoCoMo"
+    )
+    ev.add_argument("--questions")
+    ev.add_argument("--corpus")
+    ev.add_argument(
+        "--locomo",
+        nargs="+",
+        metavar="FILE",
+        help="LoCoMo conversation files: evidence recall per category and abstention",
+    )
     ev.add_argument("--openie")
     ev.add_argument("--extractor", choices=["recorded", "offline"], default=None)
     ev.add_argument(
         "--modes",
         type=_csv(str),
-        default=modes.eval_defaults(),
+        default=None,
         help=f"comma-separated, of: {', '.join(modes.names())} (default: "
-        f"{','.join(modes.eval_defaults())})",
+        f"{','.join(modes.eval_defaults())}; with --locomo: all)",
     )
     ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
     ev.add_argument("--home")

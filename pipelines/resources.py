@@ -63,12 +63,16 @@ class StoreResource(ConfigurableResource):
 
     def snapshots(self) -> Path:
         """The folder that holds ``snapshots/`` (a POSIX path: publishing relies on an atomic rename)."""
-        target = self.snapshot_home or self.home
-        if "://" in target:
+        if "://" not in self.home:
+            return Path(self.snapshot_home or self.home).expanduser()
+        if not self.snapshot_home or "://" in self.snapshot_home:
             raise ConfigError(
-                f"snapshots need a local or mounted path: set QORTEX_SNAPSHOT_HOME (home is {target})"
+                "snapshots need a local or mounted path: "
+                f"set QORTEX_SNAPSHOT_HOME (home is {self.home})"
             )
-        return Path(target).expanduser()
+        from qortex_core.storage.snapshot import snapshot_home
+
+        return snapshot_home(self.home, self.snapshot_home)  # a tenant's under tenants/NAME
 
 
 class SourceResource(ConfigurableResource):

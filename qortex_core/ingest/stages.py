@@ -25,7 +25,7 @@ from qortex_core.ingest.graph import (
     phrase_text_frequency,
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
-from qortex_core.storage import ids
+from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.model import Extraction, Passage, fact_text
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -367,6 +367,8 @@ def build_snapshot(
     """Assemble graph arrays from the stored tables and publish them as the new latest snapshot."""
     versions = store.versions()
     passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
+    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
+    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     rules, syn = store.read(RULES), store.read(SYNONYMS)
     c_ids = concepts["id"].to_pylist() if concepts.num_rows else []
     p_ids = passages["id"].to_pylist() if passages.num_rows else []

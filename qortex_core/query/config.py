@@ -9,6 +9,27 @@ from qortex_core.query.ppr import PPRConfig
 
 
 @dataclass(frozen=True)
+class FullTextConfig:
+    """The lexical channel: BM25 over passages (LanceDB full-text index), and its three uses.
+
+    Attributes:
+        enabled: search the snapshot's full-text index at all (False: the ``lexical`` mode
+            answers densely and neither use below applies).
+        candidates: BM25 hits fetched per query; other passages score 0.
+        hybrid_weight: ``hybrid`` fuses dense and graph where its dense side is
+            (1 - this) x min-max dense + this x min-max BM25 (0: dense alone).
+        seed_weight: teleport mass on passages the query names lexically: the walk's
+            passage restart is ``passage_node_weight`` x min-max dense + this x min-max
+            BM25 (0: off).
+    """
+
+    enabled: bool = True
+    candidates: int = 100
+    hybrid_weight: float = 0.0
+    seed_weight: float = 0.0
+
+
+@dataclass(frozen=True)
 class RetrievalConfig:
     """Seeding, walk and ranking parameters.
 
@@ -35,6 +56,8 @@ class RetrievalConfig:
             down, nothing is lifted and the walk ranks (False: rank by the final score alone).
         ppr: damping, tolerance and iteration cap.
         hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.query.fusion`).
+        fulltext: the lexical (BM25) channel: the ``lexical`` mode, its share in ``hybrid``
+            and its teleport mass in the walk (:class:`FullTextConfig`).
         recognition_candidates: facts shown to an optional recognition filter that does not say
             itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES;
             HippoRAG 2: 5).
@@ -52,3 +75,4 @@ class RetrievalConfig:
     ppr: PPRConfig = PPRConfig()
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
     recognition_candidates: int = 5
+    fulltext: FullTextConfig = FullTextConfig()

@@ -20,7 +20,8 @@ from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory.learned import Memory, MemoryConfig
 from qortex_core.query import hits, modes, profiles
 from qortex_core.query.config import RetrievalConfig
-from qortex_core.query.linking import Seeding, seed
+from qortex_core.query.lexical import LexicalIndex
+from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
 from qortex_core.query.results import ConceptHit, PassageHit, QueryResult, Seed
 from qortex_core.query.rules import rank_rules
@@ -93,6 +94,9 @@ class Retriever:
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
         self.memory = Memory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        self.lexical = LexicalIndex.open(
+            getattr(store, "db", None), self.view, snapshot.manifest
+        )  # the snapshot's BM25 index (None: store-less or built before the channel)
         # passages carry no time yet
         self.recency = profiles.recency(None, len(self.view.passages), 30.0)
 
@@ -211,24 +215,22 @@ class Retriever:
         Args:
             text: the query; vector: its unit embedding; dense: (n_passages,) cosines.
         """
-        return seed(
-            self.view,
-            self.config,
-            text,
-            vector,
-            dense,
-            self.memory.phrase_factors,
-            self.recognizer,
-        )
+        return self.context(text, vector, dense=dense).seeding()
 
     def context(
-        self, text: str, vector: np.ndarray, domains: Sequence[str] | None = None
+        self,
+        text: str,
+        vector: np.ndarray,
+        domains: Sequence[str] | None = None,
+        dense: np.ndarray | None = None,
     ) -> modes.QueryContext:
-        """The query context a mode ranks from (dense cosines computed here)."""
+        """The query context a mode ranks from (dense cosines computed here unless given)."""
+        if dense is None:
+            dense = cosine(self.view.passage_vectors, vector)  # (n_passages,)
         return modes.QueryContext(
             text=text,
             vector=vector,
-            dense=cosine(self.view.passage_vectors, vector),  # (n_passages,)
+            dense=dense,
             view=self.view,
             walk=self.walk,
             config=self.config,
@@ -236,6 +238,7 @@ class Retriever:
             factors=self.memory.phrase_factors,
             preference=self.memory.preference,
             recognizer=self.recognizer,
+            lexical_index=self.lexical,
         )
 
     def _search(
