@@ -4,8 +4,10 @@ from dagster import Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
+from qortex_core.errors import QortexError
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_snapshot, upstream_of
+from qortex_core.storage import snapshot as snap
 
 
 class GraphWeights(Config):
@@ -35,6 +37,10 @@ def graph_snapshot(
         config.synonym_scale,
         tuple(sorted(config.relation_weights.items())),
     )
+    try:
+        before = snap.latest_name(store.snapshots())
+    except QortexError:
+        before = ""
     report = build_snapshot(
         store.open(),
         store.snapshots(),
@@ -52,6 +58,8 @@ def graph_snapshot(
     }
     return MaterializeResult(
         metadata={
+            "status": "unchanged" if report.name == before else "published",
+            "dagster/row_count": counts.nodes,
             "snapshot": report.name,
             "snapshot_version": report.version,
             "path": str(report.path),

@@ -24,6 +24,13 @@ from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import ConfigError, DatasetError, QortexError
 from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.writer_lock import writer_lock
+
+
+class IngestFailed(QortexError):
+    """The ingest run failed (a step raised, or a blocking check failed); nothing was published."""
+
 
 ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
@@ -138,6 +145,21 @@ def _step_seconds(instance: DagsterInstance, run_id: str) -> dict[str, float]:
     return out
 
 
+def _budget_failure(result, snapshots: str) -> QortexError | None:
+    """The failed blocking check's reason as one line, and which snapshot still answers."""
+    for evaluation in result.get_asset_check_evaluations():
+        if evaluation.passed or not evaluation.blocking:
+            continue
+        reason = evaluation.metadata.get("reason")
+        text = reason.value if reason is not None else evaluation.check_name
+        try:
+            kept = f"{snap.latest_name(snapshots)} still answers"
+        except QortexError:
+            kept = "there is no earlier snapshot"
+        return IngestFailed(f"ingest failed: {text}; no snapshot was published, {kept}")
+    return None
+
+
 def _failure(result) -> QortexError:
     """The first failed step as one line (the library's own message when it raised a QortexError)."""
     for event in result.all_events:
@@ -164,7 +186,7 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         metadata.get("chunks", {}),
         metadata.get("extractions", {}),
     )
-    emb, snap = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
+    emb, snapshot = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
     return {
         "documents": docs.get("documents", 0),
         "new_documents": docs.get("new_documents", 0),
@@ -182,8 +204,12 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         "concepts": emb.get("concepts", 0),
         "facts": emb.get("facts", 0),
         "synonym_edges": metadata.get("synonym_edges", {}).get("synonym_edges", 0),
-        "snapshot": snap.get("snapshot", ""),
-        "snapshot_version": snap.get("snapshot_version", 0),
+        "snapshot": snapshot.get("snapshot", ""),
+        "snapshot_version": snapshot.get("snapshot_version", 0),
+        "snapshot_status": snapshot.get("status", ""),
+        "extractor": ex.get("extractor", ""),
+        "model": ex.get("model", ""),
+        "embedder": emb.get("embedding_model", ""),
     }
 
 
@@ -228,11 +254,12 @@ def run_ingest(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
     )
     run_config = {"loggers": {chosen_logger: {}}}
-    result = defs.resolve_job_def("ingest").execute_in_process(
-        instance=instance, raise_on_error=False, run_config=run_config
-    )
+    with writer_lock(home, "qortex ingest"):
+        result = defs.resolve_job_def("ingest").execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config
+        )
     if not result.success:
-        raise _failure(result)
+        raise _budget_failure(result, store.snapshots()) or _failure(result)
     metadata = _metadata(result)
     checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
     return IngestOutcome(

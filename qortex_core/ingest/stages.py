@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.embed import CachedEmbedder, Embedder
+from qortex_core.errors import QortexError
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.graph import (
     GraphConfig,
@@ -357,15 +358,53 @@ class SnapshotReport:
     counts: SnapshotCounts
 
 
+_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS)
+
+
+def _inputs_digest(
+    versions: dict, embedding_model: str, graph_config: GraphConfig, params: dict | None
+) -> str:
+    """What a snapshot is built from: its input tables' versions, the model, weights, params."""
+    used = {name: versions.get(name) for name in _SNAPSHOT_INPUTS}
+    return ids.digest(
+        json.dumps(used, sort_keys=True, default=str),
+        embedding_model,
+        json.dumps(asdict(graph_config), sort_keys=True, default=str),
+        json.dumps(params or {}, sort_keys=True, default=str),
+    )
+
+
+def _latest_with_inputs(home: str | Path, inputs: str) -> SnapshotReport | None:
+    """The latest snapshot when it was built from ``inputs``, else None."""
+    try:
+        latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
+    except QortexError:
+        return None
+    if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
+        return None
+    path = Path(latest.path)
+    return SnapshotReport(path.name, latest.version, path, SnapshotCounts.of(latest.manifest))
+
+
 def build_snapshot(
     store: LanceStore,
     home: str | Path,
     embedding_model: str,
     graph_config: GraphConfig = GraphConfig(),
     params: dict | None = None,
+    force: bool = False,
 ) -> SnapshotReport:
-    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot."""
+    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
+
+    When the latest snapshot was built from the same inputs (table versions, model, weights,
+    parameters) nothing is published and its path is returned (an unchanged re-run adds
+    nothing), unless ``force``.
+    """
     versions = store.versions()
+    inputs = _inputs_digest(versions, embedding_model, graph_config, params)
+    unchanged = None if force else _latest_with_inputs(home, inputs)
+    if unchanged is not None:
+        return unchanged
     passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
     # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
     versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
@@ -497,6 +536,7 @@ def build_snapshot(
         "counts": counts.as_dict(),
         "embedding_model": embedding_model,
         "table_versions": versions,
+        "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
     published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
