@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "pipelines.commands.ablation",
     "pipelines.commands.memory",
     "pipelines.commands.doctor",
+    "pipelines.commands.purge",
 )
 
 

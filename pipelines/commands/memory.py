@@ -125,11 +125,14 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 def cmd_snapshots_prune(args: argparse.Namespace) -> int:
     from qortex_core.storage.retention import default_keep, prune_snapshots
 
-    report = prune_snapshots(
-        _home(args),
-        args.keep if args.keep is not None else default_keep(),
-        optimize=not args.no_optimize,
-    )
+    home = _home(args)
+    keep = args.keep if args.keep is not None else default_keep()
+    if args.no_optimize or "://" in str(home):
+        report = prune_snapshots(home, keep, optimize=not args.no_optimize)
+    else:  # a local home: the purge path, so deleted text leaves old versions and files too
+        from pipelines.commands.purge import purge_home
+
+        report = purge_home(home, keep)
     if args.json:
         print(json.dumps(asdict(report)))
     else:
