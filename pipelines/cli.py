@@ -124,6 +124,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         profile=args.profile,
     )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
+    if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
+        print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
     if args.json:
         from dataclasses import asdict
 
@@ -211,7 +213,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError
+    from qortex_core.errors import QortexError, StorageError, environment_errno
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -226,13 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except (
-        OSError
-    ) as exc:  # the environment (disk full, permissions, a path that is a file): no traceback
+        return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
+    except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 2
+        return 1 if environment_errno(exc) else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

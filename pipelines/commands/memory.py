@@ -40,15 +40,19 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         rejected=args.reject,
         partial=args.partial,
     )
+    judged = len(set(args.accept) | set(args.reject) | set(args.partial))
     summary = {
         "query_id": args.query_id,
         "recorded": len(events),
+        "already_recorded": judged - len(events),  # the same judgement again counts once
         "concepts": sorted({c for e in events for c in e.concept_ids}),
     }
+    again = f" ({summary['already_recorded']} already recorded)" if judged > len(events) else ""
     print(
         json.dumps(summary)
         if args.json
-        else f"recorded {len(events)} judgement(s) on {len(summary['concepts'])} concept(s); run `qortex factors update` to apply"
+        else f"recorded {len(events)} judgement(s){again} on {len(summary['concepts'])} "
+        "concept(s); run `qortex factors update` to apply"
     )
     return 0
 

@@ -138,7 +138,7 @@ class Retriever:
             loaded,
             embedder or make_embedder(),
             config,
-            store=LanceStore.open(home),
+            store=LanceStore.open_reader(home),  # a read-only home still answers
             tenant=validate_tenant(tenant),
             memory=memory,
             home=home,
