@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "pipelines.commands.memory",
     "pipelines.commands.doctor",
     "pipelines.commands.purge",
+    "pipelines.commands.ui",
 )
 
 
