@@ -8,6 +8,7 @@ from pipelines.resources import StoreResource
 from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
 from qortex_core.ingest.documents import read_stored_documents
 from qortex_core.ingest.stages import sync_chunks
+from qortex_core.memory.consolidate import forgotten_passages
 
 
 class ChunkingConfig(Config):
@@ -30,6 +31,8 @@ def chunks(
     passages = chunk_documents(
         read_stored_documents(db), ChunkConfig(config.max_tokens, config.overlap_tokens)
     )
+    hidden = forgotten_passages(db)  # file passages forgotten by id, while their file is unchanged
+    passages = [p for p in passages if p.id not in hidden]
     report = sync_chunks(db, passages)
     context.log.info(f"{report.total} chunks ({report.added} new, {report.removed} removed)")
     return MaterializeResult(
@@ -37,6 +40,7 @@ def chunks(
             "chunks": report.total,
             "new_chunks": report.added,
             "deleted_chunks": report.removed,
+            "forgotten_passages": len(hidden),
             "documents": len({p.doc_id for p in passages}),
             "max_tokens": config.max_tokens,
             "overlap_tokens": config.overlap_tokens,

@@ -11,7 +11,7 @@ Configuration is read from the environment when :func:`build_definitions` runs:
 - ``QORTEX_EMBEDDER`` (``bundled``, ``st:PATH``, ``openai:MODEL``), ``QORTEX_EMBED_BASE_URL``, ``QORTEX_EMBED_API_KEY``.
 - ``QORTEX_EXECUTOR`` (``in_process`` | ``multiprocess``), ``QORTEX_MAX_CONCURRENT``.
 - ``QORTEX_INGEST_CRON``, ``QORTEX_INGEST_TIMEZONE``, ``QORTEX_SCHEDULE=on``, ``QORTEX_SENSOR=on``,
-  ``QORTEX_SENSOR_INTERVAL_S``.
+  ``QORTEX_SENSOR_INTERVAL_S``, ``QORTEX_MEMORY_SENSOR=on``, ``QORTEX_MEMORY_SENSOR_INTERVAL_S``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pipelines.checks import INGEST_CHECKS
 from pipelines.jobs import make_ingest_job
 from pipelines.resources import build_resources
 from pipelines.schedules import make_schedule
-from pipelines.sensors import make_source_sensor
+from pipelines.sensors import make_memories_sensor, make_source_sensor
 
 
 def build_definitions(
@@ -48,7 +48,11 @@ def build_definitions(
         asset_checks=list(INGEST_CHECKS),
         jobs=[job, factors_job],
         schedules=[make_schedule(job, env)],
-        sensors=[make_source_sensor(job, env), make_feedback_sensor(env)],
+        sensors=[
+            make_source_sensor(job, env),
+            make_memories_sensor(job, env),
+            make_feedback_sensor(env),
+        ],
         resources={**build_resources(env), **(resources or {})},
         loggers=dict(loggers) if loggers else None,
     )

@@ -175,6 +175,8 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         "changed_documents": docs.get("changed_documents", 0),
         "deleted_documents": docs.get("deleted_documents", 0),
         "skipped_files": docs.get("skipped_files", 0),
+        "memories": docs.get("memories", 0),
+        "merged_memories": docs.get("merged_memories", 0),
         "chunks": chunks.get("chunks", 0),
         "extracted": ex.get("extracted", 0),
         "extraction_cache_hits": ex.get("cache_hits", 0),
@@ -192,7 +194,7 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
 
 
 def run_ingest(
-    source: Path,
+    source: Path | None,
     home: Path | str,
     dagster_home: Path | None = None,
     resources: Mapping[str, object] | None = None,
@@ -202,7 +204,8 @@ def run_ingest(
     """Run the ``ingest`` job over ``source`` into ``home``, in this process.
 
     Args:
-        source: the source directory.
+        source: the source directory; None: no folder (consolidate written memories and keep the
+            file documents already stored).
         home: the qortex data home: a local folder or an object-store URI (then ``$QORTEX_SNAPSHOT_HOME``
             must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
         dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
@@ -214,7 +217,7 @@ def run_ingest(
         DatasetError: ``source`` is not a directory.
         QortexError: a step failed; the message names it.
     """
-    if not Path(source).is_dir():
+    if source is not None and not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
     env = os.environ if env is None else env
     remote = "://" in str(home)
@@ -227,7 +230,8 @@ def run_ingest(
     store = StoreResource(
         home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else ""
     )
-    chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
+    folder = SourceResource(path=str(source) if source is not None else "")
+    chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}

@@ -12,7 +12,7 @@ from dagster import (
 )
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from pipelines.resources import SourceResource
+from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import QortexError
 from qortex_core.ingest.documents import fingerprint
 
@@ -45,3 +45,38 @@ def make_source_sensor(
         return RunRequest(run_key=current)
 
     return source_changed
+
+
+def make_memories_sensor(
+    job: UnresolvedAssetJobDefinition, env: Mapping[str, str]
+) -> SensorDefinition:
+    """Sensor whose cursor is the ``memories`` table version: agent writes (remember, update,
+    forget) are consolidated into the graph; on when ``QORTEX_MEMORY_SENSOR=on``."""
+    status = (
+        DefaultSensorStatus.RUNNING
+        if env.get("QORTEX_MEMORY_SENSOR") == "on"
+        else DefaultSensorStatus.STOPPED
+    )
+
+    @sensor(
+        name="memories_arrived",
+        job=job,
+        minimum_interval_seconds=int(env.get("QORTEX_MEMORY_SENSOR_INTERVAL_S") or 30),
+        default_status=status,
+        description="Consolidate written memories into the graph when the memories table moves.",
+    )
+    def memories_arrived(context: SensorEvaluationContext, store: StoreResource):
+        from qortex_core.memory.records import MemoryTable
+
+        try:
+            version = MemoryTable(store.open()).version()
+        except QortexError as exc:
+            return SkipReason(str(exc))
+        if version == 0:
+            return SkipReason("no memory written yet")
+        if str(version) == context.cursor:
+            return SkipReason(f"memories unchanged (version {version})")
+        context.update_cursor(str(version))
+        return RunRequest(run_key=f"memories-{version}")
+
+    return memories_arrived

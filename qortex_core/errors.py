@@ -29,3 +29,8 @@ class ConfigError(QortexError):
 
 class RecognitionError(QortexError):
     """The LLM recognition filter failed after its retries (the message never holds the API key)."""
+
+
+class RecordError(QortexError):
+    """A memory write or lookup is invalid: empty or oversized text, a bad time, an unknown,
+    forgotten or foreign record id."""

@@ -16,7 +16,9 @@ import numpy as np
 from qortex_core.embed import Embedder, make_embedder
 from qortex_core.errors import QueryError
 from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
-from qortex_core.memory.learned import Memory, MemoryConfig
+from qortex_core.memory.fresh import MemoryState
+from qortex_core.memory.learned import LearnedMemory, MemoryConfig
+from qortex_core.memory.tier import FreshTier
 from qortex_core.query import fusion, profiles
 from qortex_core.query.ppr import PPRConfig, fast_walk, personalized_pagerank
 from qortex_core.query.rules import RuleHit, RuleIndex, rank_rules
@@ -120,6 +122,9 @@ class PassageHit:
     seeds: tuple[str, ...] = ()
     concepts: tuple[str, ...] = ()
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
+    tier: str = "graph"  # "graph": from the snapshot; "fresh": a written memory not yet consolidated
+    time: str | None = None  # event time (ISO 8601)
+    relevance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -199,8 +204,10 @@ class Retriever:
         memory: MemoryConfig = MemoryConfig(),
         home: str | Path | None = None,
         recognizer: Recognizer | None = None,
+        fresh: FreshTier | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.fresh = fresh  # agent memories: hides forgotten passages, adds unconsolidated ones
         self.recognizer = (
             recognizer  # optional LLM recognition filter over the linked facts (off: None)
         )
@@ -240,7 +247,7 @@ class Retriever:
         self.rule_index = RuleIndex.from_table(t.get("rules"))
         self.home, self.tenant = home, tenant
         passage_phrases = self.adjacency[self.n_phrases :, : self.n_phrases].tocsr()
-        self.memory = Memory(
+        self.memory = LearnedMemory(
             store, self.node_ids[: self.n_phrases], passage_phrases, tenant, memory
         )
         self.recency = profiles.recency(
@@ -258,11 +265,13 @@ class Retriever:
         tenant: str | None = None,
         memory: MemoryConfig = MemoryConfig(),
         recognizer: Recognizer | None = None,
+        state: MemoryState | None = None,
     ) -> "Retriever":
-        """Load the latest (or a pinned) snapshot under ``home``.
+        """Load the latest (or a pinned) snapshot under ``home``, with the home's fresh tier.
 
         A corrupt latest snapshot is skipped for the newest good one before it; ``warning``
         then says so, and every result of :meth:`query` carries it in ``fallback``.
+        ``state``: the memories state of an open :class:`~qortex_core.memory.api.Memory` to share.
         """
         from qortex_core.storage.store import LanceStore, default_home
         from qortex_core.storage.tenants import tenant_home, validate_tenant
@@ -275,15 +284,17 @@ class Retriever:
             if version is None
             else (snap.load(home, version, verify=verify), [])
         )
+        store = LanceStore.open(home)
         retriever = cls(
             loaded,
             embedder or make_embedder(),
             config,
-            store=LanceStore.open(home),
+            store=store,
             tenant=validate_tenant(tenant),
             memory=memory,
             home=home,
             recognizer=recognizer,
+            fresh=FreshTier(store, loaded.tables["passages"], state=state),
         )
         if problems:
             retriever.warning = (
@@ -298,11 +309,22 @@ class Retriever:
         mode: str = "auto",
         domains: Sequence[str] | None = None,
         profile: str | None = None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
     ) -> QueryResult:
-        """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result came through."""
+        """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result came through.
+
+        ``since``/``until`` (ISO 8601) filter the fresh tier's records by event time.
+        """
         clean = validate(text, top_k, mode)
-        domains = validate_domains(domains, set(self.passage_domains.tolist()))
-        result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains, profile)
+        known = set(self.passage_domains.tolist()) | (self.fresh.domains() if self.fresh else set())
+        domains = validate_domains(domains, known)
+        vector = self.embedder.embed([clean])[0]
+        result = self.search(clean, vector, top_k, mode, domains, profile)
+        if self.fresh is not None:  # written memories not yet in the snapshot, by relevance
+            hits = self.fresh.search(vector, clean, top_k, domains, (since, until))
+            result = self.fresh.merge(result, hits, top_k)
         self.memory.record(
             result.query_id,
             result.snapshot,
@@ -557,8 +579,9 @@ class Retriever:
         return sorted(out, key=lambda s: -s.weight)
 
     def _domain_mask(self, domains: Sequence[str] | None) -> np.ndarray | None:
-        """(n_passages,) True for passages in ``domains``; None when every domain is allowed."""
-        return np.isin(self.passage_domains, list(domains)) if domains else None
+        """(n_passages,) True for passages in ``domains`` and not forgotten; None: all allowed."""
+        mask = np.isin(self.passage_domains, list(domains)) if domains else None
+        return self.fresh.visible(mask) if self.fresh is not None else mask
 
     def _hits(
         self,
