@@ -6,8 +6,13 @@ from assets.embeddings import embeddings
 from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from assets.synonym_edges import synonym_edges
+from qortex_core.ingest.stages import STAGE_NAMES
 
-INGEST_ASSETS = (documents, chunks, extractions, embeddings, synonym_edges, graph_snapshot)
+_BY_NAME = {
+    a.key.to_user_string(): a
+    for a in (chunks, documents, embeddings, extractions, graph_snapshot, synonym_edges)
+}
+INGEST_ASSETS = tuple(_BY_NAME[name] for name in STAGE_NAMES)  # the one stage order
 
 __all__ = [
     "INGEST_ASSETS",

@@ -49,6 +49,7 @@ def documents(
     return MaterializeResult(
         metadata={
             "documents": report.total,
+            "dagster/row_count": report.total,
             "new_documents": len(report.new),
             "changed_documents": len(report.changed),
             "deleted_documents": len(report.deleted),

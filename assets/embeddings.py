@@ -2,16 +2,15 @@
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
-from assets.extractions import extractions
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.ingest.stages import embed_index
+from qortex_core.ingest.stages import embed_index, upstream_of
 
 
 @asset(
     group_name="ingest",
     kinds={"lancedb"},
-    deps=[extractions],
+    deps=[upstream_of("embeddings")],
     description="Vectors for passages, concepts, facts and rules; only texts never embedded before are sent.",
 )
 def embeddings(
@@ -36,6 +35,7 @@ def embeddings(
             "texts_embedded": report.texts_embedded,
             "cache_hits": report.cache_hits,
             "embedding_model": model.name,
+            "dagster/row_count": report.passages,
             "rows": markdown_table(["table", "rows"], list(rows.items())),
         }
     )

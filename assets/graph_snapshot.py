@@ -5,10 +5,11 @@ import json
 from dagster import Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
-from assets.synonym_edges import synonym_edges
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
 from qortex_core.ingest.graph import GraphConfig
-from qortex_core.ingest.stages import build_snapshot
+from qortex_core.errors import QortexError
+from qortex_core.ingest.stages import build_snapshot, upstream_of
+from qortex_core.storage import snapshot as snap
 
 
 class GraphWeights(Config):
@@ -23,7 +24,7 @@ class GraphWeights(Config):
 @asset(
     group_name="ingest",
     kinds={"numpy"},
-    deps=[synonym_edges],
+    deps=[upstream_of("graph_snapshot")],
     description="Versioned graph snapshot (CSR arrays).",
 )
 def graph_snapshot(
@@ -38,6 +39,10 @@ def graph_snapshot(
         config.synonym_scale,
         tuple(sorted(config.relation_weights.items())),
     )
+    try:
+        before = snap.latest_name(store.snapshots())
+    except QortexError:
+        before = ""
     path = build_snapshot(
         store.open(),
         store.snapshots(),
@@ -56,6 +61,8 @@ def graph_snapshot(
     }
     return MaterializeResult(
         metadata={
+            "status": "unchanged" if manifest["name"] == before else "published",
+            "dagster/row_count": counts["nodes"],
             "snapshot": manifest["name"],
             "snapshot_version": manifest["version"],
             "path": str(path),

@@ -2,10 +2,9 @@
 
 from dagster import MaterializeResult, asset
 
-from assets.embeddings import embeddings
 from assets.reporting import markdown_table
 from pipelines.resources import StoreResource
-from qortex_core.ingest.stages import build_synonyms
+from qortex_core.ingest.stages import build_synonyms, upstream_of
 from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.storage.store import CONCEPTS, SYNONYMS
 
@@ -13,7 +12,7 @@ from qortex_core.storage.store import CONCEPTS, SYNONYMS
 @asset(
     group_name="ingest",
     kinds={"lancedb"},
-    deps=[embeddings],
+    deps=[upstream_of("synonym_edges")],
     description="Synonym edges between concepts.",
 )
 def synonym_edges(store: StoreResource) -> MaterializeResult:
@@ -30,6 +29,7 @@ def synonym_edges(store: StoreResource) -> MaterializeResult:
     return MaterializeResult(
         metadata={
             "synonym_edges": count,
+            "dagster/row_count": count,
             "concepts": len(names),
             "preview": markdown_table(
                 ["a", "b", "cosine"],

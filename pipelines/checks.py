@@ -7,6 +7,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
+from qortex_core.ingest.budget import FailureBudget, judge
 from qortex_core.ingest.stages import extraction_key, read_chunks
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
@@ -70,6 +71,46 @@ def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) ->
     )
 
 
+def failed_extraction_errors(store: LanceStore, extractor_key: str) -> tuple[list[str], int]:
+    """The recorded errors of the current chunks whose extraction failed, and the chunk count."""
+    rows = store.read(EXTRACTIONS)
+    found = (
+        {
+            k: (s, e)
+            for k, s, e in zip(
+                rows["key"].to_pylist(), rows["status"].to_pylist(), rows["error"].to_pylist()
+            )
+        }
+        if rows.num_rows
+        else {}
+    )
+    chunks = read_chunks(store)
+    states = [found.get(extraction_key(p.id, extractor_key)) for p in chunks]
+    return [str(e) for s, e in filter(None, states) if s != "ok"], len(chunks)
+
+
+@asset_check(
+    asset=extractions,
+    blocking=True,
+    description="Failed chunks within the failure budget (any HTTP 401/403/404, or over 5% "
+    "failed, fails the run: no snapshot is published and the previous one keeps answering).",
+)
+def within_failure_budget(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
+    errors, chunks = failed_extraction_errors(store.open(), extractor.get().cache_key)
+    verdict = judge(errors, chunks, FailureBudget.from_env())
+    return AssetCheckResult(
+        passed=verdict.passed,
+        severity=AssetCheckSeverity.ERROR,
+        description=verdict.message,
+        metadata={
+            "chunks": verdict.chunks,
+            "failed": verdict.failed,
+            "permanent": verdict.permanent,
+            "reason": verdict.message,
+        },
+    )
+
+
 @asset_check(
     asset=graph_snapshot,
     description="The latest snapshot loads (checksums verified) and answers a probe query.",
@@ -109,5 +150,6 @@ INGEST_CHECKS = (
     no_dangling_edges,
     every_chunk_accounted,
     no_failed_extractions,
+    within_failure_budget,
     snapshot_answers_probe,
 )

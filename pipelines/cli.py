@@ -44,14 +44,18 @@ def _csv(kind):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from qortex_bench.evaluate import EvalSetup, run_evaluation
+    from qortex_core.errors import ConfigError
+    from qortex_core.query import modes
 
-    home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
-        from qortex_core.errors import ConfigError
-
         raise ConfigError(
             f"cannot write the report to {args.json}: its folder does not exist or it is a directory"
         )
+    if args.locomo:
+        return _eval_locomo(args)
+    if not args.questions or not args.corpus:
+        raise ConfigError("qortex eval needs --questions and --corpus, or --locomo FILE ...")
+    home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
     recognizer = _recognizer(args)
     report = run_evaluation(
         EvalSetup(
@@ -60,7 +64,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             home,
             Path(args.openie) if args.openie else None,
             args.extractor,
-            args.modes,
+            args.modes or modes.eval_defaults(),
             args.k,
             args.single_hop,
         ),
@@ -68,6 +72,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
         recognizer=recognizer,
     )
     emit_report(report, args.json)
+    return 0
+
+
+def _eval_locomo(args: argparse.Namespace) -> int:
+    """``qortex eval --locomo FILE ...``: each conversation in its own tenant, every mode scored."""
+    from qortex_bench.locomo import LocomoSetup, run_locomo
+    from qortex_core.errors import ConfigError
+    from qortex_core.query import modes
+
+    if args.questions or args.corpus or args.openie or args.extractor == "recorded":
+        raise ConfigError("--locomo takes no --questions, --corpus or --openie (offline extractor)")
+    setup = LocomoSetup(
+        tuple(Path(f) for f in args.locomo),
+        Path(args.home) if args.home else Path(".qortex-eval") / "locomo",
+        args.modes or modes.names(),
+        args.k,
+    )
+    emit_report(run_locomo(setup, progress=Progress()), args.json)
     return 0
 
 
@@ -123,15 +145,31 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from qortex_core.query import modes  # the registered retrieval modes
+
     parser = argparse.ArgumentParser(prog="qortex", description="Long-term memory for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ev = sub.add_parser("eval", help="recall@k of retrieval modes on a HippoRAG-format dataset")
-    ev.add_argument("--questions", required=True)
-    ev.add_argument("--corpus", required=True)
+    ev = sub.add_parser(
+        "eval", help="recall@k of retrieval modes on a HippoRAG-format dataset or LoCoMo"
+    )
+    ev.add_argument("--questions")
+    ev.add_argument("--corpus")
+    ev.add_argument(
+        "--locomo",
+        nargs="+",
+        metavar="FILE",
+        help="LoCoMo conversation files: evidence recall per category and abstention",
+    )
     ev.add_argument("--openie")
     ev.add_argument("--extractor", choices=["recorded", "offline"], default=None)
-    ev.add_argument("--modes", type=_csv(str), default=("dense", "hipporag"))
+    ev.add_argument(
+        "--modes",
+        type=_csv(str),
+        default=None,
+        help=f"comma-separated, of: {', '.join(modes.names())} (default: "
+        f"{','.join(modes.eval_defaults())}; with --locomo: all)",
+    )
     ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
     ev.add_argument("--home")
     ev.add_argument("--json")
@@ -146,7 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
-    q.add_argument("--mode", default="auto", help="auto (default), hipporag, hybrid or dense")
+    q.add_argument(
+        "--mode",
+        default=modes.DEFAULT,
+        help=f"one of {', '.join(modes.names())} (default: {modes.DEFAULT})",
+    )
     q.add_argument("--version", help="pin a snapshot version (see `qortex snapshots`)")
     q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
     q.add_argument("--profile", help="scoring profile (default: relevance only)")
@@ -178,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "extractor", "x") is None:
         args.extractor = "recorded" if args.openie else "offline"
     try:
+        from qortex_core.settings import get_settings
+
+        get_settings()  # every QORTEX_* variable validated before any work
         return int(args.func(args) or 0)
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)

@@ -11,7 +11,7 @@ Configuration is read from the environment when :func:`build_definitions` runs:
 - ``QORTEX_EMBEDDER`` (``bundled``, ``st:PATH``, ``openai:MODEL``), ``QORTEX_EMBED_BASE_URL``, ``QORTEX_EMBED_API_KEY``.
 - ``QORTEX_EXECUTOR`` (``in_process`` | ``multiprocess``), ``QORTEX_MAX_CONCURRENT``.
 - ``QORTEX_INGEST_CRON``, ``QORTEX_INGEST_TIMEZONE``, ``QORTEX_SCHEDULE=on``, ``QORTEX_SENSOR=on``,
-  ``QORTEX_SENSOR_INTERVAL_S``, ``QORTEX_MEMORY_SENSOR=on``, ``QORTEX_MEMORY_SENSOR_INTERVAL_S``.
+  ``QORTEX_SENSOR_INTERVAL_S``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from typing import Mapping
 from dagster import Definitions
 
 from assets import INGEST_ASSETS
-from assets.factors import factors_job, make_feedback_sensor, teleportation_factors
+from assets.factors import teleportation_factors
 from pipelines.checks import INGEST_CHECKS
-from pipelines.jobs import make_ingest_job
+from pipelines.jobs import factors_job, make_ingest_job
 from pipelines.resources import build_resources
 from pipelines.schedules import make_schedule
-from pipelines.sensors import make_memories_sensor, make_source_sensor
+from pipelines.sensors import make_feedback_sensor, make_memories_sensor, make_source_sensor
+from qortex_core.settings import get_settings
 
 
 def build_definitions(
@@ -41,18 +42,18 @@ def build_definitions(
         env: configuration (normally ``os.environ``).
         resources: replacements for some of the resources built from ``env``.
         loggers: Dagster loggers (default: Dagster's console logger).
+
+    Raises:
+        ConfigError: a variable has a bad value (one line naming it), before anything is built.
     """
+    get_settings(env)  # validated before any work
     job = make_ingest_job(env)
     return Definitions(
         assets=[*INGEST_ASSETS, teleportation_factors],
         asset_checks=list(INGEST_CHECKS),
         jobs=[job, factors_job],
-        schedules=[make_schedule(job, env)],
-        sensors=[
-            make_source_sensor(job, env),
-            make_memories_sensor(job, env),
-            make_feedback_sensor(env),
-        ],
+        schedules=[make_schedule(env)],
+        sensors=[make_source_sensor(env), make_memories_sensor(env), make_feedback_sensor(env)],
         resources={**build_resources(env), **(resources or {})},
         loggers=dict(loggers) if loggers else None,
     )

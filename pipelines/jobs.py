@@ -11,7 +11,7 @@ executor for ``dagster_k8s.k8s_job_executor`` (one pod per step) or
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 from dagster import (
     AssetSelection,
@@ -20,11 +20,19 @@ from dagster import (
     in_process_executor,
     multiprocess_executor,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-from qortex_core.errors import ConfigError
+from assets.factors import teleportation_factors
+from qortex_core.ingest.stages import STAGE_NAMES
+from qortex_core.settings import get_settings
 
-EXECUTORS = ("in_process", "multiprocess")
+INGEST_JOB = "ingest"
+FACTORS_JOB = "factors"
+
+factors_job = define_asset_job(
+    FACTORS_JOB,
+    selection=AssetSelection.assets(teleportation_factors),
+    description="Fold new feedback events into the teleportation factors.",
+)
 
 
 def make_executor(env: Mapping[str, str]) -> ExecutorDefinition:
@@ -33,25 +41,24 @@ def make_executor(env: Mapping[str, str]) -> ExecutorDefinition:
     Raises:
         ConfigError: an unknown executor name or a bad ``QORTEX_MAX_CONCURRENT``.
     """
-    name = env.get("QORTEX_EXECUTOR", "in_process") or "in_process"
-    if name == "in_process":
+    settings = get_settings(env)
+    if settings.executor == "in_process":
         return in_process_executor
-    if name != "multiprocess":
-        raise ConfigError(f"unknown executor {name!r}: use one of {', '.join(EXECUTORS)}")
-    raw = env.get("QORTEX_MAX_CONCURRENT", "2")
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"QORTEX_MAX_CONCURRENT must be a positive integer, got {raw!r}")
     # spawn, never fork: LanceDB and torch hold threads that a forked child would inherit half-dead
     return multiprocess_executor.configured(
-        {"max_concurrent": int(raw), "start_method": {"spawn": {}}}
+        {"max_concurrent": settings.max_concurrent, "start_method": {"spawn": {}}}
     )
 
 
-def make_ingest_job(env: Mapping[str, str]) -> UnresolvedAssetJobDefinition:
-    """Every ingestion asset and its checks, on the configured executor."""
+def make_ingest_job(env: Mapping[str, str]) -> Any:
+    """Every ingestion asset and its checks, on the configured executor.
+
+    Returns:
+        the unresolved asset job ``define_asset_job`` makes (Dagster keeps its class private).
+    """
     return define_asset_job(
-        "ingest",
+        INGEST_JOB,
         selection=AssetSelection.groups("ingest"),
         executor_def=make_executor(env),
-        description="documents -> chunks -> extractions -> embeddings -> synonym_edges -> graph_snapshot",
+        description=" -> ".join(STAGE_NAMES),
     )

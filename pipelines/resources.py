@@ -8,7 +8,6 @@ resolved in the run process and never stored in run config.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,9 @@ from qortex_core.embed import Embedder, OpenAIEmbedder, OpenAIEmbedderConfig, ma
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.documents import SourceConfig
 from qortex_core.ingest.extract import Extractor, OfflineExtractor, RecordedExtractor
+from qortex_core.settings import EXTRACTORS, Settings, get_settings
 from qortex_core.storage.store import LanceStore, StoreConfig
 
-EXTRACTORS = ("auto", "llm", "offline", "recorded")
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
 
 _embedders: dict[tuple[str, str], Embedder] = {}
@@ -64,12 +63,16 @@ class StoreResource(ConfigurableResource):
 
     def snapshots(self) -> Path:
         """The folder that holds ``snapshots/`` (a POSIX path: publishing relies on an atomic rename)."""
-        target = self.snapshot_home or self.home
-        if "://" in target:
+        if "://" not in self.home:
+            return Path(self.snapshot_home or self.home).expanduser()
+        if not self.snapshot_home or "://" in self.snapshot_home:
             raise ConfigError(
-                f"snapshots need a local or mounted path: set QORTEX_SNAPSHOT_HOME (home is {target})"
+                "snapshots need a local or mounted path: "
+                f"set QORTEX_SNAPSHOT_HOME (home is {self.home})"
             )
-        return Path(target).expanduser()
+        from qortex_core.storage.snapshot import snapshot_home
+
+        return snapshot_home(self.home, self.snapshot_home)  # a tenant's under tenants/NAME
 
 
 class SourceResource(ConfigurableResource):
@@ -140,17 +143,20 @@ def make_extractor(settings: ExtractorSettings, env: Mapping[str, str] | None = 
         if not settings.openie_path:
             raise ConfigError("extractor 'recorded' needs an OpenIE file: set QORTEX_OPENIE")
         return RecordedExtractor(settings.openie_path)
-    from qortex_core.ingest.llm_extract import LLMConfig, LLMExtractor
+    from qortex_core.ingest.llm_extract import LLMExtractor
+    from qortex_core.llm.client import LLMConfig
 
-    merged = dict(os.environ if env is None else env)
-    for name, value in (
-        ("QORTEX_LLM_MODEL", settings.model),
-        ("QORTEX_LLM_BASE_URL", settings.base_url),
-        ("QORTEX_LLM_API_KEY", settings.api_key),
-    ):
-        if value:
-            merged[name] = value
-    return LLMExtractor(LLMConfig.from_env(merged))
+    overrides = {
+        name: value
+        for name, value in (
+            ("llm_model", settings.model),
+            ("llm_base_url", settings.base_url),
+            ("llm_api_key", settings.api_key),
+        )
+        if value
+    }
+    configured = get_settings(env).model_copy(update=overrides)
+    return LLMExtractor(LLMConfig.from_settings(configured))
 
 
 class ExtractorResource(ConfigurableResource):
@@ -175,32 +181,38 @@ class ExtractorResource(ConfigurableResource):
         return self._extractor
 
 
-def _value(env: Mapping[str, str], name: str, default: str = "") -> str | EnvVar:
+def _value(settings: Settings, name: str, default: str = "") -> str | EnvVar:
     """``EnvVar(name)`` when the variable is set (resolved in the run process), else ``default``."""
-    return EnvVar(name) if env.get(name) else default
+    return EnvVar(name) if settings.provided(name) else default
 
 
 def build_resources(env: Mapping[str, str]) -> dict[str, ConfigurableResource]:
-    """Resources from environment variables (see the module docstring of :mod:`pipelines.definitions`)."""
+    """Resources from environment variables (see :mod:`pipelines.definitions`).
+
+    Raises:
+        ConfigError: a variable has a bad value.
+    """
     home_default = str(Path.home() / ".qortex")
+    settings = get_settings(env)
     return {
         "store": StoreResource(
-            home=_value(env, "QORTEX_HOME", home_default),
-            snapshot_home=_value(env, "QORTEX_SNAPSHOT_HOME"),
+            home=_value(settings, "QORTEX_HOME", home_default),
+            snapshot_home=_value(settings, "QORTEX_SNAPSHOT_HOME"),
         ),
         "source": SourceResource(
-            path=_value(env, "QORTEX_SOURCE_DIR", str(SAMPLES)), domain=_value(env, "QORTEX_DOMAIN")
+            path=_value(settings, "QORTEX_SOURCE_DIR", str(SAMPLES)),
+            domain=_value(settings, "QORTEX_DOMAIN"),
         ),
         "embedder": EmbedderResource(
-            spec=_value(env, "QORTEX_EMBEDDER", "bundled"),
-            base_url=_value(env, "QORTEX_EMBED_BASE_URL"),
-            api_key=_value(env, "QORTEX_EMBED_API_KEY"),
+            spec=_value(settings, "QORTEX_EMBEDDER", "bundled"),
+            base_url=_value(settings, "QORTEX_EMBED_BASE_URL"),
+            api_key=_value(settings, "QORTEX_EMBED_API_KEY"),
         ),
         "extractor": ExtractorResource(
-            kind=_value(env, "QORTEX_EXTRACTOR", "auto"),
-            openie_path=_value(env, "QORTEX_OPENIE"),
-            model=_value(env, "QORTEX_LLM_MODEL"),
-            base_url=_value(env, "QORTEX_LLM_BASE_URL"),
-            api_key=_value(env, "QORTEX_LLM_API_KEY") or _value(env, "OPENAI_API_KEY"),
+            kind=_value(settings, "QORTEX_EXTRACTOR", "auto"),
+            openie_path=_value(settings, "QORTEX_OPENIE"),
+            model=_value(settings, "QORTEX_LLM_MODEL"),
+            base_url=_value(settings, "QORTEX_LLM_BASE_URL"),
+            api_key=_value(settings, "QORTEX_LLM_API_KEY") or _value(settings, "OPENAI_API_KEY"),
         ),
     }

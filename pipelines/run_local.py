@@ -19,17 +19,20 @@ from typing import Mapping
 from dagster import DagsterEventType, DagsterInstance, logger
 
 from pipelines.definitions import build_definitions
+from pipelines.jobs import FACTORS_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import ConfigError, DatasetError, QortexError
+from qortex_core.ingest.stages import STAGE_NAMES
+from qortex_core.settings import get_settings
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.writer_lock import writer_lock
 
-ASSET_STEPS = (
-    "documents",
-    "chunks",
-    "extractions",
-    "embeddings",
-    "synonym_edges",
-    "graph_snapshot",
-)
+
+class IngestFailed(QortexError):
+    """The ingest run failed (a step raised, or a blocking check failed); nothing was published."""
+
+
+ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
@@ -142,6 +145,21 @@ def _step_seconds(instance: DagsterInstance, run_id: str) -> dict[str, float]:
     return out
 
 
+def _budget_failure(result, snapshots: str) -> QortexError | None:
+    """The failed blocking check's reason as one line, and which snapshot still answers."""
+    for evaluation in result.get_asset_check_evaluations():
+        if evaluation.passed or not evaluation.blocking:
+            continue
+        reason = evaluation.metadata.get("reason")
+        text = reason.value if reason is not None else evaluation.check_name
+        try:
+            kept = f"{snap.latest_name(snapshots)} still answers"
+        except QortexError:
+            kept = "there is no earlier snapshot"
+        return IngestFailed(f"ingest failed: {text}; no snapshot was published, {kept}")
+    return None
+
+
 def _failure(result) -> QortexError:
     """The first failed step as one line (the library's own message when it raised a QortexError)."""
     for event in result.all_events:
@@ -168,7 +186,7 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         metadata.get("chunks", {}),
         metadata.get("extractions", {}),
     )
-    emb, snap = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
+    emb, snapshot = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
     return {
         "documents": docs.get("documents", 0),
         "new_documents": docs.get("new_documents", 0),
@@ -188,8 +206,12 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         "concepts": emb.get("concepts", 0),
         "facts": emb.get("facts", 0),
         "synonym_edges": metadata.get("synonym_edges", {}).get("synonym_edges", 0),
-        "snapshot": snap.get("snapshot", ""),
-        "snapshot_version": snap.get("snapshot_version", 0),
+        "snapshot": snapshot.get("snapshot", ""),
+        "snapshot_version": snapshot.get("snapshot_version", 0),
+        "snapshot_status": snapshot.get("status", ""),
+        "extractor": ex.get("extractor", ""),
+        "model": ex.get("model", ""),
+        "embedder": emb.get("embedding_model", ""),
     }
 
 
@@ -219,17 +241,16 @@ def run_ingest(
     """
     if source is not None and not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
+    settings = get_settings(env)
     env = os.environ if env is None else env
     remote = "://" in str(home)
-    if remote and not (dagster_home or env.get("DAGSTER_HOME")):
+    if remote and not (dagster_home or settings.dagster_home):
         raise ConfigError(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
         )
-    dagster_home = dagster_home or Path(env.get("DAGSTER_HOME") or Path(home) / "dagster")
+    dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
-    store = StoreResource(
-        home=str(home), snapshot_home=env.get("QORTEX_SNAPSHOT_HOME", "") if remote else ""
-    )
+    store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
     folder = SourceResource(path=str(source) if source is not None else "")
     chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
@@ -237,13 +258,57 @@ def run_ingest(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
     )
     run_config = {"loggers": {chosen_logger: {}}}
-    result = defs.resolve_job_def("ingest").execute_in_process(
-        instance=instance, raise_on_error=False, run_config=run_config
-    )
+    with writer_lock(home, "qortex ingest" if source is not None else "qortex consolidate"):
+        result = defs.resolve_job_def("ingest").execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config
+        )
     if not result.success:
-        raise _failure(result)
+        raise _budget_failure(result, store.snapshots()) or _failure(result)
     metadata = _metadata(result)
     checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
     return IngestOutcome(
         summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id
     )
+
+
+def materialize_factors(
+    home: str | Path, dagster_home: str | Path | None = None, force: bool = False
+) -> dict:
+    """Run the ``factors`` job in this process against the local instance (no daemon).
+
+    The instance is ``dagster_home``, else ``$DAGSTER_HOME``, else ``<home>/dagster`` (as
+    ``qortex ingest``).
+
+    Returns:
+        the asset's metadata: ``via``, ``run_id``, ``folded``, ``concepts``, ``watermark``,
+        ``skipped``, ``boosted``, ``suppressed``.
+    """
+    home_text = str(home)
+    fallback = (
+        Path(home_text) / "dagster"
+        if "://" not in home_text
+        else Path.home() / ".qortex" / "dagster"
+    )
+    dagster_home = dagster_home or get_settings().dagster_home or fallback
+    defs = build_definitions(
+        os.environ, resources={"store": StoreResource(home=home_text)}, loggers={"quiet": quiet}
+    )
+    result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
+        instance=local_instance(Path(dagster_home)),
+        run_config={
+            "loggers": {"quiet": {}},
+            "ops": {"teleportation_factors": {"config": {"force": force}}},
+        },
+    )
+    event = result.get_asset_materialization_events()[0].materialization
+    meta = {k: v.value for k, v in event.metadata.items()}
+    return {
+        "via": "dagster",
+        "run_id": result.run_id,
+        "folded": meta["folded_events"],
+        "concepts": meta["concepts"],
+        "watermark": meta["events_watermark"],
+        "skipped": meta["skipped"],
+        "boosted": meta["boosted"],
+        "suppressed": meta["suppressed"],
+    }

@@ -5,22 +5,28 @@ from __future__ import annotations
 from typing import Mapping
 
 from dagster import DefaultScheduleStatus, ScheduleDefinition
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-DEFAULT_CRON = "0 3 * * *"
+from pipelines.jobs import INGEST_JOB
+from qortex_core.settings import DEFAULT_CRON, get_settings
+
+__all__ = ["DEFAULT_CRON", "make_schedule"]
 
 
-def make_schedule(job: UnresolvedAssetJobDefinition, env: Mapping[str, str]) -> ScheduleDefinition:
-    """Schedule from ``QORTEX_INGEST_CRON`` and ``QORTEX_INGEST_TIMEZONE``; running when ``QORTEX_SCHEDULE=on``."""
+def make_schedule(env: Mapping[str, str]) -> ScheduleDefinition:
+    """Schedule from ``QORTEX_INGEST_CRON`` and ``QORTEX_INGEST_TIMEZONE``.
+
+    Running when ``QORTEX_SCHEDULE=on``, stopped otherwise.
+    """
+    settings = get_settings(env)
     status = (
         DefaultScheduleStatus.RUNNING
-        if env.get("QORTEX_SCHEDULE") == "on"
+        if settings.schedule == "on"
         else DefaultScheduleStatus.STOPPED
     )
     return ScheduleDefinition(
         name="ingest_schedule",
-        job=job,
-        cron_schedule=env.get("QORTEX_INGEST_CRON") or DEFAULT_CRON,
-        execution_timezone=env.get("QORTEX_INGEST_TIMEZONE") or "UTC",
+        job_name=INGEST_JOB,
+        cron_schedule=settings.ingest_cron,
+        execution_timezone=settings.ingest_timezone,
         default_status=status,
     )

@@ -1,4 +1,7 @@
-"""A sensor on the source directory: a run when the file listing or any modification time changes."""
+"""Sensors: the source directory changed or memories were written (run ``ingest``), new feedback
+events (``factors``)."""
+
+from __future__ import annotations
 
 from typing import Mapping
 
@@ -10,27 +13,27 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
+from pipelines.jobs import FACTORS_JOB, INGEST_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import QortexError
 from qortex_core.ingest.documents import fingerprint
+from qortex_core.settings import get_settings
+from qortex_core.storage.store import FEEDBACK_EVENTS
 
 
-def make_source_sensor(
-    job: UnresolvedAssetJobDefinition, env: Mapping[str, str]
-) -> SensorDefinition:
-    """Sensor whose cursor is the hash of the source listing with sizes and mtimes; on when ``QORTEX_SENSOR=on``."""
-    status = (
-        DefaultSensorStatus.RUNNING
-        if env.get("QORTEX_SENSOR") == "on"
-        else DefaultSensorStatus.STOPPED
-    )
+def make_source_sensor(env: Mapping[str, str]) -> SensorDefinition:
+    """Sensor whose cursor is the hash of the source listing with sizes and mtimes.
+
+    On when ``QORTEX_SENSOR=on``; polls every ``QORTEX_SENSOR_INTERVAL_S`` seconds (60).
+    """
+    settings = get_settings(env)
+    status = DefaultSensorStatus.RUNNING if settings.sensor == "on" else DefaultSensorStatus.STOPPED
 
     @sensor(
         name="source_changed",
-        job=job,
-        minimum_interval_seconds=int(env.get("QORTEX_SENSOR_INTERVAL_S") or 60),
+        job_name=INGEST_JOB,
+        minimum_interval_seconds=settings.sensor_interval_s,
         default_status=status,
         description="Ingest when files under the source directory change.",
     )
@@ -47,21 +50,56 @@ def make_source_sensor(
     return source_changed
 
 
-def make_memories_sensor(
-    job: UnresolvedAssetJobDefinition, env: Mapping[str, str]
-) -> SensorDefinition:
+def make_feedback_sensor(env: Mapping[str, str]) -> SensorDefinition:
+    """Sensor whose cursor is the ``feedback_events`` table version.
+
+    On unless ``QORTEX_FEEDBACK_SENSOR=off``; polls every ``QORTEX_FEEDBACK_SENSOR_INTERVAL_S``
+    seconds (30).
+    """
+    settings = get_settings(env)
+    status = (
+        DefaultSensorStatus.STOPPED
+        if settings.feedback_sensor == "off"
+        else DefaultSensorStatus.RUNNING
+    )
+
+    @sensor(
+        name="feedback_events_arrived",
+        job_name=FACTORS_JOB,
+        default_status=status,
+        minimum_interval_seconds=settings.feedback_sensor_interval_s,
+        description="Materialise teleportation_factors when new feedback events are committed.",
+    )
+    def feedback_events_arrived(context: SensorEvaluationContext, store: StoreResource):
+        table = store.open().open_latest(FEEDBACK_EVENTS)
+        if table is None:
+            return SkipReason("no feedback yet")
+        version = str(table.version)
+        if version == context.cursor:
+            return SkipReason(f"no new feedback events (table version {version})")
+        context.update_cursor(version)
+        return RunRequest(run_key=f"feedback-v{version}")
+
+    return feedback_events_arrived
+
+
+def make_memories_sensor(env: Mapping[str, str]) -> SensorDefinition:
     """Sensor whose cursor is the ``memories`` table version: agent writes (remember, update,
-    forget) are consolidated into the graph; on when ``QORTEX_MEMORY_SENSOR=on``."""
+    forget) are consolidated into the graph by the ``ingest`` job.
+
+    On when ``QORTEX_MEMORY_SENSOR=on``; polls every ``QORTEX_MEMORY_SENSOR_INTERVAL_S`` (30).
+    """
+    settings = get_settings(env)
     status = (
         DefaultSensorStatus.RUNNING
-        if env.get("QORTEX_MEMORY_SENSOR") == "on"
+        if settings.memory_sensor == "on"
         else DefaultSensorStatus.STOPPED
     )
 
     @sensor(
         name="memories_arrived",
-        job=job,
-        minimum_interval_seconds=int(env.get("QORTEX_MEMORY_SENSOR_INTERVAL_S") or 30),
+        job_name=INGEST_JOB,
+        minimum_interval_seconds=settings.memory_sensor_interval_s,
         default_status=status,
         description="Consolidate written memories into the graph when the memories table moves.",
     )
@@ -77,6 +115,6 @@ def make_memories_sensor(
         if str(version) == context.cursor:
             return SkipReason(f"memories unchanged (version {version})")
         context.update_cursor(str(version))
-        return RunRequest(run_key=f"memories-{version}")
+        return RunRequest(run_key=f"memories-v{version}")
 
     return memories_arrived

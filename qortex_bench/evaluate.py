@@ -1,266 +1,24 @@
-"""Evaluation on HippoRAG-format multi-hop QA data: dataset loading and recall@k."""
+"""Evaluation on HippoRAG-format multi-hop QA data: build the index, score recall@k per mode.
+
+The data loaders and recall@k live in :mod:`qortex_bench.datasets`.
+"""
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from qortex_bench.datasets import (
+    Question,
+    load_corpus,
+    load_questions,
+    match_gold,
+    mean_recall,
+)
 from qortex_core.errors import DatasetError, HomeError, QueryError
+from qortex_core.query import modes as query_modes
 from qortex_core.storage.model import Passage
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    text: str
-    gold: tuple[str, ...]  # passage ids of the supporting paragraphs
-    supporting: tuple[Passage, ...] = ()  # those paragraphs as the questions file gives them
-
-
-def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
-    """``json.loads`` with a :class:`DatasetError` naming the file and line (``line``: a JSON-lines row)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{what} file {path} is not valid JSON: {exc.msg} at line {line or exc.lineno}"
-        ) from None
-
-
-def _read_json_list(path: str | Path, what: str) -> list:
-    path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{what} path is a directory, not a file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{what} file {path} is not readable text: {exc}") from None
-    data = (
-        _parse_json(raw, path, what)
-        if path.suffix != ".jsonl"
-        else [
-            _parse_json(line, path, what, n)
-            for n, line in enumerate(raw.splitlines(), 1)
-            if line.strip()
-        ]
-    )
-    if not isinstance(data, list) or not data:
-        raise DatasetError(f"{what} file {path} must hold a non-empty JSON list")
-    return data
-
-
-def load_corpus(path: str | Path, domain: str = "default") -> list[Passage]:
-    """Passages from a HippoRAG corpus file: a list of ``{title, text}``."""
-    out = []
-    for n, row in enumerate(_read_json_list(path, "corpus")):
-        if (
-            not isinstance(row, dict)
-            or not isinstance(row.get("text"), str)
-            or not isinstance(row.get("title", ""), str)
-        ):
-            raise DatasetError(f"corpus file {path}: entry {n} needs string 'title' and 'text'")
-        if not row["text"].strip():
-            raise DatasetError(f"corpus file {path}: entry {n} has empty text")
-        out.append(
-            Passage(
-                text=row["text"],
-                title=row.get("title", ""),
-                doc_id=f"{Path(path).name}#{n}",
-                domain=domain,
-            )
-        )
-    return out
-
-
-def _context_paragraphs(row: dict) -> list | None:
-    """HotpotQA / 2Wiki rows (``context`` [[title, [sentences]]], ``supporting_facts`` [[title, i]]) as paragraphs."""
-    context, facts = row.get("context"), row.get("supporting_facts")
-    if not isinstance(context, list) or not isinstance(facts, list):
-        return None
-    titles = {f[0] for f in facts if isinstance(f, list) and f and isinstance(f[0], str)}
-    out = []
-    for item in context:
-        if not (
-            isinstance(item, list)
-            and len(item) == 2
-            and isinstance(item[0], str)
-            and isinstance(item[1], list)
-        ):
-            return None
-        out.append(
-            {
-                "title": item[0],
-                "paragraph_text": " ".join(str(x).strip() for x in item[1]),
-                "is_supporting": item[0] in titles,
-            }
-        )
-    return out
-
-
-_HOP_REF = re.compile(r"#(\d+)")
-
-
-def single_hop_rows(rows: Sequence[object], path: str | Path) -> list[dict]:
-    """MuSiQue rows turned into their single-hop sub-questions, each with its one supporting paragraph.
-
-    A step's ``#n`` is replaced by the answer of step n; steps that stay symbolic
-    (``#1 >> country``) or name no paragraph are left out.
-
-    Raises:
-        DatasetError: no row has a ``question_decomposition``.
-    """
-    out = []
-    for n, row in enumerate(rows):
-        steps = row.get("question_decomposition") if isinstance(row, dict) else None
-        if not isinstance(steps, list):
-            continue
-        answers = [str(s.get("answer", "")) if isinstance(s, dict) else "" for s in steps]
-        paragraphs = {
-            p["idx"]: p
-            for p in row.get("paragraphs") or []
-            if isinstance(p, dict) and p.get("idx") is not None
-        }
-        for i, step in enumerate(steps):
-            if not isinstance(step, dict) or not isinstance(step.get("question"), str):
-                continue
-            refs = [int(m) for m in _HOP_REF.findall(step["question"])]
-            if any(not 0 < r <= len(answers) or not answers[r - 1].strip() for r in refs):
-                continue  # refers to a step with no answer: it cannot be asked on its own
-            text = _HOP_REF.sub(lambda m: answers[int(m.group(1)) - 1], step["question"])
-            para = (
-                paragraphs.get(step.get("paragraph_support_idx"))
-                if step.get("paragraph_support_idx") is not None
-                else None
-            )
-            if ">>" in text or para is None:
-                continue
-            out.append(
-                {
-                    "id": f"{row.get('id', n)}/{i + 1}",
-                    "question": text,
-                    "paragraphs": [dict(para, is_supporting=True)],
-                }
-            )
-    if not out:
-        raise DatasetError(
-            f"questions file {path} has no 'question_decomposition' steps to ask one hop at a time"
-        )
-    return out
-
-
-def load_questions(path: str | Path, single_hop: bool = False) -> list[Question]:
-    """Questions with gold passages: paragraphs with ``is_supporting: true`` (MuSiQue form), or the
-    ``context`` paragraphs named by ``supporting_facts`` (HotpotQA / 2WikiMultiHopQA form).
-
-    ``single_hop``: ask the MuSiQue decomposition steps instead (:func:`single_hop_rows`).
-    """
-    out = []
-    rows = _read_json_list(path, "questions")
-    for n, row in enumerate(single_hop_rows(rows, path) if single_hop else rows):
-        if (
-            not isinstance(row, dict)
-            or not isinstance(row.get("question"), str)
-            or not row["question"].strip()
-        ):
-            raise DatasetError(f"questions file {path}: entry {n} has no 'question' text")
-        paragraphs = row.get("paragraphs")
-        if paragraphs is None:
-            paragraphs = _context_paragraphs(row)
-        if not isinstance(paragraphs, list):
-            raise DatasetError(
-                f"questions file {path}: entry {n} has no 'paragraphs' list "
-                "(nor 'context' with 'supporting_facts')"
-            )
-        gold = []
-        for para in paragraphs:
-            if not isinstance(para, dict):
-                raise DatasetError(f"questions file {path}: entry {n} has a malformed paragraph")
-            if para.get("is_supporting"):
-                text = para.get("paragraph_text", para.get("text"))
-                if not isinstance(text, str):
-                    raise DatasetError(
-                        f"questions file {path}: entry {n} has a paragraph without text"
-                    )
-                gold.append(Passage(text=text, title=str(para.get("title", ""))))
-        if not gold:
-            raise DatasetError(f"questions file {path}: entry {n} has no supporting paragraph")
-        unique = tuple({p.id: p for p in gold}.values())
-        out.append(
-            Question(
-                str(row.get("id", row.get("_id", n))),
-                row["question"],
-                tuple(p.id for p in unique),
-                unique,
-            )
-        )
-    return out
-
-
-def _loose_key(title: str, text: str) -> tuple[str, str]:
-    """Title and text without any whitespace, case-folded (joined sentences may lose or gain spaces)."""
-    return "".join(title.split()).casefold(), "".join(text.split()).casefold()
-
-
-def match_gold(
-    questions: Sequence[Question], passages: Sequence[Passage]
-) -> tuple[list[Question], dict[str, int]]:
-    """Gold passage ids resolved against the corpus, and how many matched each way.
-
-    A supporting paragraph matches the corpus passage with the same title and text; failing
-    that, the same title and text up to case and whitespace; failing that, the only corpus
-    passage with its title. Counts: ``exact``, ``loose``, ``title``, ``missing``.
-    """
-    have = {p.id for p in passages}
-    loose = {_loose_key(p.title, p.text): p.id for p in passages}
-    by_title: dict[str, list[str]] = {}
-    for p in passages:
-        by_title.setdefault(" ".join(p.title.split()).casefold(), []).append(p.id)
-    counts = {"exact": 0, "loose": 0, "title": 0, "missing": 0}
-    out = []
-    for q in questions:
-        gold = []
-        for gid, para in zip(q.gold, q.supporting or [None] * len(q.gold)):
-            titled = (
-                by_title.get(" ".join(para.title.split()).casefold(), [])
-                if para is not None
-                else []
-            )
-            if gid in have:
-                way, gid = "exact", gid
-            elif para is not None and _loose_key(para.title, para.text) in loose:
-                way, gid = "loose", loose[_loose_key(para.title, para.text)]
-            elif len(titled) == 1:
-                way, gid = "title", titled[0]
-            else:
-                way = "missing"
-            counts[way] += 1
-            gold.append(gid)
-        out.append(Question(q.id, q.text, tuple(dict.fromkeys(gold)), q.supporting))
-    return out, counts
-
-
-def recall_at_k(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
-    """|gold in the top k| / |gold| for one question."""
-    if not gold:
-        raise ValueError("a question needs at least one gold passage")
-    top = set(ranked[:k])
-    return sum(g in top for g in gold) / len(set(gold))
-
-
-def mean_recall(
-    rankings: Sequence[Sequence[str]], questions: Sequence[Question], ks: Sequence[int]
-) -> dict[str, float]:
-    """Recall@k for each k, averaged over questions."""
-    return {
-        f"recall@{k}": sum(recall_at_k(r, q.gold, k) for r, q in zip(rankings, questions))
-        / len(questions)
-        for k in ks
-    }
 
 
 @dataclass(frozen=True)
@@ -272,7 +30,7 @@ class EvalSetup:
     home: Path
     openie: Path | None = None
     extractor: str = "recorded"
-    modes: tuple[str, ...] = ("dense", "hipporag")
+    modes: tuple[str, ...] = field(default_factory=query_modes.eval_defaults)
     ks: tuple[int, ...] = (1, 2, 5, 10)
     single_hop: bool = False  # ask the MuSiQue decomposition steps, one hop each
 
@@ -283,13 +41,14 @@ def validate_setup(setup: EvalSetup) -> None:
     Raises:
         QueryError: no mode, an unknown mode, no cut-off or a cut-off outside 1..MAX_TOP_K.
     """
-    from qortex_core.query.retriever import MAX_TOP_K, MODES
+    from qortex_core.query.validation import MAX_TOP_K
 
+    known = query_modes.names()
     if not setup.modes:
-        raise QueryError(f"no retrieval mode given: use one or more of {', '.join(MODES)}")
-    unknown = [m for m in setup.modes if m not in MODES]
+        raise QueryError(f"no retrieval mode given: use one or more of {', '.join(known)}")
+    unknown = [m for m in setup.modes if m not in known]
     if unknown:
-        raise QueryError(f"unknown mode {unknown[0]!r}: use one or more of {', '.join(MODES)}")
+        raise QueryError(f"unknown mode {unknown[0]!r}: use one or more of {', '.join(known)}")
     if not setup.ks:
         raise QueryError("no recall cut-off given: use e.g. --k 1,2,5,10")
     bad = [
@@ -336,39 +95,60 @@ def check_home_is_for_eval(store, home: Path) -> None:
         )
 
 
-def run_evaluation(
-    setup: EvalSetup, progress=None, retrieval_config=None, embedder=None, recognizer=None
-) -> dict:
-    """Build the index through the pipeline's stage functions, then score every mode.
+# stage name -> the timing it counts toward (the report's keys predate the stage sequence)
+STAGE_TIMINGS = {
+    "chunks": "extract_s",
+    "extractions": "extract_s",
+    "embeddings": "embed_s",
+    "synonym_edges": "graph_s",
+    "graph_snapshot": "graph_s",
+}
 
-    ``recognizer``: an optional LLM recognition filter (:mod:`qortex_core.query.recognition`) for the graph modes.
-    Returns the report ``{"questions", "passages", "results": {mode: {recall@k}}, "timings", "recognition", ...}``.
-    """
+
+def _build_index(run, timings: dict[str, float]) -> dict[str, Any]:
+    """Every ingestion stage (:data:`qortex_core.ingest.stages.STAGES`); seconds into ``timings``."""
     import time
 
-    from qortex_core.embed import make_embedder
-    from qortex_core.ingest import stages as index
-    from qortex_core.ingest.extract import OfflineExtractor, RecordedExtractor
-    from qortex_core.query.retriever import RetrievalConfig, Retriever
-    from qortex_core.storage.store import LanceStore
+    from qortex_core.ingest.stages import run_stages
 
-    say = progress or (lambda stage, done, total: None)
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    validate_setup(setup)
-    questions = load_questions(setup.questions, setup.single_hop)
-    passages = load_corpus(setup.corpus)
+    started = [time.perf_counter()]
+
+    def clock(stage: str, _report: object) -> None:
+        now = time.perf_counter()
+        key = STAGE_TIMINGS[stage]
+        timings[key] = timings.get(key, 0.0) + now - started[0]
+        started[0] = now
+
+    return run_stages(run, after=clock)
+
+
+def _make_extractor(setup: EvalSetup):
+    """The recorded (OpenIE replay) or offline extractor ``setup`` names.
+
+    Raises:
+        DatasetError: ``recorded`` without an OpenIE file, or an unknown extractor.
+    """
+    from qortex_core.ingest.extract import OfflineExtractor, RecordedExtractor
+
     if setup.extractor == "recorded":
         if setup.openie is None:
             raise DatasetError("--extractor recorded needs --openie FILE")
-        extractor = RecordedExtractor(setup.openie)
-    elif setup.extractor == "offline":
-        extractor = OfflineExtractor()
-    else:
-        raise DatasetError(f"unknown extractor {setup.extractor!r}: use recorded or offline")
+        return RecordedExtractor(setup.openie)
+    if setup.extractor == "offline":
+        return OfflineExtractor()
+    raise DatasetError(f"unknown extractor {setup.extractor!r}: use recorded or offline")
+
+
+def _match(
+    setup: EvalSetup, questions: list[Question], passages: list[Passage], extractor
+) -> tuple[list[Question], dict, int | None]:
+    """Questions with gold matched to corpus ids, the match counts, and OpenIE coverage.
+
+    Raises:
+        DatasetError: no gold passage is in the corpus, or the OpenIE file covers none of it.
+    """
     questions, matched = match_gold(questions, passages)
-    missing = matched["missing"]
-    if missing == sum(len(q.gold) for q in questions):
+    if matched["missing"] == sum(len(q.gold) for q in questions):
         raise DatasetError(
             f"none of the gold passages of {setup.questions} is in the corpus {setup.corpus} "
             "(match on title + text): are they the same dataset?"
@@ -378,32 +158,13 @@ def run_evaluation(
         if setup.extractor == "recorded"
         else None
     )
-    timings["load_s"] = time.perf_counter() - t0
-    embedder = embedder or make_embedder()
-    store = LanceStore.open(setup.home)
-    check_home_is_for_eval(store, setup.home)
-    t = time.perf_counter()
-    index.sync_chunks(store, passages)
-    extract = index.extract_chunks(store, extractor, progress=say)
-    timings["extract_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    embedded = index.embed_index(store, embedder, extractor.cache_key, progress=say)
-    timings["embed_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    synonyms = index.build_synonyms(store)
-    path = index.build_snapshot(
-        store, setup.home, embedder.name, params={"extractor": extractor.cache_key}
-    )
-    timings["graph_s"] = time.perf_counter() - t
-    retriever = Retriever.open(
-        setup.home,
-        embedder=embedder,
-        config=retrieval_config or RetrievalConfig(),
-        recognizer=recognizer,
-    )
-    t = time.perf_counter()
-    vectors = embedder.embed([q.text for q in questions])
-    timings["embed_queries_s"] = time.perf_counter() - t
+    return questions, matched, covered
+
+
+def _score(retriever, setup: EvalSetup, questions, vectors, say, timings) -> tuple[dict, dict]:
+    """Recall@k of every mode in ``setup.modes`` and how many answers fell back, by mode."""
+    import time
+
     results: dict[str, dict[str, float]] = {}
     fallbacks: dict[str, int] = {}
     top = max(setup.ks)
@@ -418,6 +179,59 @@ def run_evaluation(
             say(f"query {mode}", n + 1, len(questions))
         results[mode] = mean_recall(rankings, questions, setup.ks)
         timings[f"{mode}_ms_per_query"] = 1000 * (time.perf_counter() - t) / len(questions)
+    return results, fallbacks
+
+
+def _index_summary(reports: dict[str, Any]) -> dict[str, int]:
+    extract, embedded = reports["extractions"], reports["embeddings"]
+    return {
+        "extracted": extract.extracted,
+        "cached_extractions": extract.cached,
+        "failed": extract.failed,
+        "concepts": embedded.concepts,
+        "facts": embedded.facts,
+        "synonym_edges": reports["synonym_edges"],
+        "texts_embedded": embedded.texts_embedded,
+    }
+
+
+def run_evaluation(
+    setup: EvalSetup, progress=None, retrieval_config=None, embedder=None, recognizer=None
+) -> dict:
+    """Build the index through the pipeline's stage sequence, then score every mode.
+
+    ``recognizer``: an optional LLM recognition filter (:mod:`qortex_core.query.recognition`)
+    for the graph modes. Returns the report ``{"questions", "passages", "results": {mode:
+    {recall@k}}, "timings", "recognition", ...}``.
+    """
+    import time
+
+    from qortex_core.embed import make_embedder
+    from qortex_core.ingest.stages import IngestRun
+    from qortex_core.query.retriever import RetrievalConfig, Retriever
+    from qortex_core.storage.store import LanceStore
+
+    say = progress or (lambda stage, done, total: None)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    validate_setup(setup)
+    questions = load_questions(setup.questions, setup.single_hop)
+    passages = load_corpus(setup.corpus)
+    extractor = _make_extractor(setup)
+    questions, matched, covered = _match(setup, questions, passages, extractor)
+    timings["load_s"] = time.perf_counter() - t0
+    embedder = embedder or make_embedder()
+    store = LanceStore.open(setup.home)
+    check_home_is_for_eval(store, setup.home)
+    reports = _build_index(
+        IngestRun(store, setup.home, extractor, embedder, passages, progress=say), timings
+    )
+    config = retrieval_config or RetrievalConfig()
+    retriever = Retriever.open(setup.home, embedder=embedder, config=config, recognizer=recognizer)
+    t = time.perf_counter()
+    vectors = embedder.embed([q.text for q in questions])
+    timings["embed_queries_s"] = time.perf_counter() - t
+    results, fallbacks = _score(retriever, setup, questions, vectors, say, timings)
     timings["total_s"] = time.perf_counter() - t0
     return {
         "questions": len(questions),
@@ -425,19 +239,11 @@ def run_evaluation(
         "passages": len(passages),
         "results": results,
         "timings": timings,
-        "gold_missing_from_corpus": missing,
+        "gold_missing_from_corpus": matched["missing"],
         "gold_matched": matched,
         "fallbacks": fallbacks,
-        "snapshot": path.name,
-        "index": {
-            "extracted": extract.extracted,
-            "cached_extractions": extract.cached,
-            "failed": extract.failed,
-            "concepts": embedded.concepts,
-            "facts": embedded.facts,
-            "synonym_edges": synonyms,
-            "texts_embedded": embedded.texts_embedded,
-        },
+        "snapshot": Path(str(reports["graph_snapshot"])).name,
+        "index": _index_summary(reports),
         "extractor": extractor.cache_key,
         "embedding_model": embedder.name,
         "openie_covered_passages": covered,

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qortex_bench.evaluate import Question, recall_at_k
+from qortex_bench.datasets import Question, recall_at_k
 from qortex_core.query.ppr import PPRConfig, personalized_pagerank, walk_matrix
 from qortex_core.query.retriever import Retriever
 from qortex_core.query.seeding import cosine, top_indices

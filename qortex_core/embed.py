@@ -1,8 +1,11 @@
-"""Embedders: a Protocol, the bundled offline model, an OpenAI-compatible endpoint, and a cache."""
+"""Embedders: a Protocol, the bundled offline model, an OpenAI-compatible endpoint, a hashing
+embedder for benchmarks, and a cache."""
 
 from __future__ import annotations
 
 import os
+import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
@@ -12,6 +15,12 @@ from qortex_core.errors import ConfigError
 from qortex_core.storage import ids
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_OPENAI_WINDOWS = {  # input limits of OpenAI's embedding models, in tokens
+    "text-embedding-3-small": 8191,
+    "text-embedding-3-large": 8191,
+    "text-embedding-ada-002": 8191,
+}
 
 
 @runtime_checkable
@@ -28,6 +37,38 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return a (len(texts), dim) float32 array of unit vectors."""
+
+
+@dataclass(frozen=True)
+class TokenWindow:
+    """How many tokens of a text an embedder reads, and how it counts them.
+
+    ``max_tokens`` is the model's window less its special tokens (``[CLS]``/``[SEP]``);
+    ``count`` counts a text's tokens without special tokens; ``tokenizer`` names the counter.
+    """
+
+    max_tokens: int
+    count: Callable[[str], int] = field(compare=False, repr=False)
+    tokenizer: str = ""
+
+
+def regex_token_count(text: str) -> int:
+    """Tokens of the offline rule ``\\w+|[^\\w\\s]`` (chunking's default counter)."""
+    return len(_TOKEN.findall(text))
+
+
+def byte_token_estimate(text: str) -> int:
+    """An upper-side estimate for a remote BPE tokenizer: words or a third of the UTF-8 bytes."""
+    return max(regex_token_count(text), -(-len(text.encode("utf-8")) // 3))
+
+
+def token_window(embedder: object, default: int = 512) -> TokenWindow:
+    """The embedder's :class:`TokenWindow`, or the regex counter and ``default`` for one that has
+    none (a test double)."""
+    method = getattr(embedder, "token_window", None)
+    if callable(method):
+        return method()
+    return TokenWindow(default, regex_token_count, "regex")
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -92,6 +133,22 @@ class SentenceTransformerEmbedder:
             self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
         return self._model
 
+    def token_window(self) -> TokenWindow:
+        """The model's own tokenizer and ``max_seq_length`` less its special tokens."""
+        model = self._load()
+        from tokenizers import Tokenizer
+
+        hf = model.tokenizer
+        counter = Tokenizer.from_str(hf.backend_tokenizer.to_str())  # a copy: no truncation
+        counter.no_truncation()
+        counter.no_padding()
+        room = int(model.max_seq_length) - int(hf.num_special_tokens_to_add(pair=False))
+
+        def count(text: str) -> int:
+            return len(counter.encode(text, add_special_tokens=False).ids)
+
+        return TokenWindow(room, count, f"{self.name} ({type(hf).__name__})")
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -100,7 +157,8 @@ class SentenceTransformerEmbedder:
 
         threads = torch.get_num_threads()
         if len(texts) <= self.config.single_thread_below:
-            # a query or two: one thread; a second only spin-waits (20 ms vs ~1 s seen on a busy 2-core box)
+            # a query or two: one thread; a second only spin-waits
+            # (20 ms vs ~1 s seen on a busy 2-core box)
             torch.set_num_threads(1)
         try:
             vectors = model.encode(
@@ -124,6 +182,7 @@ class OpenAIEmbedderConfig:
     api_key: str | None = field(default=None, repr=False)  # never in a repr, log or error
     dim: int = 0
     batch_size: int = 128
+    max_tokens: int = 0  # 0: 8191 for OpenAI's embedding models, else 512
 
 
 class OpenAIEmbedder:
@@ -136,6 +195,11 @@ class OpenAIEmbedder:
     @property
     def name(self) -> str:
         return self.config.model
+
+    def token_window(self) -> TokenWindow:
+        """The model's input limit, counted by an upper-side estimate (no tokenizer offline)."""
+        room = self.config.max_tokens or _OPENAI_WINDOWS.get(self.config.model, 512)
+        return TokenWindow(room, byte_token_estimate, "estimate (bytes / 3)")
 
     @property
     def dim(self) -> int:
@@ -156,16 +220,77 @@ class OpenAIEmbedder:
             except (
                 openai.OpenAIError
             ) as exc:  # its text may echo the key: masked, and the raw error not chained
-                from qortex_core.ingest.llm_extract import redact
+                from qortex_core.llm.client import mask_secrets
 
                 raise ConfigError(
                     f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
-                    f"{redact(str(exc), [self.config.api_key])}"
+                    f"{mask_secrets(str(exc), [self.config.api_key])}"
                 ) from None
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         if not out:
             return np.zeros((0, self._dim or 1), dtype=np.float32)
         return _normalise(np.array(out, dtype=np.float32))
+
+
+@dataclass(frozen=True)
+class HashEmbedderConfig:
+    """Width of the hashing embedder's vectors."""
+
+    dim: int = 64
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.dim <= 4096:
+            raise ConfigError(f"hash embedder dimension must be 2..4096, got {self.dim}")
+
+
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """A benchmark tool, not a language model: signed feature hashing of lower-cased words.
+
+    Deterministic across processes and machines (CRC-32 of each word picks its column and sign),
+    about a microsecond per word, so the scale ladder (``qortex bench scale``) measures the
+    pipeline rather than the model. Texts sharing words get a positive cosine; there is no
+    semantics beyond that, so recall figures from it mean nothing.
+    """
+
+    def __init__(self, config: HashEmbedderConfig = HashEmbedderConfig()) -> None:
+        self.config = config
+        self._columns: dict[str, int] = {}  # word -> signed column + 1 (sign carries the sign)
+
+    @property
+    def name(self) -> str:
+        return f"hash-{self.config.dim}"
+
+    @property
+    def dim(self) -> int:
+        return self.config.dim
+
+    def _column(self, word: str) -> int:
+        col = self._columns.get(word)
+        if col is None:
+            h = zlib.crc32(word.encode("utf-8"))
+            col = (h % self.config.dim + 1) * (1 if (h >> 31) & 1 else -1)
+            if len(self._columns) < 1_000_000:  # bounded memo of frequent words
+                self._columns[word] = col
+        return col
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        dim = self.config.dim
+        rows: list[int] = []
+        cols: list[int] = []
+        for i, text in enumerate(texts):
+            signed = [self._column(w) for w in _WORD.findall(text.lower())]
+            rows.extend([i] * len(signed))
+            cols.extend(signed)
+        signed_cols = np.asarray(cols, np.int64)  # (words,)
+        flat = np.asarray(rows, np.int64) * dim + np.abs(signed_cols) - 1  # (words,)
+        out = np.bincount(flat, weights=np.sign(signed_cols), minlength=len(texts) * dim)
+        out = out.astype(np.float32).reshape(len(texts), dim)  # (n, dim)
+        empty = ~out.any(axis=1)
+        out[empty, 0] = 1.0  # a text with no word still gets a unit vector
+        return _normalise(out)
 
 
 class EmbedderWrapper:
@@ -181,6 +306,9 @@ class EmbedderWrapper:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+    def token_window(self) -> TokenWindow:
+        return token_window(self.inner)
 
 
 class CachedEmbedder(EmbedderWrapper):
@@ -224,11 +352,15 @@ class CachedEmbedder(EmbedderWrapper):
 
 
 def make_embedder(spec: str | None = None) -> Embedder:
-    """Embedder from a spec: ``""``/``bundled``, ``st:/path/to/model`` or ``openai:MODEL``.
+    """Embedder from a spec: ``bundled`` (or empty), ``st:PATH``, ``openai:MODEL`` or ``hash:DIM``.
 
-    ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``.
+    ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``. ``hash:DIM`` is the
+    benchmark tool :class:`HashEmbedder` (no model; for the scale ladder only).
     """
-    spec = spec if spec is not None else os.environ.get("QORTEX_EMBEDDER", "")
+    from qortex_core.settings import get_settings
+
+    settings = get_settings()
+    spec = spec if spec is not None else settings.embedder
     if spec in ("", "bundled", BUNDLED_MODEL):
         return SentenceTransformerEmbedder()
     if spec.startswith("st:"):
@@ -240,8 +372,14 @@ def make_embedder(spec: str | None = None) -> Embedder:
         return OpenAIEmbedder(
             OpenAIEmbedderConfig(
                 model=spec[7:],
-                base_url=os.environ.get("QORTEX_EMBED_BASE_URL"),
-                api_key=os.environ.get("QORTEX_EMBED_API_KEY"),
+                base_url=settings.embed_base_url or None,
+                api_key=settings.embed_api_key or None,
             )
         )
-    raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH or openai:MODEL")
+    if spec.startswith("hash:"):
+        try:
+            dim = int(spec[5:])
+        except ValueError:
+            raise ConfigError(f"hash embedder needs an integer dimension, got {spec!r}") from None
+        return HashEmbedder(HashEmbedderConfig(dim=dim))
+    raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH, openai:MODEL or hash:DIM")

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from qortex_core.errors import QortexError
+from qortex_core.query import modes
+
+ModeName = Literal[modes.names()]  # type: ignore[valid-type]  # the MCP enum: registered modes
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
     def qortex_query(
         query: str,
         top_k: int = 5,
-        mode: str = "auto",
+        mode: ModeName = modes.DEFAULT,
         domains: list[str] | None = None,
         profile: str | None = None,
     ) -> dict[str, Any]:
@@ -77,7 +80,7 @@ def build_server(config: MCPConfig = MCPConfig()) -> MCPServer:
         Args:
             query: what to remember.
             top_k: how many passages (1-100).
-            mode: auto, hipporag, hybrid or dense.
+            mode: the retrieval mode (auto, the default, routes each query itself).
             domains: only return results from these domains.
             profile: scoring profile name (default: relevance only).
         """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def cmd_ablation(args: argparse.Namespace) -> int:
     from qortex_bench.ablation import default_variants, markdown_table, run_ablation
-    from qortex_bench.evaluate import load_questions
+    from qortex_bench.datasets import load_questions
     from qortex_core.embed import make_embedder
 
     rows = run_ablation(

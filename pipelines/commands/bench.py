@@ -6,9 +6,10 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest")
+    bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest, scale")
     kinds = bench.add_subparsers(dest="bench", required=True)
-    from pipelines.commands import bench_ingest, bench_ppr
+    from pipelines.commands import bench_ingest, bench_ppr, bench_scale
 
     bench_ppr.register(kinds)
     bench_ingest.register(kinds)
+    bench_scale.register(kinds)

@@ -29,7 +29,7 @@ STAGES = ("documents", "chunks", "extractions", "embeddings", "synonym_edges", "
 
 def _write_source(corpus: Path, limit: int | None, folder: Path) -> int:
     """Copy (the first ``limit`` entries of) ``corpus`` into ``folder/bench/``; returns the entry count."""
-    from qortex_bench.evaluate import load_corpus
+    from qortex_bench.datasets import load_corpus
 
     passages = load_corpus(corpus)[: limit or None]
     (folder / "bench").mkdir(parents=True, exist_ok=True)

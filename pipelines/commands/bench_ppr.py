@@ -201,7 +201,7 @@ def _print_ppr(report: dict) -> None:
 
 def _read_queries(path: str | None, retriever, limit: int):
     """(texts, questions or None): a questions JSON gives recall; text gives one query a line."""
-    from qortex_bench.evaluate import load_questions
+    from qortex_bench.datasets import load_questions
     from qortex_core.errors import DatasetError
 
     if path is None:

@@ -10,14 +10,13 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 
 def _home(args: argparse.Namespace):
-    from qortex_core.storage.store import default_home
+    from qortex_core.storage.store import default_home, home_of
     from qortex_core.storage.tenants import tenant_home
 
-    return tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
+    return tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
 
 
 def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
@@ -57,7 +56,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 def _fold_with_dagster(home, force: bool) -> dict | None:
     """Materialise the ``teleportation_factors`` asset in-process, or None when the asset is not there."""
     try:
-        from assets.factors import materialize_factors
+        from pipelines.run_local import materialize_factors
     except ImportError:
         return None
     return materialize_factors(home, force=force)

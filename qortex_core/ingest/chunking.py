@@ -1,9 +1,10 @@
 """Token-aware chunking with overlap that respects paragraph and sentence boundaries.
 
-Tokens are counted with a simple deterministic tokenizer: a run of word
-characters or one punctuation mark is one token (``\\w+|[^\\w\\s]``). It needs
-no model files and gives the same count on every machine; it runs about 20%
-below the WordPiece count of all-MiniLM-L6-v2 on English text.
+Tokens are counted with the embedder's own tokenizer when one is given (``count``; the
+``chunks`` asset passes the embedder's :class:`~qortex_core.embed.TokenWindow`, so a chunk
+and its title fit the model's window). Without one, a simple deterministic tokenizer counts:
+a run of word characters or one punctuation mark is one token (``\\w+|[^\\w\\s]``); it runs
+about 20% below the WordPiece count of all-MiniLM-L6-v2 on English text.
 
 A section that fits in one chunk becomes exactly one passage with its text
 unchanged, so corpus passages keep their content-hash ids. Longer sections are
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.documents import Document
@@ -26,6 +27,7 @@ from qortex_core.storage.model import Passage
 TOKEN = re.compile(r"\w+|[^\w\s]")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+Counter = Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -78,16 +80,30 @@ def _windows(sentence: str, size: int) -> list[str]:
     return [sentence[a:b] for a, b in bounds]
 
 
-def _units(text: str, config: ChunkConfig) -> list[_Unit]:
+def _fit(piece: str, size: int, count: Counter) -> list[str]:
+    """``piece`` halved at token boundaries until every part has at most ``size`` counted tokens."""
+    if count(piece) <= size:
+        return [piece]
+    spans = [m.span() for m in TOKEN.finditer(piece)]
+    if len(spans) < 2:
+        return [piece]  # one regex token over the window: the embedder truncates it, nothing else
+    mid = spans[len(spans) // 2][0]
+    return _fit(piece[:mid].rstrip(), size, count) + _fit(piece[mid:], size, count)
+
+
+def _units(text: str, config: ChunkConfig, count: Counter) -> list[_Unit]:
     piece = max(config.overlap_tokens, config.max_tokens // 4, 1)
     units = []
     for n, paragraph in enumerate(p for p in _PARAGRAPH.split(text) if p.strip()):
         for sentence in split_sentences(paragraph):
-            size = count_tokens(sentence)
+            size = count(sentence)
             if size == 0:
                 continue
-            parts = [sentence] if size <= config.max_tokens else _windows(sentence, piece)
-            units.extend(_Unit(p, count_tokens(p), n) for p in parts)
+            if size <= config.max_tokens:
+                units.append(_Unit(sentence, size, n))
+                continue
+            for part in _windows(sentence, piece):  # an over-long sentence: windows that fit
+                units.extend(_Unit(p, count(p), n) for p in _fit(part, piece, count))
     return units
 
 
@@ -115,20 +131,26 @@ def _paragraph_tokens(units: Sequence[_Unit], start: int) -> int:
     return sum(u.tokens for u in units[start:] if u.paragraph == para)
 
 
-def chunk_text(text: str, config: ChunkConfig = ChunkConfig()) -> list[str]:
-    """Cut ``text`` into chunks of at most ``config.max_tokens`` tokens; a text that fits is returned unchanged."""
+def chunk_text(
+    text: str, config: ChunkConfig = ChunkConfig(), count: Counter = count_tokens
+) -> list[str]:
+    """Cut ``text`` into chunks of at most ``config.max_tokens`` tokens (counted by ``count``).
+
+    A text that fits is returned unchanged.
+    """
     if not text.strip():
         return []
-    if count_tokens(text) <= config.max_tokens:
+    if count(text) <= config.max_tokens:
         return [text]
-    units = _units(text, config)
+    units = _units(text, config, count)
     chunks: list[list[_Unit]] = []
     current: list[_Unit] = []
     used = fresh = 0  # fresh: tokens in ``current`` that are not overlap
     for i, unit in enumerate(units):
         starts_paragraph = bool(current) and unit.paragraph != current[-1].paragraph
         overflow = used + unit.tokens > config.max_tokens
-        # break early at a paragraph end when the next paragraph would not fit and the chunk is half full
+        # break early at a paragraph end when the next paragraph would not fit and the chunk is
+        # half full
         early = (
             starts_paragraph
             and used + _paragraph_tokens(units, i) > config.max_tokens
@@ -148,17 +170,29 @@ def chunk_text(text: str, config: ChunkConfig = ChunkConfig()) -> list[str]:
     return [_join(c) for c in chunks]
 
 
-def chunk_document(document: Document, config: ChunkConfig = ChunkConfig()) -> list[Passage]:
+def _section_config(title: str, config: ChunkConfig, count: Counter) -> ChunkConfig:
+    """The budget left for a section's text once its title (embedded with it) is counted."""
+    if not title:
+        return config
+    room = max(config.max_tokens - count(title) - 1, 8)  # title, newline, then the chunk
+    return ChunkConfig(room, min(config.overlap_tokens, room // 2))
+
+
+def chunk_document(
+    document: Document, config: ChunkConfig = ChunkConfig(), count: Counter = count_tokens
+) -> list[Passage]:
     """Passages of one document: each section chunked, keeping the section title."""
     return [
         Passage(text=chunk, title=section.title, doc_id=document.doc_id, domain=document.domain)
         for section in document.sections
-        for chunk in chunk_text(section.text, config)
+        for chunk in chunk_text(section.text, _section_config(section.title, config, count), count)
     ]
 
 
 def chunk_documents(
-    documents: Iterable[Document], config: ChunkConfig = ChunkConfig()
+    documents: Iterable[Document],
+    config: ChunkConfig = ChunkConfig(),
+    count: Counter = count_tokens,
 ) -> list[Passage]:
-    """Passages of every document, in document order."""
-    return [p for d in documents for p in chunk_document(d, config)]
+    """Passages of every document, in document order (tokens counted by ``count``)."""
+    return [p for d in documents for p in chunk_document(d, config, count)]

@@ -229,18 +229,39 @@ def read_document(path: Path, config: SourceConfig) -> Document:
         raw = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"unreadable: {exc.strerror or exc}") from None
-    text = redact(_decode(raw), config.redaction)
+    text = _decode(raw)
     if not text.strip():
         raise ValueError("empty file")
     corpus = path.suffix.lower() in CORPUS_SUFFIXES
-    sections = _corpus_sections(path, text) if corpus else _text_sections(path, text)
+    rel = path.relative_to(root)
+    named = path.with_name(safe_name(path.name, config))
+    sections = (
+        _corpus_sections(path, text)
+        if corpus
+        else _text_sections(named, redact(text, config.redaction))
+    )
+    if corpus:  # redacted after decoding: JSON escapes (\/, \u0041) cannot hide a secret
+        redacted = (
+            Section(redact(s.title, config.redaction), redact(s.text, config.redaction))
+            for s in sections
+        )
+        sections = tuple(redacted)
     if not sections:
         raise ValueError("no text")
-    rel = path.relative_to(root)
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
-    return Document(
-        rel.as_posix(), _domain(rel, config), "corpus" if corpus else "text", sections, digest
-    )
+    doc_id = safe_name(rel.as_posix(), config)
+    return Document(doc_id, _domain(rel, config), "corpus" if corpus else "text", sections, digest)
+
+
+def safe_name(name: str, config: SourceConfig) -> str:
+    """``name`` (a file name or relative path) with secrets redacted.
+
+    A redacted name gets 8 hex digits of its original's hash, so two files stay two documents.
+    """
+    clean = redact(name, config.redaction)
+    if clean == name:
+        return name
+    return f"{clean}~{hashlib.blake2b(name.encode(), digest_size=4).hexdigest()}"
 
 
 def load_documents(config: SourceConfig) -> DocumentSet:
@@ -268,6 +289,9 @@ def load_documents(config: SourceConfig) -> DocumentSet:
             continue
         first_with[doc.content_hash] = doc.doc_id
         documents.append(doc)
+    skipped = [
+        Skipped(safe_name(s.path, config), redact(s.reason, config.redaction)) for s in skipped
+    ]
     return DocumentSet(tuple(documents), tuple(sorted(skipped, key=lambda s: s.path)))
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 
 from pydantic import BaseModel, Field
 
+from qortex_core.llm.client import clean_text
 from qortex_core.storage import ids
 from qortex_core.storage.model import Concept, Extraction, Fact, Passage, RelationType, Rule
 
@@ -107,12 +107,6 @@ def build_messages(passage: Passage) -> list[dict[str, str]]:
 
 
 # -- from answer to data model ----------------------------------------------------------
-def clean_text(value: object, cap: int) -> str:
-    """One line of printable text: control/format characters become spaces, capped at ``cap``."""
-    text = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in str(value))
-    return " ".join(text.split())[:cap].strip()
-
-
 def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -> Extraction:
     """Map a validated answer onto the data model, sanitised: no control characters,
     capped lengths, no relation with an empty endpoint or linking a concept to itself."""

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.embed import CachedEmbedder, Embedder
+from qortex_core.errors import QortexError
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.graph import (
     GraphConfig,
@@ -25,7 +26,7 @@ from qortex_core.ingest.graph import (
     phrase_text_frequency,
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
-from qortex_core.storage import ids
+from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.model import Extraction, Passage, fact_text
 from qortex_core.storage.store import (
@@ -346,16 +347,55 @@ def _index_of(keys: list[str]) -> dict[str, int]:
     return {k: i for i, k in enumerate(keys)}
 
 
+_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS)
+
+
+def _inputs_digest(
+    versions: dict, embedding_model: str, graph_config: GraphConfig, params: dict | None
+) -> str:
+    """What a snapshot is built from: its input tables' versions, the model, weights, params."""
+    used = {name: versions.get(name) for name in _SNAPSHOT_INPUTS}
+    return ids.digest(
+        json.dumps(used, sort_keys=True, default=str),
+        embedding_model,
+        json.dumps(asdict(graph_config), sort_keys=True, default=str),
+        json.dumps(params or {}, sort_keys=True, default=str),
+    )
+
+
+def _latest_with_inputs(home: str | Path, inputs: str) -> Path | None:
+    """The latest snapshot's folder when it was built from ``inputs``, else None."""
+    try:
+        latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
+    except QortexError:
+        return None
+    if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
+        return None
+    return Path(latest.path)
+
+
 def build_snapshot(
     store: LanceStore,
     home: str | Path,
     embedding_model: str,
     graph_config: GraphConfig = GraphConfig(),
     params: dict | None = None,
+    force: bool = False,
 ) -> Path:
-    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot."""
+    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
+
+    When the latest snapshot was built from the same inputs (table versions, model, weights,
+    parameters) nothing is published and its path is returned (an unchanged re-run adds
+    nothing), unless ``force``.
+    """
     versions = store.versions()
+    inputs = _inputs_digest(versions, embedding_model, graph_config, params)
+    unchanged = None if force else _latest_with_inputs(home, inputs)
+    if unchanged is not None:
+        return unchanged
     passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
+    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
+    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     rules, syn = store.read(RULES), store.read(SYNONYMS)
     c_ids = concepts["id"].to_pylist() if concepts.num_rows else []
     p_ids = passages["id"].to_pylist() if passages.num_rows else []
@@ -485,9 +525,114 @@ def build_snapshot(
         },
         "embedding_model": embedding_model,
         "table_versions": versions,
+        "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
     return snap.publish(home, snap.Snapshot(arrays=arrays, tables=tables, manifest=manifest))
+
+
+# -- the stage sequence -------------------------------------------------------------------
+@dataclass(frozen=True)
+class IngestRun:
+    """The inputs of one in-process run of the stages (the Dagster assets read theirs from
+    resources and run config).
+
+    Attributes:
+        store: the LanceDB store of the data home.
+        home: where snapshots are published.
+        extractor: the extraction stage's extractor (its ``cache_key`` keys the extractions).
+        embedder: the embedding stage's embedder (its ``name`` lands in the manifest).
+        passages: the chunks to index (the chunks table is made to hold exactly these).
+        progress: ``(stage, done, total)`` callback of the extraction and embedding stages.
+        extract_batch: chunks per extractor call and per extractions upsert.
+        graph_config: edge weights of the published graph.
+        params: extra manifest parameters.
+    """
+
+    store: LanceStore
+    home: str | Path
+    extractor: Extractor
+    embedder: Embedder
+    passages: Sequence[Passage] = ()
+    progress: Progress = _quiet
+    extract_batch: int = 64
+    graph_config: GraphConfig = GraphConfig()
+    params: dict | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One ingestion stage: its name (the Dagster asset's name) and its library function.
+
+    ``run`` is None for ``documents``: reading source files is the asset's own work
+    (:func:`qortex_core.ingest.documents.load_documents`); in-process runs start from passages.
+    """
+
+    name: str
+    run: Callable[[IngestRun], object] | None
+
+
+def _run_chunks(run: IngestRun) -> ChunkReport:
+    return sync_chunks(run.store, run.passages)
+
+
+def _run_extractions(run: IngestRun) -> ExtractReport:
+    return extract_chunks(run.store, run.extractor, run.extract_batch, run.progress)
+
+
+def _run_embeddings(run: IngestRun) -> EmbedReport:
+    return embed_index(run.store, run.embedder, run.extractor.cache_key, run.progress)
+
+
+def _run_synonyms(run: IngestRun) -> int:
+    return build_synonyms(run.store)
+
+
+def _run_snapshot(run: IngestRun) -> Path:
+    params = dict(run.params or {}, extractor=run.extractor.cache_key)
+    return build_snapshot(run.store, run.home, run.embedder.name, run.graph_config, params)
+
+
+STAGES = (
+    Stage("documents", None),
+    Stage("chunks", _run_chunks),
+    Stage("extractions", _run_extractions),
+    Stage("embeddings", _run_embeddings),
+    Stage("synonym_edges", _run_synonyms),
+    Stage("graph_snapshot", _run_snapshot),
+)
+STAGE_NAMES = tuple(stage.name for stage in STAGES)
+
+
+def upstream_of(name: str) -> str:
+    """The stage before ``name`` (an asset's dependency).
+
+    Raises:
+        KeyError: ``name`` is the first stage or not a stage.
+    """
+    at = STAGE_NAMES.index(name)
+    if at == 0:
+        raise KeyError(f"{name} is the first stage")
+    return STAGE_NAMES[at - 1]
+
+
+def run_stages(
+    run: IngestRun, after: Callable[[str, object], None] | None = None
+) -> dict[str, object]:
+    """Every library stage of :data:`STAGES` in order; their reports by stage name.
+
+    Args:
+        run: the inputs.
+        after: called with (stage name, report) as each stage finishes (timings, tests).
+    """
+    reports: dict[str, object] = {}
+    for stage in STAGES:
+        if stage.run is None:
+            continue
+        reports[stage.name] = stage.run(run)
+        if after is not None:
+            after(stage.name, reports[stage.name])
+    return reports
 
 
 def build_index(
@@ -501,8 +646,5 @@ def build_index(
 
     The chunks table is made to hold exactly ``passages``; returns the published snapshot's path.
     """
-    sync_chunks(store, passages)
-    extract_chunks(store, extractor)
-    embed_index(store, embedder, extractor.cache_key)
-    build_synonyms(store)
-    return build_snapshot(store, home, embedder.name, params={"extractor": extractor.cache_key})
+    reports = run_stages(IngestRun(store, home, extractor, embedder, passages))
+    return Path(str(reports["graph_snapshot"]))

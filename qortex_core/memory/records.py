@@ -1,8 +1,9 @@
 """Agent-written memories: an append-only LanceDB table of revisions and the state it folds to.
 
 One row per write (``remember``, ``update``, ``forget``, ``merge``/``merged``); a record's
-current state is its newest revision. Rows are never edited in place, so every revision stays in the history and
-several processes may write at once (Lance commits appends without conflict). A file's passage
+current state is its newest revision. Rows are never edited in place, so every revision stays in
+the history and several processes may write at once (Lance commits appends without conflict). A
+file's passage
 is forgotten the same way: a ``forget`` row keyed by the passage id, whose ``target`` holds the
 file's content hash at that moment (the passage is hidden until the file changes).
 """

@@ -1,4 +1,5 @@
-"""The query path: the retriever, seeding, PPR, fusion, rules, scoring profiles and the recognition filter.
+"""The query path: retriever, modes (one module each, :mod:`.modes`), seeding, PPR, fusion,
+rules, scoring profiles, hit assembly and the recognition filter.
 
 May import: ``storage``, ``memory``, ``llm``, ``embed``, ``redact``, ``errors``, ``settings``.
 Never imports ``ingest``.

@@ -179,6 +179,3 @@ def teleport_vector(
     return np.concatenate([phrase_weights, min_max(passage_dense) * passage_node_weight]).astype(
         np.float32
     )
-
-
-# -- retriever ----------------------------------------------------------------------------

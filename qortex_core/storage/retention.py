@@ -14,11 +14,6 @@ from qortex_core.errors import ConfigError
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import QUERY_LOG, LanceStore
 
-KEEP_ENV = "QORTEX_SNAPSHOT_KEEP"
-DEFAULT_KEEP = 5
-LOG_DAYS_ENV = "QORTEX_QUERY_LOG_DAYS"
-DEFAULT_LOG_DAYS = 30
-
 
 @dataclass(frozen=True)
 class SnapshotInfo:
@@ -39,20 +34,15 @@ class PruneReport:
     )
 
 
-def _positive_int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, str(default))
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
-    return int(raw)
-
-
 def default_keep() -> int:
     """The retention setting: ``$QORTEX_SNAPSHOT_KEEP`` or 5.
 
     Raises:
         ConfigError: the variable is not a positive integer.
     """
-    return _positive_int_env(KEEP_ENV, DEFAULT_KEEP)
+    from qortex_core.settings import get_settings
+
+    return get_settings().snapshot_keep
 
 
 def query_log_days() -> int:
@@ -61,7 +51,9 @@ def query_log_days() -> int:
     Raises:
         ConfigError: the variable is not a positive integer.
     """
-    return _positive_int_env(LOG_DAYS_ENV, DEFAULT_LOG_DAYS)
+    from qortex_core.settings import get_settings
+
+    return get_settings().query_log_days
 
 
 def prune_query_log(home: str | Path, days: int) -> int:

@@ -66,8 +66,39 @@ class Snapshot:
         return int(self.manifest.get("version", 0))
 
 
+SNAPSHOT_HOME_ENV = "QORTEX_SNAPSHOT_HOME"
+_TENANT_SUFFIX = re.compile(r"/tenants/([a-z0-9][a-z0-9_-]{0,63})/*$")
+
+
+def snapshot_home(home: str | Path, local: str | Path | None = None) -> Path:
+    """The local folder that holds ``snapshots/`` for a data home.
+
+    A local home holds its own. A URI home (``s3://``, ``gs://``, ``az://``: LanceDB tables in an
+    object store) cannot, since publishing relies on an atomic rename: its snapshots live under
+    ``local`` (default ``$QORTEX_SNAPSHOT_HOME``), a tenant's (``.../tenants/T``) under
+    ``local/tenants/T``.
+
+    Raises:
+        HomeError: a URI home and no snapshot folder given.
+    """
+    if "://" not in str(home):
+        return Path(home)
+    if not local:
+        from qortex_core.settings import get_settings
+
+        local = get_settings().snapshot_home
+    if not local:
+        raise HomeError(
+            f"data home {home} is a URI: set {SNAPSHOT_HOME_ENV} to a local or mounted folder "
+            "for its snapshots"
+        )
+    tenant = _TENANT_SUFFIX.search(str(home))
+    base = Path(local).expanduser()
+    return base / "tenants" / tenant.group(1) if tenant else base
+
+
 def snapshots_dir(home: str | Path) -> Path:
-    return Path(home) / "snapshots"
+    return snapshot_home(home) / "snapshots"
 
 
 def _sha256(path: Path) -> str:

@@ -27,9 +27,20 @@ FACTORS = "teleportation_factors"
 STAGE_STATE = "stage_state"
 
 
-def default_home() -> Path:
-    """The data home: ``$QORTEX_HOME`` or ``~/.qortex``."""
-    return Path(os.environ.get("QORTEX_HOME") or Path.home() / ".qortex")
+def home_of(value: str | Path) -> Path | str:
+    """A data home as given: a URI (``s3://bucket/prefix``) stays a string, a path becomes a Path.
+
+    ``Path("s3://b/x")`` would collapse the ``//`` into a local relative folder.
+    """
+    text = str(value)
+    return text.rstrip("/") if "://" in text else Path(text).expanduser()
+
+
+def default_home() -> Path | str:
+    """The data home: ``$QORTEX_HOME`` (a path or an object-store URI) or ``~/.qortex``."""
+    from qortex_core.settings import get_settings
+
+    return home_of(get_settings().home or Path.home() / ".qortex")
 
 
 def vector_type(dim: int) -> pa.DataType:
@@ -87,7 +98,7 @@ class Store(Protocol):
 class StoreConfig:
     """Where the LanceDB database lives inside the data home."""
 
-    home: Path
+    home: Path | str  # a local folder or an object-store URI (kept a string)
     subdir: str = "lancedb"
 
 
@@ -126,7 +137,12 @@ class LanceStore:
 
     @classmethod
     def open(cls, home: str | Path | None = None) -> "LanceStore":
-        return cls(StoreConfig(home=Path(home) if home else default_home()))
+        return cls(StoreConfig(home=home_of(home) if home else default_home()))
+
+    @property
+    def db(self):
+        """The LanceDB connection (for table operations the Store protocol does not cover)."""
+        return self._db
 
     def _table(self, name: str):
         if name not in self._tables:

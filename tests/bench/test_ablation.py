@@ -15,7 +15,7 @@ from qortex_bench.ablation import (
     run_ablation,
     without_synonyms,
 )
-from qortex_bench.evaluate import load_questions
+from qortex_bench.datasets import load_questions
 from qortex_core.query.retriever import RetrievalConfig
 from qortex_core.storage import snapshot as snap
 

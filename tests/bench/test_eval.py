@@ -16,16 +16,15 @@ from conftest import (
     write_file,
 )
 
-from qortex_bench.evaluate import (
-    EvalSetup,
+from qortex_bench.datasets import (
     Question,
     load_corpus,
     load_questions,
     match_gold,
     mean_recall,
     recall_at_k,
-    run_evaluation,
 )
+from qortex_bench.evaluate import EvalSetup, run_evaluation
 from qortex_core.errors import DatasetError, QueryError
 from qortex_core.ingest.extract import RecordedExtractor, clean_triple, load_openie
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import TOY_CORPUS, write_file
 
-from qortex_bench.evaluate import (
-    EvalSetup,
+from qortex_bench.datasets import (
     load_corpus,
     load_questions,
     match_gold,
     recall_at_k,
-    run_evaluation,
 )
+from qortex_bench.evaluate import EvalSetup, run_evaluation
 from qortex_core.errors import DatasetError
 
 CORPUS = [

@@ -1,11 +1,13 @@
-"""Secret redaction: each kind of secret is removed, prose is kept, and an ingested home holds no secret anywhere."""
+"""Secret redaction: each kind of secret is removed, prose is kept, an ingested home holds none."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 
 import pytest
+import secret_formats
 
 from qortex_core.errors import ConfigError
 from qortex_core.ingest import stages as index
@@ -42,8 +44,8 @@ def secret_document(s: dict[str, str]) -> str:
     return f"""# Velmora deployment
 
 Orlan Vesk runs the Velmora service for Ostrania. The client uses {s["openai"]} as its key.
-Set OPENAI_API_KEY={s["assigned"]} before starting. AWS access id {s["aws"]}, GitHub token {s["github"]},
-Slack bot {s["slack"]}.
+Set OPENAI_API_KEY={s["assigned"]} before starting. AWS access id {s["aws"]},
+GitHub token {s["github"]}, Slack bot {s["slack"]}.
 
 Requests carry `Authorization: Bearer {s["bearer"]}` and the database is
 postgres://admin:{s["url_password"]}@db.velmora.example:5432/app for the Velmora service.
@@ -77,7 +79,8 @@ Ivo Lark paints harbour landscapes near Velmora.
         ),
         ("see https://bob:pa55word@example.org/x", "pa55word", "see https://bob:***@example.org/x"),
         (
-            "a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA\nAAAA\n-----END OPENSSH PRIVATE KEY-----\nz",
+            "a\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA\nAAAA\n"
+            "-----END OPENSSH PRIVATE KEY-----\nz",
             "b3BlbnNzaA",
             "a\n[REDACTED PRIVATE KEY]\nz",
         ),
@@ -167,7 +170,7 @@ def test_no_secret_anywhere_under_an_ingested_home(tmp_path, embedder):
 
 @pytest.mark.parametrize("unit", ["a-", "a.", "x_", '"-----BEGIN RSA PRIVATE KEY-----', "password"])
 def test_pathological_text_is_handled_whole(unit):
-    """Inputs that make naive secret patterns backtrack quadratically (this would not finish before the fix)."""
+    """Inputs that make naive secret patterns backtrack quadratically finish in linear time."""
     text = unit * (400_000 // len(unit))
     out = redact(text)
     if "BEGIN" in unit:
@@ -176,3 +179,34 @@ def test_pathological_text_is_handled_whole(unit):
         )
     else:
         assert out == text
+
+
+def test_every_format_is_redacted_in_plain_text():
+    s = secret_formats.fresh()
+    for line in secret_formats.lines(s):
+        out = redact(line)
+        assert not [k for k, v in s.items() if v in out], (line, out)
+        assert redact(out) == out
+    assert "cache.velmora.example" in redact(secret_formats.lines(s)[2])  # the host is kept
+
+
+def test_json_corpus_and_file_names_are_redacted_after_decoding(tmp_path):
+    s = secret_formats.fresh()
+    rows = [{"title": "Velmora ops", "text": t} for t in secret_formats.lines(s)]
+    raw = (
+        json.dumps(rows)[:-1]
+        + ", "
+        + ", ".join(
+            '{"title": "escaped", "text": "%s"}' % t for t in secret_formats.json_escaped(s)
+        )
+        + "]"
+    )
+    assert "mysql:\\/\\/" in raw and "\\u0041KIA" in raw  # the JSON text really escapes them
+    (tmp_path / "corpus.json").write_text(raw)
+    (tmp_path / f"notes {s['github']}.md").write_text("# Notes\n\nVelmora runs at night.\n")
+    found = load_documents(SourceConfig(root=tmp_path))
+    dump = str([(d.doc_id, d.sections) for d in found.documents])
+    assert len(found.documents) == 2 and "Velmora" in dump and MARK in dump
+    assert not [k for k, v in s.items() if v in dump]
+    assert "mysql://app:***@db.velmora.example/prod" in dump
+    assert any(d.doc_id.startswith("notes [REDACTED].md~") for d in found.documents)

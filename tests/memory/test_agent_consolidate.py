@@ -14,7 +14,6 @@ from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_contex
 
 import pipelines.resources as resources
 import qortex_core
-from pipelines.jobs import make_ingest_job
 from pipelines.resources import StoreResource
 from pipelines.run_local import run_ingest
 from pipelines.sensors import make_memories_sensor
@@ -144,7 +143,7 @@ def test_forgetting_a_file_passage_hides_it_until_the_file_changes(tmp_path, sha
 def test_memories_sensor_requests_a_run_when_the_table_moves(tmp_path, embedder):
     home = tmp_path / "home"
     store = StoreResource(home=str(home))
-    sensor_def = make_memories_sensor(make_ingest_job({}), {})
+    sensor_def = make_memories_sensor({})
     with DagsterInstance.ephemeral() as instance:
         first = sensor_def(build_sensor_context(instance=instance, resources={"store": store}))
         assert isinstance(first, SkipReason)

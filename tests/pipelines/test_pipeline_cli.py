@@ -47,7 +47,7 @@ def test_ingest_json_summary_then_unchanged_rerun(tmp_path: Path, capsys, shared
     assert main(["ingest", str(src.parent), "--home", str(home), "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
     assert (second["extracted"], second["embedded"], second["llm_calls"]) == (0, 0, 0)
-    assert second["snapshot"].startswith("v000002-")
+    assert second["snapshot"] == first["snapshot"] and second["snapshot_status"] == "unchanged"
     hits = (
         Retriever.open(home, embedder=shared_model)
         .query("Where was Marie Curie born?", top_k=1)
@@ -108,7 +108,9 @@ def test_bench_ingest_reports_stages_overhead_and_rerun(
     ) == (0, 0)
 
 
-def test_ingest_step_failure_is_one_line_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_bad_setting_fails_before_any_stage_one_line_exit_2(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     monkeypatch.setenv("QORTEX_EXTRACTOR", "bogus")
     src = tmp_path / "src"
     src.mkdir()
@@ -117,6 +119,6 @@ def test_ingest_step_failure_is_one_line_exit_2(tmp_path: Path, capsys, monkeypa
     err = capsys.readouterr().err
     assert (
         err
-        == "qortex: error: ingest failed at extractions: unknown extractor 'bogus': use one of auto, llm, offline, recorded\n"
+        == "qortex: error: QORTEX_EXTRACTOR='bogus' is not one of: auto, llm, offline, recorded\n"
     )
-    assert not (tmp_path / "home" / "snapshots").exists()  # nothing published
+    assert not (tmp_path / "home").exists()  # no stage ran: nothing was written

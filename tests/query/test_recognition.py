@@ -20,7 +20,7 @@ from recognition_loopback import RecognitionLoopback
 from pipelines.cli import main
 from qortex_bench.evaluate import EvalSetup, run_evaluation
 from qortex_core.errors import ConfigError, RecognitionError
-from qortex_core.ingest.llm_extract import LLMConfig
+from qortex_core.llm import LLMConfig
 from qortex_core.query.recognition import (
     KEPT_NONE,
     PROMPT_VERSION,

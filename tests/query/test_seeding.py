@@ -192,6 +192,6 @@ def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
         for lex in (0.0, 0.5)
     }
     assert np.isclose(w[0.5][lune] - w[0.0][lune], 0.5 / 8.0)
-    assert Retriever(s, embedder).text_count[lune] == max(
+    assert Retriever(s, embedder).view.text_count[lune] == max(
         s.arrays["phrase_text_frequency"][lune], s.arrays["phrase_passage_count"][lune]
     )

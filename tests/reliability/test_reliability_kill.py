@@ -42,34 +42,27 @@ def run_stages(home: str | Path, rows, embedder, kill_at: str = "") -> Path:
         os.kill(os.getpid(), signal.SIGKILL)
 
     store = LanceStore.open(home)
-    extractor = OfflineExtractor()
     if kill_at == "sync":
         store.delete = die  # new chunks are stored, the stale one is not yet deleted
-    index.sync_chunks(store, [Passage(text, title) for title, text in rows])
-    index.extract_chunks(
-        store,
-        extractor,
-        batch=1,
-        progress=(lambda s, done, t: die() if done == 1 else None)
-        if kill_at == "extract"
-        else index._quiet,
-    )
     if embedder is None:
         from qortex_core.embed import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    index.embed_index(
-        store,
-        embedder,
-        extractor.cache_key,
-        progress=(lambda s, done, t: die() if done == 2 else None)
-        if kill_at == "embed"
-        else index._quiet,
+    kill_after = {"extract": 1, "embed": 2}.get(kill_at)  # progress calls before the kill
+
+    def progress(stage: str, done: int, _total: int) -> None:
+        if stage == kill_at and done == kill_after:
+            die()
+
+    def before_publish(stage: str, _report: object) -> None:
+        if stage == "synonym_edges" and kill_at == "publish":
+            os.replace = die  # the pointer switch is the last step of a publish
+
+    passages = [Passage(text, title) for title, text in rows]
+    run = index.IngestRun(
+        store, home, OfflineExtractor(), embedder, passages, progress=progress, extract_batch=1
     )
-    index.build_synonyms(store)
-    if kill_at == "publish":
-        os.replace = die  # the pointer switch is the last step of a publish
-    return index.build_snapshot(store, home, embedder.name)
+    return Path(str(index.run_stages(run, after=before_publish)["graph_snapshot"]))
 
 
 def _killed_run(home: str, rows, kill_at: str) -> None:

@@ -1,0 +1,52 @@
+"""``qortex bench scale``: the scale ladder (stage seconds, RSS, snapshot size, query latency)."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    from qortex_core.errors import ConfigError
+
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--passages takes comma-separated integers, got {text!r}") from None
+    if not sizes or min(sizes) < 1 or list(sizes) != sorted(set(sizes)):
+        raise ConfigError(f"--passages needs ascending positive sizes, got {text!r}")
+    return sizes
+
+
+def cmd_bench_scale(args: argparse.Namespace) -> int:
+    from pipelines.cli import emit_report
+    from qortex_bench.scale_bench import ScaleConfig, markdown, run_ladder
+    from qortex_core.embed import HashEmbedderConfig
+
+    sizes = _sizes(args.passages)
+    HashEmbedderConfig(dim=args.dim)  # a bad dimension fails before any work
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="qortex-scale-"))
+    report = run_ladder(
+        ScaleConfig(sizes=sizes, workdir=workdir, dim=args.dim, queries=args.queries)
+    )
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report) + "\n")
+    emit_report(report, args.json)
+    return 0
+
+
+def register(kinds: argparse._SubParsersAction) -> None:
+    """Add ``qortex bench scale``."""
+    p = kinds.add_parser(
+        "scale",
+        help="scale ladder on synthetic corpora: per-stage seconds and peak RSS, snapshot size, "
+        "retriever RSS, query p50/p95, growth exponents",
+    )
+    p.add_argument("--passages", default="10000,100000", help="comma-separated corpus sizes")
+    p.add_argument("--dim", type=int, default=64, help="hash embedder width (benchmark tool)")
+    p.add_argument("--queries", type=int, default=50, help="timed queries per mode and size")
+    p.add_argument("--workdir", help="folder for one data home per size (default: a temp folder)")
+    p.add_argument("--markdown", help="also write the table here")
+    p.add_argument("--json", help="also write the report here")
+    p.set_defaults(func=cmd_bench_scale)

@@ -1,0 +1,280 @@
+"""The scale ladder: every ingestion stage and the retriever on synthetic corpora of growing size.
+
+For each size the stages of ``qortex_core/ingest/stages.py`` run one by one, each in a fresh
+spawned process so its peak RSS (``ru_maxrss``) is its own: generate + sync chunks, extract
+(offline extractor), embed (``HashEmbedder``: a benchmark tool, so model time does not hide the
+pipeline), synonyms, snapshot. Then a fresh process opens the retriever (RSS before and after)
+and times queries in ``hipporag`` and ``dense`` mode. Growth exponents between consecutive sizes
+are log(ratio of seconds) / log(ratio of passages); 1 is linear, 2 quadratic.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import resource
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+STAGES = ("chunks", "extractions", "embeddings", "synonym_edges", "graph_snapshot")
+MODES = ("hipporag", "dense")
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """One ladder run.
+
+    Attributes:
+        sizes: passage counts, ascending.
+        workdir: a data home per size is made under it (``n<size>``).
+        dim: width of the hashing embedder.
+        queries: timed queries per mode (after one warm-up query).
+        seed: corpus seed.
+    """
+
+    sizes: tuple[int, ...]
+    workdir: Path
+    dim: int = 64
+    queries: int = 50
+    seed: int = 0
+
+
+def _rss_mb(field: str = "VmRSS") -> float:
+    """Current (``VmRSS``) or peak (``VmHWM``) resident set of this process in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # pragma: no cover
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+_shown: dict[str, int] = {}  # stage -> last tenth reported (one stage per child process)
+
+
+def _progress(stage: str, done: int, total: int) -> None:
+    tenth = 10 * done // total if total else 10
+    if _shown.get(stage) != tenth:
+        _shown[stage] = tenth
+        _say(f"    {stage}: {done}/{total}")
+
+
+def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dict:
+    """Run one stage on ``home`` in this (fresh) process; seconds and memory of the stage."""
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+    from qortex_core.ingest import stages as st
+    from qortex_core.ingest.extract import OfflineExtractor
+    from qortex_core.storage.store import LanceStore
+
+    store = LanceStore.open(home)
+    before = _rss_mb("VmHWM")
+    extra: dict = {}
+    start = time.perf_counter()
+    if stage == "chunks":
+        corpus = SynthCorpus(SynthConfig(passages=passages, seed=seed))
+        docs = corpus.passages()
+        extra["generate_s"] = round(time.perf_counter() - start, 3)
+        extra["rows"] = st.sync_chunks(store, docs).total
+    elif stage == "extractions":
+        extra["rows"] = st.extract_chunks(store, OfflineExtractor(), 512, _progress).extracted
+    elif stage == "embeddings":
+        key = OfflineExtractor().cache_key
+        report = st.embed_index(store, HashEmbedder(HashEmbedderConfig(dim)), key, _progress)
+        extra.update(asdict(report))
+    elif stage == "synonym_edges":
+        extra["rows"] = st.build_synonyms(store)
+    elif stage == "graph_snapshot":
+        path = st.build_snapshot(store, home, f"hash-{dim}")
+        extra["snapshot_mb"] = round(_du(path) / 2**20, 2)
+    return {
+        "seconds": round(time.perf_counter() - start, 3),
+        "peak_rss_mb": round(_rss_mb("VmHWM"), 1),
+        "rss_before_mb": round(before, 1),
+        **extra,
+    }
+
+
+def _percentiles(ms: list[float]) -> dict:
+    arr = np.asarray(ms, np.float64)  # (queries,)
+    return {
+        "p50_ms": round(float(np.percentile(arr, 50)), 2),
+        "p95_ms": round(float(np.percentile(arr, 95)), 2),
+    }
+
+
+def _run_queries(home: str, passages: int, dim: int, seed: int, count: int) -> dict:
+    """Open the retriever in this (fresh) process; its RSS and query latency per mode."""
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+    from qortex_core.query.retriever import Retriever
+
+    queries = SynthCorpus(SynthConfig(passages=passages, seed=seed)).queries(count + 1)
+    before = _rss_mb()
+    start = time.perf_counter()
+    retriever = Retriever.open(home, embedder=HashEmbedder(HashEmbedderConfig(dim)))
+    out: dict = {
+        "open_s": round(time.perf_counter() - start, 3),
+        "rss_before_open_mb": round(before, 1),
+        "rss_after_open_mb": round(_rss_mb(), 1),
+    }
+    for mode in MODES:
+        retriever.query(queries[0], top_k=10, mode=mode)  # warm-up
+        ms = []
+        for text in queries[1:]:
+            t = time.perf_counter()
+            retriever.query(text, top_k=10, mode=mode)
+            ms.append((time.perf_counter() - t) * 1000)
+        out[mode] = _percentiles(ms)
+    out["peak_rss_mb"] = round(_rss_mb("VmHWM"), 1)
+    return out
+
+
+def _in_child(fn: Callable, *args) -> dict:
+    """``fn(*args)`` in a fresh spawned process (its own peak RSS, no state carried over)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def _du(path: Path) -> int:
+    """Bytes of the files under ``path``."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _disk(home: Path, passages: int, dim: int, counts: dict) -> dict:
+    """Bytes on disk, per passage, and what 384-dim float32 / float16 vectors would take."""
+    lance, snaps = _du(home / "lancedb"), _du(home / "snapshots")
+    vectors = sum(counts.get(k, 0) for k in ("passages", "phrases", "facts", "rules"))
+    per_vector_copies = 3  # embedding cache, the LanceDB tables, the snapshot arrays
+    measured = (lance + snaps) / passages
+    extra_384 = vectors / passages * (384 - dim) * 4 * per_vector_copies
+    vec_384 = vectors / passages * 384 * 4 * per_vector_copies
+    return {
+        "lancedb_mb": round(lance / 2**20, 1),
+        "snapshots_mb": round(snaps / 2**20, 1),
+        "bytes_per_passage": round(measured),
+        "vectors_per_passage": round(vectors / passages, 2),
+        "bytes_per_passage_at_384_float32": round(measured + extra_384),
+        "bytes_per_passage_at_384_float16": round(measured + extra_384 - vec_384 / 2),
+    }
+
+
+def run_size(config: ScaleConfig, n: int) -> dict:
+    """Every stage and the retriever for one corpus size; progress on stderr."""
+    from qortex_core.storage import snapshot as snap
+
+    home = config.workdir / f"n{n}"
+    if home.exists() and any(home.iterdir()):
+        from qortex_core.errors import ConfigError
+
+        raise ConfigError(f"{home} is not empty: give a fresh --workdir")
+    home.mkdir(parents=True, exist_ok=True)
+    stages = {}
+    for stage in STAGES:
+        _say(f"  n={n}: {stage} ...")
+        stages[stage] = _in_child(_run_stage, stage, str(home), n, config.dim, config.seed)
+        _say(f"  n={n}: {stage} {stages[stage]['seconds']} s, {stages[stage]['peak_rss_mb']} MB")
+    _say(f"  n={n}: retriever open + {config.queries} queries x {len(MODES)} modes ...")
+    retriever = _in_child(_run_queries, str(home), n, config.dim, config.seed, config.queries)
+    counts = snap.load_latest_good(home, verify=False)[0].manifest["counts"]
+    return {
+        "passages": n,
+        "stages": stages,
+        "ingest_seconds": round(sum(s["seconds"] for s in stages.values()), 2),
+        "ingest_peak_rss_mb": max(s["peak_rss_mb"] for s in stages.values()),
+        "snapshot_mb": stages["graph_snapshot"]["snapshot_mb"],
+        "counts": counts,
+        "disk": _disk(home, n, config.dim, counts),
+        "retriever": retriever,
+    }
+
+
+def _exponent(a: float, b: float, n_a: int, n_b: int) -> float | None:
+    if a <= 0 or b <= 0 or n_a == n_b:
+        return None
+    return round(math.log(b / a) / math.log(n_b / n_a), 2)
+
+
+def growth(rows: list[dict]) -> list[dict]:
+    """Growth exponents of each stage's seconds and peak RSS above its start, between sizes."""
+    out = []
+    for lo, hi in zip(rows, rows[1:]):
+        n_a, n_b = lo["passages"], hi["passages"]
+        entry: dict = {"from": n_a, "to": n_b, "seconds": {}, "rss_growth": {}}
+        for stage in STAGES:
+            a, b = lo["stages"][stage], hi["stages"][stage]
+            entry["seconds"][stage] = _exponent(a["seconds"], b["seconds"], n_a, n_b)
+            entry["rss_growth"][stage] = _exponent(
+                a["peak_rss_mb"] - a["rss_before_mb"],
+                b["peak_rss_mb"] - b["rss_before_mb"],
+                n_a,
+                n_b,
+            )
+        ra, rb = lo["retriever"], hi["retriever"]
+        entry["retriever_rss"] = _exponent(
+            ra["rss_after_open_mb"] - ra["rss_before_open_mb"],
+            rb["rss_after_open_mb"] - rb["rss_before_open_mb"],
+            n_a,
+            n_b,
+        )
+        for mode in MODES:
+            entry[f"{mode}_p50"] = _exponent(ra[mode]["p50_ms"], rb[mode]["p50_ms"], n_a, n_b)
+        out.append(entry)
+    return out
+
+
+def run_ladder(config: ScaleConfig) -> dict:
+    """The whole ladder: a row per size, growth exponents between sizes."""
+    rows = []
+    for n in config.sizes:
+        _say(f"bench scale: {n} passages")
+        start = time.perf_counter()
+        rows.append(run_size(config, n))
+        _say(f"bench scale: {n} passages done in {time.perf_counter() - start:.1f} s")
+    return {
+        "embedder": f"hash-{config.dim}",
+        "extractor": "offline",
+        "queries_per_mode": config.queries,
+        "sizes": rows,
+        "growth": growth(rows),
+        "workdir": str(config.workdir),
+    }
+
+
+def markdown(report: dict) -> str:
+    """The ladder as a markdown table (seconds / peak RSS MB per stage)."""
+    head = [
+        "passages",
+        *STAGES,
+        "snapshot MB",
+        "retriever RSS MB",
+        "hipporag p50/p95 ms",
+        "dense p50/p95 ms",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in report["sizes"]:
+        r = row["retriever"]
+        cells = [str(row["passages"])]
+        cells += [
+            f"{row['stages'][s]['seconds']} s / {row['stages'][s]['peak_rss_mb']:.0f}"
+            for s in STAGES
+        ]
+        cells += [
+            str(row["snapshot_mb"]),
+            f"{r['rss_after_open_mb'] - r['rss_before_open_mb']:.0f}",
+        ]
+        cells += [f"{r[m]['p50_ms']} / {r[m]['p95_ms']}" for m in MODES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""Retrieval parameters: one frozen dataclass every mode reads through the query context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qortex_core.query import fusion
+from qortex_core.query.ppr import PPRConfig
+
+
+@dataclass(frozen=True)
+class FullTextConfig:
+    """The lexical channel: BM25 over passages (LanceDB full-text index), and its three uses.
+
+    Attributes:
+        enabled: search the snapshot's full-text index at all (False: the ``lexical`` mode
+            answers densely and neither use below applies).
+        candidates: BM25 hits fetched per query; other passages score 0.
+        hybrid_weight: ``hybrid`` fuses dense and graph where its dense side is
+            (1 - this) x min-max dense + this x min-max BM25 (0: dense alone).
+        seed_weight: teleport mass on passages the query names lexically: the walk's
+            passage restart is ``passage_node_weight`` x min-max dense + this x min-max
+            BM25 (0: off).
+    """
+
+    enabled: bool = True
+    candidates: int = 100
+    hybrid_weight: float = 0.0
+    seed_weight: float = 0.0
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Seeding, walk and ranking parameters.
+
+    HippoRAG 2's defaults except five, chosen on musique_100 with the recorded
+    GPT-3.5 OpenIE and all-MiniLM-L6-v2 (see docs/ablation.md): 3 linked facts
+    instead of 5, facts linked in the context of their passages, verbatim concept
+    seeds, a light dense term in the final score, and the best dense passage first.
+
+    Attributes:
+        fact_top_k: facts linked to the query (HippoRAG 2's linking_top_k).
+        fact_threshold: raw cosine a fact must reach to seed the walk; none -> dense fallback.
+        fact_context: facts are linked by query cosine + this x the best query cosine of the
+            passages they were extracted from (0: cosine alone, as HippoRAG 2).
+        passage_node_weight: weight of min-max dense scores on passage nodes.
+        specificity: divide phrase seeds by the number of passages containing the phrase
+            (for verbatim seeds: the least passage-text frequency among its words, at least
+            that count).
+        lexical_weight: seed weight of concepts named verbatim in the query (0: off).
+        lexical_max_passages: concepts in the text of more passages than this are too common
+            to seed lexically.
+        dense_fusion: final passage score = min-max PPR + this x min-max dense score (0: PPR only).
+        dense_first: the best dense passage ranks first and the walk orders the rest, so the
+            graph modes never lose dense retrieval's top hit; when feedback judged that passage
+            down, nothing is lifted and the walk ranks (False: rank by the final score alone).
+        ppr: damping, tolerance and iteration cap.
+        hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.query.fusion`).
+        fulltext: the lexical (BM25) channel: the ``lexical`` mode, its share in ``hybrid``
+            and its teleport mass in the walk (:class:`FullTextConfig`).
+        recognition_candidates: facts shown to an optional recognition filter that does not say
+            itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES;
+            HippoRAG 2: 5).
+    """
+
+    fact_top_k: int = 3
+    fact_threshold: float = 0.2
+    fact_context: float = 0.5
+    passage_node_weight: float = 0.05
+    specificity: bool = True
+    lexical_weight: float = 0.5
+    lexical_max_passages: int = 50
+    dense_fusion: float = 0.25
+    dense_first: bool = True
+    ppr: PPRConfig = PPRConfig()
+    hybrid: fusion.FusionConfig = fusion.FusionConfig()
+    recognition_candidates: int = 5
+    fulltext: FullTextConfig = FullTextConfig()

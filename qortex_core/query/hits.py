@@ -1,0 +1,100 @@
+"""Hit assembly: a mode's ranking -> passage hits (scored under a profile), seeds and concepts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qortex_core.query import profiles
+from qortex_core.query.linking import Seeding
+from qortex_core.query.modes.base import Walked
+from qortex_core.query.results import ConceptHit, PassageHit, Seed
+from qortex_core.query.seeding import top_indices
+from qortex_core.query.snapshot_view import SnapshotView
+
+
+def profiled(
+    ranking: np.ndarray,
+    parts: dict[str, np.ndarray],
+    profile: profiles.ScoringProfile,
+    components: dict[str, np.ndarray],
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Final scores under ``profile`` and the breakdown with every component.
+
+    Args:
+        components: (n_passages,) recency, salience and preference.
+    """
+    final, comps = profiles.combine(profile, ranking, components)
+    return final, parts | comps | {"final": final}
+
+
+def _trace(
+    view: SnapshotView, i: int, walked: Walked | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Seed names, top concept names and concept ids a passage hit came through."""
+    phrases = view.phrases_of(i)
+    if walked is None:
+        return (), (), tuple(view.node_ids[j] for j in phrases[:10])
+    seeded = phrases[walked.teleport[phrases] > 0]
+    seeds = tuple(view.node_names[j] for j in seeded)
+    top = phrases[np.argsort(-walked.node_scores[phrases])][:5]
+    via = seeded if seeds else top
+    return seeds, tuple(view.node_names[j] for j in top), tuple(view.node_ids[j] for j in via)
+
+
+def passage_hits(
+    view: SnapshotView,
+    final: np.ndarray,
+    parts: dict[str, np.ndarray],
+    top_k: int,
+    allowed: np.ndarray | None,
+    walked: Walked | None,
+) -> list[PassageHit]:
+    """The ``top_k`` passages by ``final`` (profiled) among ``allowed``, with their traces."""
+    ranking = np.asarray(final, dtype=np.float32).copy()  # (n_passages,)
+    if allowed is not None:
+        ranking[~allowed] = -np.inf
+    out = []
+    for i in top_indices(ranking, top_k).tolist():
+        if not np.isfinite(ranking[i]):
+            break
+        p = view.passages[i]
+        seeds, concepts, via = _trace(view, i, walked)
+        out.append(
+            PassageHit(
+                p["id"],
+                p["title"],
+                p["text"],
+                p["domain"],
+                float(ranking[i]),
+                {k: float(v[i]) for k, v in parts.items()},
+                seeds,
+                concepts,
+                via,
+            )
+        )
+    return out
+
+
+def seed_list(view: SnapshotView, seeding: Seeding) -> list[Seed]:
+    """The walk's seeds, heaviest first, each with the linked fact that named it."""
+    fact_text: dict[int, str] = {}
+    for f in seeding.linked.tolist():
+        row = view.facts.slice(f, 1).to_pylist()[0]
+        for node in view.fact_nodes[f]:
+            fact_text.setdefault(
+                int(node), f"({row['subject']}, {row['predicate']}, {row['object']})"
+            )
+    weights = seeding.phrase_weights
+    out = [
+        Seed(view.node_ids[n], view.node_names[n], float(weights[n]), fact_text.get(n, ""))
+        for n in np.flatnonzero(weights).tolist()
+    ]
+    return sorted(out, key=lambda s: -s.weight)
+
+
+def concept_hits(view: SnapshotView, node_scores: np.ndarray, top_k: int) -> list[ConceptHit]:
+    """The ``top_k`` concepts by PPR mass."""
+    return [
+        ConceptHit(view.node_ids[i], view.node_names[i], float(node_scores[i]))
+        for i in top_indices(node_scores[: view.n_phrases], top_k)
+    ]

@@ -1,0 +1,65 @@
+"""What a query returns: ranked passage and concept hits, the walk's seeds, rules and notes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qortex_core.query.rules import RuleHit
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A node the walk restarted from, and why."""
+
+    node_id: str
+    name: str
+    weight: float
+    via: str
+
+
+@dataclass(frozen=True)
+class PassageHit:
+    """One ranked passage, its score and the components behind it."""
+
+    id: str
+    title: str
+    text: str
+    domain: str
+    score: float
+    breakdown: dict[str, float]
+    seeds: tuple[str, ...] = ()
+    concepts: tuple[str, ...] = ()
+    concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
+    tier: str = (
+        "graph"  # "graph": from the snapshot; "fresh": a written memory not yet consolidated
+    )
+    time: str | None = None  # event time (ISO 8601)
+    relevance: float | None = None
+
+
+@dataclass(frozen=True)
+class ConceptHit:
+    """One ranked concept (graph modes)."""
+
+    id: str
+    name: str
+    score: float
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """Ranked passages and concepts, the seeds of the walk, and any fallback taken."""
+
+    query: str
+    mode: str
+    snapshot: str
+    passages: list[PassageHit]
+    concepts: list[ConceptHit] = field(default_factory=list)
+    seeds: list[Seed] = field(default_factory=list)
+    fallback: str | None = None
+    query_id: str = ""
+    rules: list[RuleHit] = field(default_factory=list)
+    profile: str = "default"
+    route: str | None = None  # why ``auto`` took its mode
+    confidence: float | None = None  # hybrid: agreement of the dense and graph top-k
+    factors_version: int = 0

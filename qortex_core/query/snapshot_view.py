@@ -1,0 +1,107 @@
+"""The arrays and tables of one loaded snapshot, in the shapes the query path reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from qortex_core.query.rules import RuleIndex
+from qortex_core.query.seeding import phrase_lookup
+from qortex_core.storage import snapshot as snap
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """Read-only view of a snapshot's graph: nodes ``[phrases | passages]``, facts and vectors.
+
+    Attributes:
+        name: the snapshot's name (``v000001-...``).
+        n_phrases: phrase (concept) nodes come first in the node order.
+        adjacency: (n_nodes, n_nodes) symmetric weighted graph.
+        passage_vectors: (n_passages, d) unit passage embeddings.
+        fact_vectors: (n_facts, d) unit fact embeddings.
+        fact_nodes: (n_facts, 2) subject/object phrase index per fact.
+        passage_count: (n_phrases,) passages each phrase was extracted from.
+        text_count: (n_phrases,) passage-text frequency, never below ``passage_count``.
+        fact_passages: CSR (indptr, indices) of each fact's source passages.
+        node_ids, node_names: per node.
+        passages: passage rows (id, title, text, domain, ...).
+        facts: the facts table.
+        phrase_index: normalised concept name -> phrase index, for verbatim matches.
+        passage_domains: (n_passages,) domain per passage.
+        phrase_vectors: (n_phrases, d) concept embeddings, or (0, 1) when the snapshot has none.
+        rule_index: the snapshot's rules by concept.
+    """
+
+    name: str
+    n_phrases: int
+    adjacency: sp.csr_matrix
+    passage_vectors: np.ndarray
+    fact_vectors: np.ndarray
+    fact_nodes: np.ndarray
+    passage_count: np.ndarray
+    text_count: np.ndarray
+    fact_passages: tuple[np.ndarray, np.ndarray]
+    node_ids: list[str]
+    node_names: list[str]
+    passages: list[dict]
+    facts: pa.Table
+    phrase_index: dict[str, int]
+    passage_domains: np.ndarray
+    phrase_vectors: np.ndarray
+    rule_index: RuleIndex
+
+    @classmethod
+    def of(cls, snapshot: snap.Snapshot) -> "SnapshotView":
+        """The view of a loaded snapshot (arrays stay memory-mapped)."""
+        a, t = snapshot.arrays, snapshot.tables
+        n_phrases = snapshot.n_phrases
+        passage_count = np.asarray(a["phrase_passage_count"], dtype=np.float32)
+        text_count = np.asarray(a.get("phrase_text_frequency", passage_count), dtype=np.float32)
+        names = t["nodes"]["name"].to_pylist()
+        passages = t["passages"].to_pylist()
+        return cls(
+            name=snapshot.manifest.get("name", ""),
+            n_phrases=n_phrases,
+            adjacency=snapshot.adjacency,
+            passage_vectors=a["passage_vectors"],
+            fact_vectors=a["fact_vectors"],
+            fact_nodes=np.asarray(a["fact_nodes"], dtype=np.int64),
+            passage_count=passage_count,
+            # verbatim seeds' specificity: text frequency, never below the extracted count
+            text_count=np.maximum(text_count, passage_count),
+            fact_passages=(
+                np.asarray(a.get("fact_passage_indptr", np.zeros(1, np.int64))),
+                np.asarray(a.get("fact_passage_indices", np.zeros(0, np.int32))),
+            ),
+            node_ids=t["nodes"]["id"].to_pylist(),
+            node_names=names,
+            passages=passages,
+            facts=t["facts"],
+            phrase_index=phrase_lookup(names[:n_phrases]),
+            passage_domains=np.array([p["domain"] for p in passages], dtype=object),
+            phrase_vectors=a.get("phrase_vectors", np.zeros((0, 1), np.float32)),
+            rule_index=RuleIndex.from_table(t.get("rules")),
+        )
+
+    @property
+    def has_facts(self) -> bool:
+        return self.fact_vectors.shape[0] > 0
+
+    def passage_phrases(self) -> sp.csr_matrix:
+        """(n_passages, n_phrases) passage-to-concept block of the adjacency."""
+        return self.adjacency[self.n_phrases :, : self.n_phrases].tocsr()
+
+    def phrases_of(self, passage: int) -> np.ndarray:
+        """Phrase node indices adjacent to passage ``passage`` (in adjacency order)."""
+        node = self.n_phrases + passage
+        row = self.adjacency.indices[self.adjacency.indptr[node] : self.adjacency.indptr[node + 1]]
+        return row[row < self.n_phrases]
+
+    def domain_mask(self, domains: Sequence[str] | None) -> np.ndarray | None:
+        """(n_passages,) True for passages in ``domains``; None when every domain is allowed."""
+        return np.isin(self.passage_domains, list(domains)) if domains else None

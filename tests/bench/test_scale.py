@@ -1,0 +1,130 @@
+"""The scale ladder's tools: the hashing embedder, the synthetic corpus, the ladder itself."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from qortex_bench.scale_bench import STAGES, ScaleConfig, growth, markdown, run_ladder
+from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
+from qortex_core.errors import ConfigError
+from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.storage import snapshot as snap
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_hash_embedder_is_deterministic_unit_and_word_sensitive():
+    emb = make_embedder("hash:32")
+    assert isinstance(emb, HashEmbedder) and emb.dim == 32 and emb.name == "hash-32"
+    texts = ["Orion Pump service", "orion pump SERVICE", "lunar basalt quarry", ""]
+    a = emb.embed(texts)
+    b = HashEmbedder(HashEmbedderConfig(32)).embed(texts)  # a fresh instance: same vectors
+    assert a.shape == (4, 32) and a.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(a, b)
+    assert a[0] @ a[1] == pytest.approx(1.0)  # same words up to case
+    assert a[0] @ emb.embed(["Orion Pump"])[0] > 0.5 > a[0] @ a[2]
+
+
+@pytest.mark.parametrize("spec", ["hash:x", "hash:1", "hash:100000"])
+def test_hash_embedder_bad_spec(spec):
+    with pytest.raises(ConfigError):
+        make_embedder(spec)
+
+
+def test_synthetic_corpus_is_deterministic_and_sliceable():
+    corpus = SynthCorpus(SynthConfig(passages=300, seed=3))
+    whole = corpus.passages()
+    assert len(whole) == 300 and len({p.id for p in whole}) == 300
+    assert corpus.passages(100, 110) == whole[100:110]
+    assert SynthCorpus(SynthConfig(passages=300, seed=3)).passage(7) == whole[7]
+    assert SynthCorpus(SynthConfig(passages=300, seed=4)).passage(7) != whole[7]
+    with pytest.raises(ConfigError):
+        SynthConfig(passages=0)
+
+
+def test_synthetic_corpus_has_zipf_words_and_shared_entities():
+    corpus = SynthCorpus(SynthConfig(passages=1500))
+    passages = corpus.passages()
+    words = [w for p in passages for w in p.text.lower().replace(".", "").split()]
+    _, counts = np.unique(words, return_counts=True)
+    counts = np.sort(counts)[::-1]
+    assert counts[0] > 20 * np.median(counts)  # a heavy head and a long tail
+    extractions = OfflineExtractor().extract(passages)
+    assert sum(len(e.rules) for e in extractions) > 0
+    names = sorted({c.name for e in extractions for c in e.concepts})
+    at = {n: i for i, n in enumerate(names)}
+    rows, cols = [], []
+    for p_index, e in enumerate(extractions):  # bipartite passage-concept graph
+        for c in e.concepts:
+            rows.append(p_index)
+            cols.append(len(passages) + at[c.name])
+    n = len(passages) + len(names)
+    graph = sp.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    giant = np.bincount(labels[: len(passages)]).max()
+    assert giant > 0.9 * len(passages)  # shared entities connect the passages
+    per_concept = np.bincount(cols, minlength=n)[len(passages) :]
+    assert per_concept.max() > 50 and np.median(per_concept) <= 2  # hubs and a long tail
+
+
+def test_synthetic_queries_name_entities_of_the_corpus():
+    corpus = SynthCorpus(SynthConfig(passages=200))
+    titles = {p.title for p in corpus.passages()}
+    queries = corpus.queries(5)
+    assert len(queries) == 5 and queries == corpus.queries(5)
+    assert any(any(t in q for t in titles) for q in queries)
+
+
+def test_growth_exponents_from_rows():
+    def row(n, seconds, rss, p50):
+        stage = {"seconds": seconds, "peak_rss_mb": 100 + rss, "rss_before_mb": 100}
+        modes = {m: {"p50_ms": p50, "p95_ms": p50} for m in ("hipporag", "dense")}
+        retr = {"rss_before_open_mb": 50, "rss_after_open_mb": 50 + rss, **modes}
+        return {"passages": n, "stages": {s: stage for s in STAGES}, "retriever": retr}
+
+    (g,) = growth([row(1000, 1.0, 10, 2.0), row(10000, 100.0, 100, 2.0)])
+    assert g["seconds"]["embeddings"] == 2.0 and g["rss_growth"]["chunks"] == 1.0
+    assert g["retriever_rss"] == 1.0 and g["hipporag_p50"] == 0.0
+
+
+@pytest.mark.slow
+def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
+    report = run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))
+    (row,) = report["sizes"]
+    assert set(row["stages"]) == set(STAGES)
+    assert row["stages"]["chunks"]["rows"] == 150
+    assert row["stages"]["embeddings"]["passages"] == 150
+    loaded, _ = snap.load_latest_good(tmp_path / "n150")
+    assert loaded.manifest["embedding_model"] == "hash-16"
+    assert row["counts"]["passages"] == 150 and row["counts"]["phrases"] > 0
+    assert all(s["peak_rss_mb"] >= s["rss_before_mb"] > 0 for s in row["stages"].values())
+    r = row["retriever"]
+    assert r["rss_after_open_mb"] > r["rss_before_open_mb"]
+    assert r["hipporag"]["p95_ms"] >= r["hipporag"]["p50_ms"] > 0
+    assert row["disk"]["bytes_per_passage_at_384_float32"] > row["disk"]["bytes_per_passage"]
+    assert report["growth"] == [] and "| 150 |" in markdown(report)
+    with pytest.raises(ConfigError):  # the data home of a size must be fresh
+        run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))
+
+
+@pytest.mark.parametrize("argv", [["--passages", "100,50"], ["--passages", "x"], ["--dim", "1"]])
+def test_cli_rejects_bad_ladder_arguments(tmp_path, argv):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "bench", "scale", "--workdir", tmp_path, *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("qortex: error:") and "Traceback" not in proc.stderr
+    assert not any(tmp_path.iterdir())
