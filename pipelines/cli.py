@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "pipelines.commands.memory",
     "pipelines.commands.agent",
     "pipelines.commands.doctor",
+    "pipelines.commands.purge",
 )
 
 
@@ -122,8 +123,12 @@ def cmd_query(args: argparse.Namespace) -> int:
         mode=args.mode,
         domains=args.domain or None,
         profile=args.profile,
+        since=args.since,
+        until=args.until,
     )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
+    if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
+        print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
     if args.json:
         from dataclasses import asdict
 
@@ -136,7 +141,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"note: {result.fallback}")
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
-        print(f"{n:2d}. [{hit.score:.4f}] {hit.id} {hit.title}: {hit.text[:100]}{via}")
+        when = f" ({hit.time[:10]})" if hit.time else ""
+        print(f"{n:2d}. [{hit.score:.4f}] {hit.id}{when} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
             f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
@@ -193,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
     q.add_argument("--profile", help="scoring profile (default: relevance only)")
     q.add_argument("--domain", action="append")
+    q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
+    q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
@@ -211,7 +219,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError
+    from qortex_core.errors import QortexError, StorageError, environment_errno
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -226,13 +234,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except (
-        OSError
-    ) as exc:  # the environment (disk full, permissions, a path that is a file): no traceback
+        return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
+    except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 2
+        return 1 if environment_errno(exc) else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

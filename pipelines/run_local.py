@@ -8,10 +8,12 @@ on the command line, recorded in the instance under ``DAGSTER_HOME`` (default
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
 import sys
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -21,10 +23,18 @@ from dagster import DagsterEventType, DagsterInstance, logger
 from pipelines.definitions import build_definitions
 from pipelines.jobs import FACTORS_JOB
 from pipelines.resources import SourceResource, StoreResource
-from qortex_core.errors import ConfigError, DatasetError, QortexError
+from qortex_core.errors import (
+    ConfigError,
+    DatasetError,
+    HomeError,
+    QortexError,
+    StorageError,
+    storage_error,
+)
 from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import prepare_folder
 from qortex_core.storage.writer_lock import writer_lock
 
 
@@ -47,14 +57,73 @@ telemetry:
 """
 
 
+@contextmanager
+def instance_storage(dagster_home: Path):
+    """Failures of the Dagster instance itself (its ``dagster.yaml``, its SQLite storage under
+    ``dagster_home``) as one line instead of a traceback.
+
+    Raises:
+        StorageError: the machine refused a write (disk full, read-only filesystem, I/O error).
+        ConfigError: ``dagster.yaml`` is not valid YAML or not a valid instance config.
+        HomeError: the instance's SQLite storage cannot be opened.
+    """
+    import yaml
+    from dagster import DagsterInvalidConfigError
+    from dagster._check import CheckError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (yaml.YAMLError, DagsterInvalidConfigError, CheckError) as exc:
+        first = next((x.strip() for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
+        detail = " ".join(str(exc).split()) if isinstance(exc, yaml.YAMLError) else first
+        raise ConfigError(
+            f"{dagster_home / 'dagster.yaml'} is not a valid Dagster instance config "
+            f"({detail[:300]}): fix it, or remove it to get qortex's default"
+        ) from None
+    except (SQLAlchemyError, OSError) as exc:
+        full = _no_space(dagster_home)  # SQLite says "disk I/O error" when the disk is full
+        reason = OSError(errno.ENOSPC, "full") if full else exc
+        error = storage_error(f"the Dagster instance under {dagster_home} cannot write", reason)
+        if error is not None:
+            raise error from None
+        detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:200]
+        raise HomeError(
+            f"the Dagster instance under {dagster_home} cannot open its storage ({detail}): "
+            "check that DAGSTER_HOME is a writable folder"
+        ) from None
+
+
+@contextmanager
+def _locked(home: Path | str, what: str):
+    """The data home's writer lock; a lock file the machine refuses is one line, not a traceback."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(writer_lock(home, what))
+        except OSError as exc:
+            where = f"cannot take the writer lock of data home {home}"
+            error = storage_error(where, exc) or HomeError(f"{where}: {exc.strerror or exc}")
+            raise error from None
+        yield
+
+
+def _no_space(folder: Path) -> bool:
+    """True when the filesystem holding ``folder`` has no block left for an unprivileged write."""
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
+
+
 def local_instance(dagster_home: Path) -> DagsterInstance:
     """The instance under ``dagster_home``, created with qortex's ``dagster.yaml`` if it has none.
 
     Raises:
-        ConfigError: the folder cannot be created.
+        ConfigError: the folder cannot be created, or its ``dagster.yaml`` is malformed.
+        StorageError: the machine refused a write (disk full, read-only filesystem).
     """
+    prepare_folder(dagster_home, "DAGSTER_HOME")
     try:
-        dagster_home.mkdir(parents=True, exist_ok=True)
         target = dagster_home / "dagster.yaml"
         if not target.exists():
             if REPO_YAML.is_file():
@@ -62,11 +131,11 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
             else:
                 target.write_text(FALLBACK_YAML)
     except OSError as exc:
-        raise ConfigError(
-            f"cannot prepare DAGSTER_HOME {dagster_home}: {exc.strerror or exc}"
-        ) from None
+        where = f"cannot prepare DAGSTER_HOME {dagster_home}"
+        raise storage_error(where, exc) or ConfigError(f"{where}: {exc.strerror or exc}") from None
     os.environ["DAGSTER_HOME"] = str(dagster_home)  # for anything in the yaml that reads it
-    return DagsterInstance.from_config(str(dagster_home))
+    with instance_storage(dagster_home):
+        return DagsterInstance.from_config(str(dagster_home))
 
 
 class _StderrProgress(logging.Handler):
@@ -160,8 +229,11 @@ def _budget_failure(result, snapshots: str) -> QortexError | None:
     return None
 
 
-def _failure(result) -> QortexError:
-    """The first failed step as one line (the library's own message when it raised a QortexError)."""
+def first_failure(result, what: str = "ingest") -> QortexError:
+    """The first failed step as one line (the library's own message when it raised a QortexError).
+
+    A step the machine stopped (disk full, read-only filesystem) is a :class:`StorageError`.
+    """
     for event in result.all_events:
         if event.event_type == DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error
@@ -175,8 +247,11 @@ def _failure(result) -> QortexError:
             text = (
                 rest if error and rest and head.endswith(error.cls_name) else text
             )  # drop "module.Class: "
-            return QortexError(f"ingest failed at {event.step_key}: {text}")
-    return QortexError("ingest failed")
+            where = f"{what} failed at {event.step_key}"
+            if error is not None and error.cls_name == "StorageError":
+                return StorageError(f"{where}: {text}")
+            return storage_error(where, text) or QortexError(f"{where}: {text}")
+    return QortexError(f"{what} failed")
 
 
 def summarise(metadata: Mapping[str, dict]) -> dict:
@@ -248,6 +323,8 @@ def run_ingest(
         raise ConfigError(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
         )
+    if not remote:  # a home that cannot be written fails here, in one line, before any step
+        prepare_folder(Path(home))
     dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
     store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
@@ -258,12 +335,13 @@ def run_ingest(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
     )
     run_config = {"loggers": {chosen_logger: {}}}
-    with writer_lock(home, "qortex ingest" if source is not None else "qortex consolidate"):
+    what = "qortex ingest" if source is not None else "qortex consolidate"
+    with _locked(home, what), instance_storage(Path(dagster_home)):
         result = defs.resolve_job_def("ingest").execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config
         )
     if not result.success:
-        raise _budget_failure(result, store.snapshots()) or _failure(result)
+        raise _budget_failure(result, store.snapshots()) or first_failure(result)
     metadata = _metadata(result)
     checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
     return IngestOutcome(
@@ -293,13 +371,18 @@ def materialize_factors(
     defs = build_definitions(
         os.environ, resources={"store": StoreResource(home=home_text)}, loggers={"quiet": quiet}
     )
-    result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
-        instance=local_instance(Path(dagster_home)),
-        run_config={
-            "loggers": {"quiet": {}},
-            "ops": {"teleportation_factors": {"config": {"force": force}}},
-        },
-    )
+    instance = local_instance(Path(dagster_home))
+    with instance_storage(Path(dagster_home)):
+        result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "loggers": {"quiet": {}},
+                "ops": {"teleportation_factors": {"config": {"force": force}}},
+            },
+        )
+    if not result.success:
+        raise first_failure(result, "factors update")
     event = result.get_asset_materialization_events()[0].materialization
     meta = {k: v.value for k, v in event.metadata.items()}
     return {

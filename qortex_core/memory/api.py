@@ -241,7 +241,7 @@ class Memory:
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
             raise RecordError(f"limit must be an integer from 1 to {MAX_LIST}, got {limit!r}")
-        window = (parse_time(since, "since"), parse_time(until, "until"))
+        window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
         self.state.refresh()
         rows = [self.state.current[r] for r in self.state.live_ids]
         rows = [r for r in rows if domain is None or r["domain"] == domain]
@@ -292,7 +292,7 @@ class Memory:
         """
         from qortex_core.memory.search import search_memory
 
-        window = (parse_time(since, "since"), parse_time(until, "until"))
+        window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
         domains = [domain] if isinstance(domain, str) else (list(domain) if domain else None)
         return search_memory(self, query, top_k, mode, window, domains, profile, min_relevance)
 

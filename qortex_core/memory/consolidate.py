@@ -161,8 +161,8 @@ def memory_documents(
                 DOC_PREFIX + rid,
                 row["domain"],
                 "memory",
-                (Section("", row["text"]),),
-                ids.digest(row["text"], size=16),
+                (Section("", row["text"], row["time"]),),
+                ids.digest(row["text"], row["time"] or "", size=16),
             )
         )
     docs.sort(key=lambda d: d.doc_id)

@@ -103,6 +103,11 @@ class LearnedMemory:
         if self.log is not None:
             self.log.flush()
 
+    @property
+    def log_problem(self) -> str | None:
+        """Why query-log rows were skipped (read-only home, disk full), or None."""
+        return self.log.problem if self.log is not None else None
+
     def feedback(
         self,
         query_id: str,

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from qortex_core.errors import RecordError
 from qortex_core.redact import RedactionConfig, redact
-from qortex_core.storage import ids
+from qortex_core.storage import ids, times
 from qortex_core.storage.store import LanceStore, vector_type, vectors_to_arrow
 
 MEMORIES = "memories"
@@ -102,31 +102,23 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
-def parse_time(value: object, what: str = "time") -> str | None:
-    """``value`` (None, a datetime or an ISO 8601 string) as ISO 8601 in UTC.
-
-    A time without a zone is read as UTC; a bare date as its midnight.
+def parse_time(value: object, what: str = "time", upper: bool = False) -> str | None:
+    """``value`` (None, a datetime, a date or an ISO 8601 string) as ISO 8601 UTC to the second
+    (:mod:`qortex_core.storage.times`); a time without a zone is UTC, a bare date its midnight
+    (as an ``upper`` bound: its last second).
 
     Raises:
-        RecordError: not a datetime nor a parseable ISO 8601 string.
+        RecordError: not a datetime, date nor a parseable ISO 8601 string.
     """
     if value is None:
         return None
-    if isinstance(value, dt.datetime):
-        moment = value
-    elif isinstance(value, dt.date):
-        moment = dt.datetime(value.year, value.month, value.day)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        try:
-            moment = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "zZ" else text)
-        except ValueError:
-            raise RecordError(f"invalid {what} {value[:40]!r}: use ISO 8601") from None
-    else:
+    if isinstance(value, (bool, int, float)):
         raise RecordError(f"invalid {what} {value!r}: use ISO 8601, e.g. 2026-03-01T09:30:00Z")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
+    try:
+        return times.parse_bound(value, upper)
+    except ValueError:
+        shown = value[:40] if isinstance(value, str) else value
+        raise RecordError(f"invalid {what} {shown!r}: use ISO 8601") from None
 
 
 def clean_text(text: object, redaction: RedactionConfig = RedactionConfig()) -> str:

@@ -30,10 +30,8 @@ class PassageHit:
     seeds: tuple[str, ...] = ()
     concepts: tuple[str, ...] = ()
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
-    tier: str = (
-        "graph"  # "graph": from the snapshot; "fresh": a written memory not yet consolidated
-    )
-    time: str | None = None  # event time (ISO 8601)
+    time: str | None = None  # event time, ISO 8601 UTC (None: the passage has none)
+    tier: str = "graph"  # "graph": the snapshot; "fresh": a written memory not yet consolidated
     relevance: float | None = None
 
 

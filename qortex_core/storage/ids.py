@@ -60,9 +60,9 @@ def query_id(text: str, snapshot: str, when: str) -> str:
     return "q_" + digest(" ".join(text.split()), snapshot, when)
 
 
-def event_id(query: str, result: str, kind: str, when: str, nonce: str) -> str:
-    """Id of one feedback event (``nonce`` keeps repeated identical judgements distinct)."""
-    return "ev_" + digest(query, result, kind, when, nonce)
+def event_id(query: str, result: str, kind: str) -> str:
+    """Id of one judgement: a repeated (query, result, kind) is the same event, recorded once."""
+    return "ev_" + digest(query, result, kind)
 
 
 def embedding_key(model: str, text: str) -> str:

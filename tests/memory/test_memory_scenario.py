@@ -161,9 +161,9 @@ CHILD = textwrap.dedent("""
     from qortex_core.storage.store import LanceStore
     store = LanceStore.open(sys.argv[1])
     log = QueryLog(store)
-    log.record("q_crash", "v", [ResultTrace("p_x", "passage", ("c_crash",))])
     for n in range(int(sys.argv[2])):
-        record_feedback(store, log, "q_crash", rejected=["p_x"])
+        log.record(f"q_crash{n}", "v", [ResultTrace("p_x", "passage", ("c_crash",))])
+        record_feedback(store, log, f"q_crash{n}", rejected=["p_x"])
         print("appended", n + 1, flush=True)
     time.sleep(600)  # killed here: between append and fold
 """)
