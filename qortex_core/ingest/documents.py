@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
+from qortex_core.ingest.source_files import check_text, load_json, read_bounded
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage.store import Store
 
@@ -187,14 +188,11 @@ def _text_sections(path: Path, text: str) -> tuple[Section, ...]:
 
 def _corpus_sections(path: Path, text: str) -> tuple[Section, ...]:
     """Sections of a HippoRAG corpus: a JSON list (or JSON lines) of ``{title, text}``."""
-    try:
-        rows = (
-            json.loads(text)
-            if path.suffix.lower() == ".json"
-            else [json.loads(x) for x in text.splitlines() if x.strip()]
-        )
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    rows = (
+        load_json(text)
+        if path.suffix.lower() == ".json"
+        else [load_json(x) for x in text.splitlines() if x.strip()]
+    )
     if not isinstance(rows, list):
         raise ValueError("a corpus file must hold a JSON list of {title, text}")
     out = []
@@ -206,7 +204,8 @@ def _corpus_sections(path: Path, text: str) -> tuple[Section, ...]:
         ):
             raise ValueError(f"corpus entry {n} needs string 'title' and 'text'")
         if row["text"].strip():
-            out.append(Section(row.get("title", ""), row["text"]))
+            title = check_text(row.get("title", ""), f"corpus entry {n}'s title")
+            out.append(Section(title, check_text(row["text"], f"corpus entry {n}'s text")))
     return tuple(out)
 
 
@@ -223,12 +222,9 @@ def read_document(path: Path, config: SourceConfig) -> Document:
         ValueError: the file is unreadable, binary, empty, too large or a malformed corpus.
     """
     root = Path(config.root)
-    try:
-        if path.stat().st_size > config.max_bytes:
-            raise ValueError(f"larger than {config.max_bytes} bytes")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"unreadable: {exc.strerror or exc}") from None
+    raw = read_bounded(
+        path, config.max_bytes
+    )  # no blocking on a FIFO swapped in, no unbounded read
     text = _decode(raw)
     if not text.strip():
         raise ValueError("empty file")
