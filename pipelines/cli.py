@@ -124,6 +124,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         mode=args.mode,
         domains=args.domain or None,
         profile=args.profile,
+        since=args.since,
+        until=args.until,
     )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
@@ -140,7 +142,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"note: {result.fallback}")
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
-        print(f"{n:2d}. [{hit.score:.4f}] {hit.id} {hit.title}: {hit.text[:100]}{via}")
+        when = f" ({hit.time[:10]})" if hit.time else ""
+        print(f"{n:2d}. [{hit.score:.4f}] {hit.id}{when} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
             f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
@@ -197,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
     q.add_argument("--profile", help="scoring profile (default: relevance only)")
     q.add_argument("--domain", action="append")
+    q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
+    q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)

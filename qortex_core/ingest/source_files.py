@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 _KINDS = (
@@ -37,8 +38,16 @@ def _special(path: Path) -> str | None:
     return None if stat.S_ISREG(mode) else _kind(mode)
 
 
-def read_bounded(path: Path, max_bytes: int) -> bytes:
-    """The bytes of the regular file at ``path``, opened without blocking.
+@dataclass(frozen=True)
+class SourceBytes:
+    """What was read from one source file: its bytes and its modification time (epoch s)."""
+
+    data: bytes
+    mtime: float
+
+
+def read_bounded(path: Path, max_bytes: int) -> SourceBytes:
+    """The bytes and modification time of the regular file at ``path``, opened without blocking.
 
     Raises:
         ValueError: not a regular file once opened (FIFO, device, socket), larger than
@@ -53,7 +62,8 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
             f"{kind}, not a regular file" if kind else f"unreadable: {exc.strerror or exc}"
         ) from None
     try:
-        mode = os.fstat(fd).st_mode
+        info = os.fstat(fd)
+        mode = info.st_mode
         if not stat.S_ISREG(mode):  # re-checked on what was opened: the listing may be stale
             raise ValueError(f"{_kind(mode)}, not a regular file")
         chunks: list[bytes] = []
@@ -63,7 +73,7 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
             total += len(block)
             if total > max_bytes:
                 raise ValueError(f"larger than {max_bytes} bytes")
-        return b"".join(chunks)
+        return SourceBytes(b"".join(chunks), info.st_mtime)
     except OSError as exc:
         raise ValueError(f"unreadable: {exc.strerror or exc}") from None
     finally:

@@ -26,7 +26,7 @@ from qortex_core.ingest.graph import (
     phrase_text_frequency,
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
-from qortex_core.storage import fulltext, ids
+from qortex_core.storage import fulltext, ids, times
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.model import Extraction, Passage, fact_text
 from qortex_core.storage.store import (
@@ -57,37 +57,56 @@ class ChunkReport:
     removed: int
 
 
-def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = True) -> ChunkReport:
-    """Make the chunks table hold ``passages`` (by content id); drop others when ``prune``."""
-    unique = {p.id: p for p in passages}
-    existing = store.read(CHUNKS)
-    have = set(existing["id"].to_pylist()) if existing.num_rows else set()
-    placed = (
+def _chunk_table(passages: Sequence[Passage], ingested: dict[str, str | None]) -> pa.Table:
+    """Chunk rows; ``ingested``: passage id -> its ingest time (ISO 8601 UTC)."""
+    return pa.table(
         {
-            r["id"]: (r["doc_id"], r["domain"])
-            for r in existing.select(["id", "doc_id", "domain"]).to_pylist()
+            "id": pa.array([p.id for p in passages], pa.string()),
+            "doc_id": pa.array([p.doc_id for p in passages], pa.string()),
+            "title": pa.array([p.title for p in passages], pa.string()),
+            "text": pa.array([p.text for p in passages], pa.string()),
+            "domain": pa.array([p.domain for p in passages], pa.string()),
+            "time": pa.array([p.time for p in passages], pa.string()),
+            "ingested_at": pa.array([ingested.get(p.id) for p in passages], pa.string()),
         }
-        if have
-        else {}
     )
+
+
+def _timed_chunks(store: LanceStore) -> pa.Table:
+    """The chunks table, given empty ``time``/``ingested_at`` columns first if it predates them."""
+    existing = store.read(CHUNKS)
+    if existing.num_rows == 0 or "time" in existing.schema.names:
+        return existing
+    for name in ("time", "ingested_at"):  # unknown for chunks stored before times were kept
+        existing = existing.append_column(name, pa.nulls(existing.num_rows, pa.string()))
+    store.replace(CHUNKS, existing)
+    return existing
+
+
+def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = True) -> ChunkReport:
+    """Make the chunks table hold ``passages`` (by content id); drop others when ``prune``.
+
+    A new chunk's ingest time is now (or the passage's own ``ingested_at``); a chunk that
+    moved (same text, another document, domain or event time) keeps its ingest time.
+    """
+    unique = {p.id: p for p in passages}
+    existing = _timed_chunks(store)
+    have = set(existing["id"].to_pylist()) if existing.num_rows else set()
+    columns = ["id", "doc_id", "domain", "time", "ingested_at"]
+    placed = {r["id"]: r for r in existing.select(columns).to_pylist()} if have else {}
     new = [p for pid, p in unique.items() if pid not in have]
     moved = [
-        p for pid, p in unique.items() if pid in placed and placed[pid] != (p.doc_id, p.domain)
-    ]  # same text, new home
-    new_and_moved = new + moved
-    if new_and_moved:
-        store.upsert(
-            CHUNKS,
-            pa.table(
-                {
-                    "id": [p.id for p in new_and_moved],
-                    "doc_id": [p.doc_id for p in new_and_moved],
-                    "title": [p.title for p in new_and_moved],
-                    "text": [p.text for p in new_and_moved],
-                    "domain": [p.domain for p in new_and_moved],
-                }
-            ),
-        )
+        p
+        for pid, p in unique.items()
+        if pid in placed
+        and (placed[pid]["doc_id"], placed[pid]["domain"], placed[pid]["time"])
+        != (p.doc_id, p.domain, p.time)
+    ]  # same text, new home or time
+    if new or moved:
+        stamp = times.now_iso()
+        ingested = {p.id: p.ingested_at or stamp for p in new}
+        ingested |= {p.id: placed[p.id]["ingested_at"] for p in moved}
+        store.upsert(CHUNKS, _chunk_table(new + moved, ingested))
     stale = sorted(have - set(unique)) if prune else []
     store.delete(CHUNKS, "id", stale)
     return ChunkReport(total=len(unique), added=len(new), removed=len(stale))
@@ -99,7 +118,9 @@ def read_chunks(store: LanceStore) -> list[Passage]:
     if rows.num_rows == 0:
         return []
     out = [
-        Passage(text=r["text"], title=r["title"], doc_id=r["doc_id"], domain=r["domain"])
+        Passage(
+            r["text"], r["title"], r["doc_id"], r["domain"], r.get("time"), r.get("ingested_at")
+        )
         for r in rows.to_pylist()
     ]
     return sorted(out, key=lambda p: p.id)
@@ -214,7 +235,9 @@ def embed_index(
     digest = ids.digest(
         embedder.name,
         extractor_key,
-        json.dumps([[p.id, p.doc_id, p.domain, p.id in payloads] for p in chunks]),
+        json.dumps(
+            [[p.id, p.doc_id, p.domain, p.id in payloads, p.time, p.ingested_at] for p in chunks]
+        ),
     )
     outputs = (PASSAGES, CONCEPTS, FACTS, RULES)
     if store.stage_digest("embeddings") == digest and all(
@@ -280,6 +303,8 @@ def embed_index(
                 "title": [p.title for p in chunks],
                 "text": [p.text for p in chunks],
                 "domain": [p.domain for p in chunks],
+                "time": pa.array([p.time for p in chunks], pa.string()),
+                "ingested_at": pa.array([p.ingested_at for p in chunks], pa.string()),
             },
             p_vec,
         ),
@@ -347,7 +372,7 @@ def _index_of(keys: list[str]) -> dict[str, int]:
     return {k: i for i, k in enumerate(keys)}
 
 
-_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS)
+_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
 
 
 def _inputs_digest(
@@ -389,13 +414,14 @@ def build_snapshot(
     nothing), unless ``force``.
     """
     versions = store.versions()
+    passages = store.read(PASSAGES)
+    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
+    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     inputs = _inputs_digest(versions, embedding_model, graph_config, params)
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:
         return unchanged
-    passages, concepts, facts = store.read(PASSAGES), store.read(CONCEPTS), store.read(FACTS)
-    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
-    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
+    concepts, facts = store.read(CONCEPTS), store.read(FACTS)
     rules, syn = store.read(RULES), store.read(SYNONYMS)
     c_ids = concepts["id"].to_pylist() if concepts.num_rows else []
     p_ids = passages["id"].to_pylist() if passages.num_rows else []
@@ -484,7 +510,10 @@ def build_snapshot(
         "passages": passages.drop_columns(["vector"])
         if p_ids
         else pa.table(
-            {k: pa.array([], pa.string()) for k in ("id", "doc_id", "title", "text", "domain")}
+            {
+                k: pa.array([], pa.string())
+                for k in ("id", "doc_id", "title", "text", "domain", "time", "ingested_at")
+            }
         ),
         "facts": pa.table(
             {

@@ -21,12 +21,15 @@ class FullTextConfig:
         seed_weight: teleport mass on passages the query names lexically: the walk's
             passage restart is ``passage_node_weight`` x min-max dense + this x min-max
             BM25 (0: off).
+        final_weight: the graph modes' final score adds this x min-max BM25 to min-max PPR
+            + ``dense_fusion`` x min-max dense (0: off).
     """
 
     enabled: bool = True
     candidates: int = 100
     hybrid_weight: float = 0.0
     seed_weight: float = 0.0
+    final_weight: float = 0.0
 
 
 @dataclass(frozen=True)

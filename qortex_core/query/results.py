@@ -30,6 +30,7 @@ class PassageHit:
     seeds: tuple[str, ...] = ()
     concepts: tuple[str, ...] = ()
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
+    time: str | None = None  # event time, ISO 8601 UTC (None: the passage has none)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from qortex_core.query.validation import (
     MAX_TOP_K,
     validate,
     validate_domains,
+    validate_window,
 )
 from qortex_core.storage import ids
 from qortex_core.storage import snapshot as snap
@@ -97,8 +98,6 @@ class Retriever:
         self.lexical = LexicalIndex.open(
             getattr(store, "db", None), self.view, snapshot.manifest
         )  # the snapshot's BM25 index (None: store-less or built before the channel)
-        # passages carry no time yet
-        self.recency = profiles.recency(None, len(self.view.passages), 30.0)
 
     # the snapshot's arrays, as callers and benchmarks read them
     n_phrases = property(lambda self: self.view.n_phrases)
@@ -156,12 +155,21 @@ class Retriever:
         mode: str = modes.DEFAULT,
         domains: Sequence[str] | None = None,
         profile: str | None = None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
     ) -> QueryResult:
         """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result
-        came through."""
+        came through.
+
+        ``since``/``until``: keep passages whose event time lies in that window (ISO 8601;
+        a bare ``until`` date keeps its whole day); like domains they filter the results,
+        never the walk.
+        """
         clean = validate(text, top_k, mode)
         domains = validate_domains(domains, set(self.view.passage_domains.tolist()))
-        result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains, profile)
+        vector = self.embedder.embed([clean])[0]
+        result = self.search(clean, vector, top_k, mode, domains, profile, since=since, until=until)
         self.memory.record(
             result.query_id,
             result.snapshot,
@@ -202,12 +210,16 @@ class Retriever:
         mode: str = modes.DEFAULT,
         domains: Sequence[str] | None = None,
         profile: str | profiles.ScoringProfile | None = None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
     ) -> QueryResult:
         """Retrieve with a precomputed unit query vector (modes: :data:`MODES`)."""
+        window = validate_window(since, until)
         # one BLAS thread: a query is a few small mat-vecs, and a second thread only spin-waits
         # (12 ms instead of 1.4 ms per 17k x 384 product on a busy 2-core machine)
         with _blas_controller().limit(limits=1, user_api="blas"):
-            return self._search(text, vector, top_k, mode, domains, profile)
+            return self._search(text, vector, top_k, mode, domains, profile, window)
 
     def seed(self, text: str, vector: np.ndarray, dense: np.ndarray) -> Seeding:
         """Link facts, filter them (when a recognizer is set) and build the walk's teleport.
@@ -223,8 +235,10 @@ class Retriever:
         vector: np.ndarray,
         domains: Sequence[str] | None = None,
         dense: np.ndarray | None = None,
+        window: tuple[str | None, str | None] = (None, None),
     ) -> modes.QueryContext:
-        """The query context a mode ranks from (dense cosines computed here unless given)."""
+        """The query context a mode ranks from (dense cosines computed here unless given);
+        ``window``: the validated (since, until) event-time bounds."""
         if dense is None:
             dense = cosine(self.view.passage_vectors, vector)  # (n_passages,)
         return modes.QueryContext(
@@ -234,7 +248,7 @@ class Retriever:
             view=self.view,
             walk=self.walk,
             config=self.config,
-            allowed=self.view.domain_mask(domains),
+            allowed=self.view.allowed(domains, *window),
             factors=self.memory.phrase_factors,
             preference=self.memory.preference,
             recognizer=self.recognizer,
@@ -249,10 +263,11 @@ class Retriever:
         mode: str,
         domains: Sequence[str] | None,
         profile: str | profiles.ScoringProfile | None,
+        window: tuple[str | None, str | None] = (None, None),
     ) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
-        ctx = self.context(text, vector, domains)
+        ctx = self.context(text, vector, domains, window=window)
         ranking = modes.get(mode).rank(ctx)
         return self._result(ctx, ranking, top_k, domains, prof)
 
@@ -275,7 +290,10 @@ class Retriever:
         if ranking.confidence is not None:
             extra["confidence"] = ranking.confidence
         final, parts = hits.profiled(
-            np.asarray(ranking.scores, dtype=np.float32), ranking.parts, prof, self._components()
+            np.asarray(ranking.scores, dtype=np.float32),
+            ranking.parts,
+            prof,
+            self._components(prof),
         )
         passages = hits.passage_hits(view, final, parts, top_k, ctx.allowed, ranking.walked)
         if ranking.walked is None:
@@ -318,10 +336,13 @@ class Retriever:
             **extra,
         )
 
-    def _components(self) -> dict[str, np.ndarray]:
-        """(n_passages,) recency, salience and preference for the scoring profile."""
+    def _components(self, prof: profiles.ScoringProfile) -> dict[str, np.ndarray]:
+        """(n_passages,) recency (by event time, the profile's half-life; 0 without a time),
+        salience and preference for the scoring profile."""
         return {
-            "recency": self.recency,
+            "recency": profiles.recency(
+                self.view.passage_times, len(self.view.passages), prof.recency_half_life_days
+            ),
             "salience": self.memory.salience,
             "preference": self.memory.preference(),
         }

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from qortex_core.query.rules import RuleIndex
 from qortex_core.query.seeding import phrase_lookup
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage import times
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class SnapshotView:
         passage_domains: (n_passages,) domain per passage.
         phrase_vectors: (n_phrases, d) concept embeddings, or (0, 1) when the snapshot has none.
         rule_index: the snapshot's rules by concept.
+        passage_times: (n_passages,) event time as epoch seconds, NaN where a passage has none.
     """
 
     name: str
@@ -54,6 +56,7 @@ class SnapshotView:
     passage_domains: np.ndarray
     phrase_vectors: np.ndarray
     rule_index: RuleIndex
+    passage_times: np.ndarray
 
     @classmethod
     def of(cls, snapshot: snap.Snapshot) -> "SnapshotView":
@@ -86,6 +89,7 @@ class SnapshotView:
             passage_domains=np.array([p["domain"] for p in passages], dtype=object),
             phrase_vectors=a.get("phrase_vectors", np.zeros((0, 1), np.float32)),
             rule_index=RuleIndex.from_table(t.get("rules")),
+            passage_times=times.epoch_array([p.get("time") for p in passages]),
         )
 
     @property
@@ -105,3 +109,13 @@ class SnapshotView:
     def domain_mask(self, domains: Sequence[str] | None) -> np.ndarray | None:
         """(n_passages,) True for passages in ``domains``; None when every domain is allowed."""
         return np.isin(self.passage_domains, list(domains)) if domains else None
+
+    def allowed(
+        self, domains: Sequence[str] | None, since: str | None = None, until: str | None = None
+    ) -> np.ndarray | None:
+        """(n_passages,) True for passages in ``domains`` with an event time in [since, until]
+        (ISO 8601 UTC bounds); None when nothing is filtered. Results are filtered, never the walk.
+        """
+        masks = [self.domain_mask(domains), times.window_mask(self.passage_times, since, until)]
+        masks = [m for m in masks if m is not None]
+        return np.logical_and.reduce(masks) if masks else None

@@ -78,3 +78,13 @@ def test_bm25_seeds_teleport_mass_on_named_passages(toy_home, embedder):
 
 def test_lexical_is_registered_and_not_evaluated_by_default():
     assert "lexical" in modes.names() and "lexical" not in modes.eval_defaults()
+
+
+def test_bm25_term_in_the_graph_modes_final_score(toy_home, embedder):
+    text = "Where was Orlan Vesk born?"
+    plain = Retriever.open(toy_home, embedder=embedder).query(text, top_k=8, mode="hipporag")
+    assert "lexical" not in plain.passages[0].breakdown
+    mixed = Retriever.open(toy_home, embedder=embedder, config=_with(final_weight=0.5))
+    fused = mixed.query(text, top_k=8, mode="hipporag")
+    assert "lexical" in fused.passages[0].breakdown
+    assert [h.score for h in fused.passages] != [h.score for h in plain.passages]
