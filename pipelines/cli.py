@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "pipelines.commands.memory",
     "pipelines.commands.doctor",
     "pipelines.commands.purge",
+    "pipelines.commands.ui",
 )
 
 

@@ -209,7 +209,8 @@ def latest_name(home: str | Path) -> str:
         name = pointer.read_text().strip()
     except FileNotFoundError:
         raise SnapshotError(
-            f"no snapshot published under {home} (run `qortex ingest` or `qortex eval` first)"
+            f"no snapshot published under data home {home} (run `qortex ingest` first, or "
+            "choose another home with --home or QORTEX_HOME)"
         ) from None
     except NotADirectoryError:
         raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
