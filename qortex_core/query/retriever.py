@@ -144,7 +144,7 @@ class Retriever:
             recognizer=recognizer,
         )
         if problems:
-            name = loaded.manifest.get("name", "?")
+            name = loaded.manifest["name"]
             retriever.warning = f"serving older snapshot {name}: " + "; ".join(problems)
         return retriever
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
+from qortex_core.storage.snapshot_schema import check_manifest
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
@@ -32,16 +33,11 @@ _FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|arrow)$")
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything a retriever needs, as arrays and Arrow tables.
+    """The files of one snapshot: arrays and Arrow tables by file stem, and the manifest.
 
-    Nodes are phrases ``[0, n_phrases)`` then passages. ``arrays`` holds
-    ``adj_indptr``, ``adj_indices``, ``adj_data``, ``passage_vectors``,
-    ``fact_vectors``, ``fact_nodes`` (n_facts, 2), ``phrase_vectors``,
-    ``phrase_passage_count``, ``phrase_text_frequency`` and the CSR
-    ``fact_passage_indptr`` / ``fact_passage_indices`` (each fact's source
-    passages; snapshots from before these three still load, and retrieval then
-    links by cosine alone); ``tables`` holds ``nodes``, ``passages``,
-    ``facts`` and ``rules``.
+    What they must be is defined once in :mod:`qortex_core.storage.snapshot_schema`
+    (:class:`~qortex_core.storage.snapshot_schema.SnapshotArrays`, ``SnapshotTables``,
+    ``SnapshotCounts``); :func:`load` refuses a manifest that lacks any of them.
     """
 
     arrays: dict[str, np.ndarray]
@@ -241,6 +237,7 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     except (OSError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
+    check_manifest(manifest, name)  # valid JSON that lies (an array or a count missing) is refused
     arrays: dict[str, np.ndarray] = {}
     tables: dict[str, pa.Table] = {}
     for fname, checksum in files.items():
