@@ -21,6 +21,7 @@ from typing import Mapping
 from dagster import DagsterEventType, DagsterInstance, logger
 
 from pipelines.definitions import build_definitions
+from pipelines.instance_path import check_dagster_home
 from pipelines.jobs import FACTORS_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import (
@@ -119,9 +120,11 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
     """The instance under ``dagster_home``, created with qortex's ``dagster.yaml`` if it has none.
 
     Raises:
-        ConfigError: the folder cannot be created, or its ``dagster.yaml`` is malformed.
+        ConfigError: the folder cannot be created, its ``dagster.yaml`` is malformed, or its
+            path holds a character Dagster's SQLite storage cannot open (checked first).
         StorageError: the machine refused a write (disk full, read-only filesystem).
     """
+    check_dagster_home(dagster_home)
     prepare_folder(dagster_home, "DAGSTER_HOME")
     try:
         target = dagster_home / "dagster.yaml"
@@ -323,9 +326,10 @@ def run_ingest(
         raise ConfigError(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
         )
+    dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
+    check_dagster_home(Path(dagster_home))  # before anything is written, the home included
     if not remote:  # a home that cannot be written fails here, in one line, before any step
         prepare_folder(Path(home))
-    dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
     instance = local_instance(Path(dagster_home))
     store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
     folder = SourceResource(path=str(source) if source is not None else "")

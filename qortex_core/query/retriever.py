@@ -152,7 +152,7 @@ class Retriever:
             fresh=FreshTier(store, loaded.tables["passages"], state=state),
         )
         if problems:
-            name = loaded.manifest.get("name", "?")
+            name = loaded.manifest["name"]
             retriever.warning = f"serving older snapshot {name}: " + "; ".join(problems)
         return retriever
 

@@ -167,3 +167,16 @@ def test_probe_sees_vectors_out_of_step_with_passages(home, embedder):
     )
     problems = diagnose(home, embedder).problems
     assert [p.name for p in problems] == ["probe"] and "vectors do not match" in problems[0].detail
+
+
+def test_incomplete_manifest_is_named_by_doctor(home, embedder):
+    """Checksums match but the manifest no longer lists an array: doctor names what is missing."""
+    latest = snap.snapshots_dir(home) / snap.latest_name(home)
+    manifest = json.loads((latest / "manifest.json").read_text())
+    del manifest["files"]["phrase_text_frequency.npy"], manifest["counts"]["contains"]
+    (latest / "manifest.json").write_text(json.dumps(manifest))
+    report = diagnose(home, embedder)
+    problems = {p.name: p.detail for p in report.problems}
+    assert set(problems) == {f"snapshot {latest.name}", "probe"}
+    for detail in problems.values():
+        assert "no array phrase_text_frequency" in detail and "no count contains" in detail
