@@ -27,7 +27,7 @@ from qortex_core.storage.snapshot_schema import check_manifest
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
-_NAME = re.compile(r"^v(\d{6})-[0-9a-f]{8}$")
+_NAME = re.compile(r"v([0-9]{6})-[0-9a-f]{8}")  # used with fullmatch: no trailing newline
 _FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|arrow)$")
 
 
@@ -130,7 +130,7 @@ def list_versions(home: str | Path) -> list[str]:
     root = snapshots_dir(home)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name))
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name))
 
 
 def publish(home: str | Path, snapshot: Snapshot) -> Path:
@@ -212,7 +212,7 @@ def latest_name(home: str | Path) -> str:
         raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise SnapshotError(f"snapshot pointer {pointer} is corrupt: {name[:40]!r}")
     return name
 
@@ -271,7 +271,7 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
     if not isinstance(files, dict) or not files:
         raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
     for fname, checksum in files.items():
-        if not _FILE.match(fname) or not isinstance(checksum, str):
+        if not _FILE.fullmatch(fname) or not isinstance(checksum, str):
             raise SnapshotError(
                 f"snapshot {name} has a malformed manifest: bad file entry {fname[:60]!r}"
             )
@@ -283,12 +283,12 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
     if name is None:
         return latest_name(home)
     text = str(name)
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]{1,9}", text):  # ASCII digits only: "²".isdigit() but int("²") fails
         for candidate in list_versions(home):
             if int(candidate[1:7]) == int(text):
                 return candidate
         raise SnapshotError(f"no snapshot version {text} under {home}")
-    if not _NAME.match(text):
+    if not _NAME.fullmatch(text):
         raise SnapshotError(f"not a snapshot name: {text!r}")
     return text
 
