@@ -55,6 +55,8 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+nux:
+  enabled: false
 """
 
 
