@@ -20,6 +20,7 @@ from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory.learned import Memory, MemoryConfig
 from qortex_core.query import hits, modes, profiles
 from qortex_core.query.config import RetrievalConfig
+from qortex_core.query.embedder_check import check_embedder
 from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
@@ -133,9 +134,11 @@ class Retriever:
             if version is None
             else (snap.load(home, version, verify=verify), [])
         )
+        embedder = embedder or make_embedder()
+        check_embedder(loaded, embedder)  # another model's vectors would rank by noise
         retriever = cls(
             loaded,
-            embedder or make_embedder(),
+            embedder,
             config,
             store=LanceStore.open_reader(home),  # a read-only home still answers
             tenant=validate_tenant(tenant),
