@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "pipelines.commands.bench",
     "pipelines.commands.ablation",
     "pipelines.commands.memory",
+    "pipelines.commands.agent",
     "pipelines.commands.doctor",
     "pipelines.commands.purge",
     "pipelines.commands.ui",
