@@ -120,7 +120,7 @@ class FreshTier:
         merged = []
         queue = sorted(fresh, key=lambda pair: -pair[0])
         for hit in result.passages:
-            key = _relevance_of(hit)
+            key = relevance_of(hit)
             while queue and queue[0][0] > key:
                 merged.append(queue.pop(0)[1])
             merged.append(hit)
@@ -128,7 +128,8 @@ class FreshTier:
         return replace(result, passages=merged[:top_k])
 
 
-def _relevance_of(hit) -> float:
+def relevance_of(hit) -> float:
+    """A hit's relevance in [0, 1]: its own when set, else its dense cosine clipped."""
     value = getattr(hit, "relevance", None)
     if value is not None:
         return float(value)
