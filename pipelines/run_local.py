@@ -77,12 +77,12 @@ def instance_storage(dagster_home: Path):
 
     try:
         yield
-    except (yaml.YAMLError, DagsterInvalidConfigError, CheckError) as exc:
-        first = next((x.strip() for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
-        detail = " ".join(str(exc).split()) if isinstance(exc, yaml.YAMLError) else first
+    except (yaml.YAMLError, DagsterInvalidConfigError, CheckError, UnicodeDecodeError) as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail.removeprefix("Errors whilst loading dagster instance config at ")
         raise ConfigError(
             f"{dagster_home / 'dagster.yaml'} is not a valid Dagster instance config "
-            f"({detail[:300]}): fix it, or remove it to get qortex's default"
+            f"({detail[:240]}): fix it, or remove it to get qortex's default"
         ) from None
     except (SQLAlchemyError, OSError) as exc:
         full = _no_space(dagster_home)  # SQLite says "disk I/O error" when the disk is full
