@@ -22,6 +22,7 @@ from qortex_core.memory.learned import LearnedMemory, MemoryConfig
 from qortex_core.memory.tier import FreshTier
 from qortex_core.query import hits, modes, profiles
 from qortex_core.query.config import RetrievalConfig
+from qortex_core.query.embedder_check import check_embedder
 from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
@@ -139,10 +140,12 @@ class Retriever:
             if version is None
             else (snap.load(home, version, verify=verify), [])
         )
+        embedder = embedder or make_embedder()
+        check_embedder(loaded, embedder)  # another model's vectors would rank by noise
         store = LanceStore.open_reader(home)  # a read-only home still answers
         retriever = cls(
             loaded,
-            embedder or make_embedder(),
+            embedder,
             config,
             store=store,
             tenant=validate_tenant(tenant),

@@ -180,3 +180,20 @@ def test_incomplete_manifest_is_named_by_doctor(home, embedder):
     assert set(problems) == {f"snapshot {latest.name}", "probe"}
     for detail in problems.values():
         assert "no array phrase_text_frequency" in detail and "no count contains" in detail
+
+
+def test_doctor_and_the_asset_check_name_an_embedder_mismatch(home, embedder):
+    """The same probe serves ``qortex doctor`` and the ``snapshot_answers_probe`` asset check."""
+    from qortex_core.embed import EmbedderWrapper
+    from qortex_core.ops.doctor import check_probe
+
+    class Renamed(EmbedderWrapper):
+        name = "other-model"
+
+    check = check_probe(home, Renamed(embedder))
+    latest = snap.latest_name(home)
+    assert not check.ok and check.detail == (
+        f"snapshot {latest} was built with {embedder.name}, the embedder is other-model"
+    )
+    assert check_probe(home, embedder).ok
+    assert [p.name for p in diagnose(home, Renamed(embedder)).problems] == ["probe"]
