@@ -35,6 +35,7 @@ def embeddings(
             "texts_embedded": report.texts_embedded,
             "cache_hits": report.cache_hits,
             "embedding_model": model.name,
+            "dagster/row_count": report.passages,
             "rows": markdown_table(["table", "rows"], list(rows.items())),
         }
     )

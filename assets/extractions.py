@@ -4,6 +4,7 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import ExtractorResource, StoreResource
+from qortex_core.ingest.prices import price_of
 from qortex_core.ingest.stages import extract_chunks, upstream_of
 
 COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "failures")
@@ -27,7 +28,13 @@ def extractions(
         context.log.warning(
             f"{report.failed} chunks failed extraction; they are recorded and retried next run"
         )
-    llm_calls = used["calls"] if hasattr(ex, "calls") else report.extracted + report.failed
+    config = getattr(ex, "config", None)  # the LLM extractor's; the offline ones call no LLM
+    model = getattr(config, "model", "") or ""
+    llm_calls = int(used["calls"]) if config is not None else 0
+    price = price_of(
+        model, getattr(config, "price_in_per_1k", 0.0), getattr(config, "price_out_per_1k", 0.0)
+    )
+    cost = price.cost(int(used["prompt_tokens"]), int(used["completion_tokens"]))
     return MaterializeResult(
         metadata={
             "chunks": report.chunks,
@@ -35,10 +42,13 @@ def extractions(
             "cache_hits": report.cached,
             "failed": report.failed,
             "extractor": ex.cache_key,
-            "llm_calls": int(llm_calls),
+            "model": model or "none (no LLM)",
+            "llm_calls": llm_calls,
             "prompt_tokens": int(used["prompt_tokens"]),
             "completion_tokens": int(used["completion_tokens"]),
-            "estimated_cost_usd": float(used["cost_usd"]),
+            "estimated_cost_usd": round(cost, 6),
+            "price_source": price.source,
+            "dagster/row_count": report.chunks,
             "summary": markdown_table(
                 ["chunks", "extracted", "cached", "failed", "calls"],
                 [(report.chunks, report.extracted, report.cached, report.failed, llm_calls)],

@@ -31,6 +31,7 @@ def teleportation_factors(config: FactorsRunConfig, store: StoreResource) -> Mat
         metadata={
             "folded_events": report.folded,
             "concepts": report.concepts,
+            "dagster/row_count": report.concepts,
             "events_watermark": report.watermark,
             "skipped": report.skipped,
             "most_boosted": markdown_table(

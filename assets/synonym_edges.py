@@ -29,6 +29,7 @@ def synonym_edges(store: StoreResource) -> MaterializeResult:
     return MaterializeResult(
         metadata={
             "synonym_edges": count,
+            "dagster/row_count": count,
             "concepts": len(names),
             "preview": markdown_table(
                 ["a", "b", "cosine"],

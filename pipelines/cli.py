@@ -7,13 +7,19 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+from pipelines.parsing import QortexParser, csv_of, strict_int
 
 COMMAND_MODULES = (
     "pipelines.commands.ingest",
     "pipelines.commands.bench",
     "pipelines.commands.ablation",
     "pipelines.commands.memory",
+    "pipelines.commands.agent",
     "pipelines.commands.doctor",
+    "pipelines.commands.purge",
+    "pipelines.commands.ui",
 )
 
 
@@ -121,8 +127,12 @@ def cmd_query(args: argparse.Namespace) -> int:
         mode=args.mode,
         domains=args.domain or None,
         profile=args.profile,
+        since=args.since,
+        until=args.until,
     )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
+    if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
+        print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
     if args.json:
         from dataclasses import asdict
 
@@ -135,7 +145,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"note: {result.fallback}")
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
-        print(f"{n:2d}. [{hit.score:.4f}] {hit.id} {hit.title}: {hit.text[:100]}{via}")
+        when = f" ({hit.time[:10]})" if hit.time else ""
+        print(f"{n:2d}. [{hit.score:.4f}] {hit.id}{when} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
             f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
@@ -143,12 +154,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from qortex_core.query import modes  # the registered retrieval modes
-
-    parser = argparse.ArgumentParser(prog="qortex", description="Long-term memory for LLM agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_eval(sub: Any, modes: Any) -> None:
+    """``qortex eval``."""
     ev = sub.add_parser(
         "eval", help="recall@k of retrieval modes on a HippoRAG-format dataset or LoCoMo"
     )
@@ -169,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated, of: {', '.join(modes.names())} (default: "
         f"{','.join(modes.eval_defaults())}; with --locomo: all)",
     )
-    ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
+    ev.add_argument("--k", type=csv_of(strict_int, "list of integers"), default=(1, 2, 5, 10))
     ev.add_argument("--home")
     ev.add_argument("--json")
     ev.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
@@ -180,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.set_defaults(func=cmd_eval)
 
+
+def _add_query(sub: Any, modes: Any) -> None:
+    """``qortex query``."""
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
@@ -192,10 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
     q.add_argument("--profile", help="scoring profile (default: relevance only)")
     q.add_argument("--domain", action="append")
+    q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
+    q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
     q.set_defaults(func=cmd_query)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from qortex_core.query import modes  # the registered retrieval modes
+
+    parser = QortexParser(prog="qortex", description="Long-term memory for LLM agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_eval(sub, modes)
+    _add_query(sub, modes)
 
     import importlib
 
@@ -210,7 +232,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError
+    from qortex_core.errors import QortexError, StorageError, environment_errno
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -225,13 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except QortexError as exc:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    except (
-        OSError
-    ) as exc:  # the environment (disk full, permissions, a path that is a file): no traceback
+        return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
+    except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 2
+        return 1 if environment_errno(exc) else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

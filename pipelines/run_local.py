@@ -8,24 +8,39 @@ on the command line, recorded in the instance under ``DAGSTER_HOME`` (default
 
 from __future__ import annotations
 
-import logging
+import errno
 import os
 import shutil
-import sys
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from dagster import DagsterEventType, DagsterInstance, logger
+from dagster import DagsterEventType, DagsterInstance
 
 from pipelines.definitions import build_definitions
+from pipelines.instance_path import check_dagster_home
 from pipelines.jobs import FACTORS_JOB
+from pipelines.progress import quiet, stderr_progress
 from pipelines.resources import SourceResource, StoreResource
-from qortex_core.errors import ConfigError, DatasetError, QortexError
-from qortex_core.ingest.stages import STAGE_NAMES
+from qortex_core.errors import (
+    ConfigError,
+    DatasetError,
+    HomeError,
+    QortexError,
+    StorageError,
+    storage_error,
+)
 from qortex_core.settings import get_settings
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import prepare_folder
+from qortex_core.storage.writer_lock import writer_lock
 
-ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
+
+class IngestFailed(QortexError):
+    """The ingest run failed (a step raised, or a blocking check failed); nothing was published."""
+
+
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
@@ -37,17 +52,80 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+nux:
+  enabled: false
 """
+
+
+@contextmanager
+def instance_storage(dagster_home: Path):
+    """Failures of the Dagster instance itself (its ``dagster.yaml``, its SQLite storage under
+    ``dagster_home``) as one line instead of a traceback.
+
+    Raises:
+        StorageError: the machine refused a write (disk full, read-only filesystem, I/O error).
+        ConfigError: ``dagster.yaml`` is not valid YAML or not a valid instance config.
+        HomeError: the instance's SQLite storage cannot be opened.
+    """
+    import yaml
+    from dagster import DagsterInvalidConfigError
+    from dagster._check import CheckError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (yaml.YAMLError, DagsterInvalidConfigError, CheckError, UnicodeDecodeError) as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail.removeprefix("Errors whilst loading dagster instance config at ")
+        raise ConfigError(
+            f"{dagster_home / 'dagster.yaml'} is not a valid Dagster instance config "
+            f"({detail[:240]}): fix it, or remove it to get qortex's default"
+        ) from None
+    except (SQLAlchemyError, OSError) as exc:
+        full = _no_space(dagster_home)  # SQLite says "disk I/O error" when the disk is full
+        reason = OSError(errno.ENOSPC, "full") if full else exc
+        error = storage_error(f"the Dagster instance under {dagster_home} cannot write", reason)
+        if error is not None:
+            raise error from None
+        detail = " ".join(str(getattr(exc, "orig", None) or exc).split())[:200]
+        raise HomeError(
+            f"the Dagster instance under {dagster_home} cannot open its storage ({detail}): "
+            "check that DAGSTER_HOME is a writable folder"
+        ) from None
+
+
+@contextmanager
+def _locked(home: Path | str, what: str):
+    """The data home's writer lock; a lock file the machine refuses is one line, not a traceback."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(writer_lock(home, what))
+        except OSError as exc:
+            where = f"cannot take the writer lock of data home {home}"
+            error = storage_error(where, exc) or HomeError(f"{where}: {exc.strerror or exc}")
+            raise error from None
+        yield
+
+
+def _no_space(folder: Path) -> bool:
+    """True when the filesystem holding ``folder`` has no block left for an unprivileged write."""
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 def local_instance(dagster_home: Path) -> DagsterInstance:
     """The instance under ``dagster_home``, created with qortex's ``dagster.yaml`` if it has none.
 
     Raises:
-        ConfigError: the folder cannot be created.
+        ConfigError: the folder cannot be created, its ``dagster.yaml`` is malformed, or its
+            path holds a character Dagster's SQLite storage cannot open (checked first).
+        StorageError: the machine refused a write (disk full, read-only filesystem).
     """
+    check_dagster_home(dagster_home)
+    prepare_folder(dagster_home, "DAGSTER_HOME")
     try:
-        dagster_home.mkdir(parents=True, exist_ok=True)
         target = dagster_home / "dagster.yaml"
         if not target.exists():
             if REPO_YAML.is_file():
@@ -55,54 +133,11 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
             else:
                 target.write_text(FALLBACK_YAML)
     except OSError as exc:
-        raise ConfigError(
-            f"cannot prepare DAGSTER_HOME {dagster_home}: {exc.strerror or exc}"
-        ) from None
+        where = f"cannot prepare DAGSTER_HOME {dagster_home}"
+        raise storage_error(where, exc) or ConfigError(f"{where}: {exc.strerror or exc}") from None
     os.environ["DAGSTER_HOME"] = str(dagster_home)  # for anything in the yaml that reads it
-    return DagsterInstance.from_config(str(dagster_home))
-
-
-class _StderrProgress(logging.Handler):
-    """Asset step ends, check results, failures and the assets' own INFO/WARNING lines, compactly."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        meta = getattr(record, "dagster_meta", None) or {}
-        event, step = meta.get("dagster_event"), meta.get("step_key") or ""
-        message = meta.get("orig_message", record.getMessage())
-        if event is not None:
-            kind = event.event_type
-            if kind == DagsterEventType.STEP_SUCCESS and step in ASSET_STEPS:
-                line = f"qortex: {step} done ({message.rsplit(' in ', 1)[-1].rstrip('.')})"
-            elif kind == DagsterEventType.STEP_FAILURE:
-                line = f"qortex: {step} FAILED"
-            elif kind == DagsterEventType.ASSET_CHECK_EVALUATION:
-                data = event.event_specific_data
-                line = f"qortex: check {data.check_name}: {'passed' if data.passed else 'FAILED'}"
-            else:
-                return
-        elif record.levelno >= logging.INFO:
-            line = f"  {step}: {message}" if step else f"  {message}"
-        else:
-            return
-        print(line, file=sys.stderr, flush=True)
-
-
-@logger(description="compact progress on stderr")
-def stderr_progress(_init_context) -> logging.Logger:
-    log = logging.getLogger("qortex.ingest.progress")
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
-    if not log.handlers:
-        log.addHandler(_StderrProgress())
-    return log
-
-
-@logger(description="no output")
-def quiet(_init_context) -> logging.Logger:
-    log = logging.getLogger("qortex.ingest.quiet")
-    log.propagate = False
-    log.setLevel(logging.CRITICAL + 1)
-    return log
+    with instance_storage(dagster_home):
+        return DagsterInstance.from_config(str(dagster_home))
 
 
 @dataclass(frozen=True)
@@ -138,8 +173,26 @@ def _step_seconds(instance: DagsterInstance, run_id: str) -> dict[str, float]:
     return out
 
 
-def _failure(result) -> QortexError:
-    """The first failed step as one line (the library's own message when it raised a QortexError)."""
+def _budget_failure(result, snapshots: str) -> QortexError | None:
+    """The failed blocking check's reason as one line, and which snapshot still answers."""
+    for evaluation in result.get_asset_check_evaluations():
+        if evaluation.passed or not evaluation.blocking:
+            continue
+        reason = evaluation.metadata.get("reason")
+        text = reason.value if reason is not None else evaluation.check_name
+        try:
+            kept = f"{snap.latest_name(snapshots)} still answers"
+        except QortexError:
+            kept = "there is no earlier snapshot"
+        return IngestFailed(f"ingest failed: {text}; no snapshot was published, {kept}")
+    return None
+
+
+def first_failure(result, what: str = "ingest") -> QortexError:
+    """The first failed step as one line (the library's own message when it raised a QortexError).
+
+    A step the machine stopped (disk full, read-only filesystem) is a :class:`StorageError`.
+    """
     for event in result.all_events:
         if event.event_type == DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error
@@ -153,8 +206,11 @@ def _failure(result) -> QortexError:
             text = (
                 rest if error and rest and head.endswith(error.cls_name) else text
             )  # drop "module.Class: "
-            return QortexError(f"ingest failed at {event.step_key}: {text}")
-    return QortexError("ingest failed")
+            where = f"{what} failed at {event.step_key}"
+            if error is not None and error.cls_name == "StorageError":
+                return StorageError(f"{where}: {text}")
+            return storage_error(where, text) or QortexError(f"{where}: {text}")
+    return QortexError(f"{what} failed")
 
 
 def summarise(metadata: Mapping[str, dict]) -> dict:
@@ -164,13 +220,15 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         metadata.get("chunks", {}),
         metadata.get("extractions", {}),
     )
-    emb, snap = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
+    emb, snapshot = metadata.get("embeddings", {}), metadata.get("graph_snapshot", {})
     return {
         "documents": docs.get("documents", 0),
         "new_documents": docs.get("new_documents", 0),
         "changed_documents": docs.get("changed_documents", 0),
         "deleted_documents": docs.get("deleted_documents", 0),
         "skipped_files": docs.get("skipped_files", 0),
+        "memories": docs.get("memories", 0),
+        "merged_memories": docs.get("merged_memories", 0),
         "chunks": chunks.get("chunks", 0),
         "extracted": ex.get("extracted", 0),
         "extraction_cache_hits": ex.get("cache_hits", 0),
@@ -182,13 +240,17 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         "concepts": emb.get("concepts", 0),
         "facts": emb.get("facts", 0),
         "synonym_edges": metadata.get("synonym_edges", {}).get("synonym_edges", 0),
-        "snapshot": snap.get("snapshot", ""),
-        "snapshot_version": snap.get("snapshot_version", 0),
+        "snapshot": snapshot.get("snapshot", ""),
+        "snapshot_version": snapshot.get("snapshot_version", 0),
+        "snapshot_status": snapshot.get("status", ""),
+        "extractor": ex.get("extractor", ""),
+        "model": ex.get("model", ""),
+        "embedder": emb.get("embedding_model", ""),
     }
 
 
 def run_ingest(
-    source: Path,
+    source: Path | None,
     home: Path | str,
     dagster_home: Path | None = None,
     resources: Mapping[str, object] | None = None,
@@ -198,7 +260,8 @@ def run_ingest(
     """Run the ``ingest`` job over ``source`` into ``home``, in this process.
 
     Args:
-        source: the source directory.
+        source: the source directory; None: no folder (consolidate written memories and keep the
+            file documents already stored).
         home: the qortex data home: a local folder or an object-store URI (then ``$QORTEX_SNAPSHOT_HOME``
             must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
         dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
@@ -210,7 +273,7 @@ def run_ingest(
         DatasetError: ``source`` is not a directory.
         QortexError: a step failed; the message names it.
     """
-    if not Path(source).is_dir():
+    if source is not None and not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
     settings = get_settings(env)
     env = os.environ if env is None else env
@@ -220,19 +283,25 @@ def run_ingest(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
         )
     dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
+    check_dagster_home(Path(dagster_home))  # before anything is written, the home included
+    if not remote:  # a home that cannot be written fails here, in one line, before any step
+        prepare_folder(Path(home))
     instance = local_instance(Path(dagster_home))
     store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
-    chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
+    folder = SourceResource(path=str(source) if source is not None else "")
+    chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
     )
     run_config = {"loggers": {chosen_logger: {}}}
-    result = defs.resolve_job_def("ingest").execute_in_process(
-        instance=instance, raise_on_error=False, run_config=run_config
-    )
+    what = "qortex ingest" if source is not None else "qortex consolidate"
+    with _locked(home, what), instance_storage(Path(dagster_home)):
+        result = defs.resolve_job_def("ingest").execute_in_process(
+            instance=instance, raise_on_error=False, run_config=run_config
+        )
     if not result.success:
-        raise _failure(result)
+        raise _budget_failure(result, store.snapshots()) or first_failure(result)
     metadata = _metadata(result)
     checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
     return IngestOutcome(
@@ -262,13 +331,18 @@ def materialize_factors(
     defs = build_definitions(
         os.environ, resources={"store": StoreResource(home=home_text)}, loggers={"quiet": quiet}
     )
-    result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
-        instance=local_instance(Path(dagster_home)),
-        run_config={
-            "loggers": {"quiet": {}},
-            "ops": {"teleportation_factors": {"config": {"force": force}}},
-        },
-    )
+    instance = local_instance(Path(dagster_home))
+    with instance_storage(Path(dagster_home)):
+        result = defs.resolve_job_def(FACTORS_JOB).execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "loggers": {"quiet": {}},
+                "ops": {"teleportation_factors": {"config": {"force": force}}},
+            },
+        )
+    if not result.success:
+        raise first_failure(result, "factors update")
     event = result.get_asset_materialization_events()[0].materialization
     meta = {k: v.value for k, v in event.metadata.items()}
     return {

@@ -12,9 +12,11 @@ import scipy.sparse as sp
 
 from qortex_bench.datasets import Question, mean_recall
 from qortex_core.embed import Embedder
+from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.ppr import PPRConfig
 from qortex_core.query.retriever import RetrievalConfig, Retriever
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import LanceStore
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
         Variant(f"passage weight {w}", r(base, passage_node_weight=w)) for w in (0.01, 0.05, 0.2)
     ]
     rows += [Variant(f"synonym threshold {t}", base, synonym_min=t) for t in (0.85, 0.9)]
+    rows += lexical_variants(base)
     rows.append(
         Variant(
             "HippoRAG 2 settings (5 facts, no extras)",
@@ -68,6 +71,40 @@ def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
             ),
         )
     )
+    return rows
+
+
+def lexical_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]:
+    """The lexical channel's rows: BM25 alone and fused with dense, and each of its uses."""
+    r = dataclasses.replace
+    ft = base.fulltext
+
+    def fulltext(**change) -> RetrievalConfig:
+        return r(base, fulltext=r(ft, **change))
+
+    rows = [
+        Variant("lexical mode (BM25, LanceDB full-text index)", base, mode="lexical"),
+        Variant(f"text mode (dense + BM25, share {ft.text_weight})", base, mode="text"),
+        Variant("auto mode (defaults)", base, mode="auto"),
+        Variant("auto: weak links to hybrid, none to dense", fulltext(route_text=False), "auto"),
+        Variant("dense-first instead of text-first", fulltext(text_first=False)),
+        Variant(f"hybrid mode (BM25 share {ft.hybrid_weight})", base, mode="hybrid"),
+    ]
+    rows += [
+        Variant(f"hybrid mode, BM25 share {w}", fulltext(hybrid_weight=w), mode="hybrid")
+        for w in (0.0, 0.5)
+        if w != ft.hybrid_weight
+    ]
+    rows += [
+        Variant(f"BM25 passage seeds {w}", fulltext(seed_weight=w))
+        for w in (0.0, 0.02, 0.1)
+        if w != ft.seed_weight
+    ]
+    rows += [
+        Variant(f"BM25 term in final score {w}", fulltext(final_weight=w))
+        for w in (0.0, 0.1, 0.25)
+        if w != ft.final_weight
+    ]
     return rows
 
 
@@ -103,6 +140,7 @@ def run_ablation(
 ) -> list[dict]:
     """Recall@k of each variant on ``questions`` over the latest snapshot under ``home``."""
     base = snap.load(home)
+    db = LanceStore.open(home).db  # the snapshot's pinned full-text index (lexical rows)
     graphs = {
         t: base if t == 0 else without_synonyms(base, t)
         for t in {v.synonyms_below for v in variants}
@@ -111,6 +149,7 @@ def run_ablation(
     rows = []
     for v in variants:
         retriever = Retriever(graphs[v.synonyms_below], embedder, v.config)
+        retriever.lexical = LexicalIndex.open(db, retriever.view, base.manifest)
         ranked = [
             [h.id for h in retriever.search(q.text, vec, max(ks), v.mode).passages]
             for q, vec in zip(questions, vectors)

@@ -197,7 +197,8 @@ def turn_passage(turn: Turn, conversation: str, date_title: bool = True) -> Pass
     title to the names its passage introduces: one node per session).
     """
     title = turn.time[:10] if date_title and turn.time else ""
-    return Passage(text=turn.memory_text, title=title, doc_id=f"{conversation}#{turn.dia_id}")
+    doc_id = f"{conversation}#{turn.dia_id}"
+    return Passage(turn.memory_text, title, doc_id, time=turn.time)
 
 
 # -- scoring -------------------------------------------------------------------------------

@@ -51,10 +51,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         )
         return 0
     failed_checks = [name for name, ok in outcome.checks.items() if not ok]
+    status = " (unchanged)" if s["snapshot_status"] == "unchanged" else ""
     print(
-        f"ingested {s['documents']} documents ({s['new_documents']} new, {s['changed_documents']} changed, "
-        f"{s['deleted_documents']} deleted) -> {s['chunks']} chunks; extracted {s['extracted']}, failed {s['failed']}, "
-        f"embedded {s['embedded']} texts -> snapshot {s['snapshot']}"
+        f"ingested {s['documents']} documents ({s['new_documents']} new, "
+        f"{s['changed_documents']} changed, {s['deleted_documents']} deleted) -> "
+        f"{s['chunks']} chunks; extracted {s['extracted']}, failed {s['failed']}, "
+        f"embedded {s['embedded']} texts -> snapshot {s['snapshot']}{status}; "
+        f"extractor {s['extractor']} (model {s['model']}), embedder {s['embedder']}"
     )
     if failed_checks:
         print(f"warning: checks not passed: {', '.join(failed_checks)}")

@@ -40,15 +40,19 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         rejected=args.reject,
         partial=args.partial,
     )
+    judged = len(set(args.accept) | set(args.reject) | set(args.partial))
     summary = {
         "query_id": args.query_id,
         "recorded": len(events),
+        "already_recorded": judged - len(events),  # the same judgement again counts once
         "concepts": sorted({c for e in events for c in e.concept_ids}),
     }
+    again = f" ({summary['already_recorded']} already recorded)" if judged > len(events) else ""
     print(
         json.dumps(summary)
         if args.json
-        else f"recorded {len(events)} judgement(s) on {len(summary['concepts'])} concept(s); run `qortex factors update` to apply"
+        else f"recorded {len(events)} judgement(s){again} on {len(summary['concepts'])} "
+        "concept(s); run `qortex factors update` to apply"
     )
     return 0
 
@@ -125,11 +129,14 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 def cmd_snapshots_prune(args: argparse.Namespace) -> int:
     from qortex_core.storage.retention import default_keep, prune_snapshots
 
-    report = prune_snapshots(
-        _home(args),
-        args.keep if args.keep is not None else default_keep(),
-        optimize=not args.no_optimize,
-    )
+    home = _home(args)
+    keep = args.keep if args.keep is not None else default_keep()
+    if args.no_optimize or "://" in str(home):
+        report = prune_snapshots(home, keep, optimize=not args.no_optimize)
+    else:  # a local home: the purge path, so deleted text leaves old versions and files too
+        from pipelines.commands.purge import purge_home
+
+        report = purge_home(home, keep)
     if args.json:
         print(json.dumps(asdict(report)))
     else:
@@ -144,7 +151,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from qortex_core.storage.tenants import validate_tenant
 
     validate_tenant(args.tenant)
-    print("qortex mcp: serving tools qortex_query, qortex_feedback on stdio", file=sys.stderr)
+    print(
+        "qortex mcp: loading the embedder, then serving qortex_query, qortex_feedback, "
+        "qortex_remember, qortex_update, qortex_forget, qortex_history on stdio",
+        file=sys.stderr,
+    )
     serve(args.home, args.tenant)
     return 0
 
@@ -199,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=cmd_snapshots_prune)
 
     mc = sub.add_parser(
-        "mcp", help="serve qortex_query and qortex_feedback as an MCP server over stdio"
+        "mcp", help="serve the memory (query, feedback, remember, forget...) as MCP over stdio"
     )
     _add_home(mc)
     mc.set_defaults(func=cmd_mcp)

@@ -183,7 +183,7 @@ def chunk_document(
 ) -> list[Passage]:
     """Passages of one document: each section chunked, keeping the section title."""
     return [
-        Passage(text=chunk, title=section.title, doc_id=document.doc_id, domain=document.domain)
+        Passage(chunk, section.title, document.doc_id, document.domain, time=section.time)
         for section in document.sections
         for chunk in chunk_text(section.text, _section_config(section.title, config, count), count)
     ]

@@ -19,7 +19,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
+from qortex_core.ingest.source_files import check_text, load_json, read_bounded
 from qortex_core.redact import RedactionConfig, redact
+from qortex_core.storage import times
 from qortex_core.storage.store import Store
 
 DOCUMENTS = "documents"
@@ -52,6 +54,9 @@ class Section:
 
     title: str
     text: str
+    time: str | None = (
+        None  # event time, ISO 8601 UTC (a corpus entry's date, else the file's mtime)
+    )
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ def _decode(raw: bytes) -> str:
         raise ValueError("binary or not UTF-8 text") from None
 
 
-def _text_sections(path: Path, text: str) -> tuple[Section, ...]:
+def _text_sections(path: Path, text: str, when: str | None = None) -> tuple[Section, ...]:
     """One section: the title is a leading markdown H1 (else the file name); paragraphs kept, spaces collapsed."""
     title = " ".join(path.stem.replace("_", " ").replace("-", " ").split())
     markdown = path.suffix.lower() == ".md"
@@ -182,19 +187,28 @@ def _text_sections(path: Path, text: str) -> tuple[Section, ...]:
         para = " ".join(" ".join(lines).split())
         if para:
             paragraphs.append(para)
-    return (Section(title, "\n\n".join(paragraphs)),) if paragraphs else ()
+    return (Section(title, "\n\n".join(paragraphs), when),) if paragraphs else ()
 
 
-def _corpus_sections(path: Path, text: str) -> tuple[Section, ...]:
-    """Sections of a HippoRAG corpus: a JSON list (or JSON lines) of ``{title, text}``."""
-    try:
-        rows = (
-            json.loads(text)
-            if path.suffix.lower() == ".json"
-            else [json.loads(x) for x in text.splitlines() if x.strip()]
-        )
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+def _entry_time(row: dict, n: int, default: str | None) -> str | None:
+    """A corpus entry's event time: its first date field (``times.DATE_FIELDS``), else default."""
+    for name in times.DATE_FIELDS:
+        if row.get(name) not in (None, ""):
+            try:
+                return times.parse_time(row[name])
+            except ValueError as exc:
+                raise ValueError(f"corpus entry {n}: '{name}' {exc}") from None
+    return default
+
+
+def _corpus_sections(path: Path, text: str, when: str | None = None) -> tuple[Section, ...]:
+    """Sections of a HippoRAG corpus: a JSON list (or JSON lines) of ``{title, text}``, each
+    entry's event time from a date field (``time``, ``date``, ...) else ``when``."""
+    rows = (
+        load_json(text)
+        if path.suffix.lower() == ".json"
+        else [load_json(x) for x in text.splitlines() if x.strip()]
+    )
     if not isinstance(rows, list):
         raise ValueError("a corpus file must hold a JSON list of {title, text}")
     out = []
@@ -206,7 +220,9 @@ def _corpus_sections(path: Path, text: str) -> tuple[Section, ...]:
         ):
             raise ValueError(f"corpus entry {n} needs string 'title' and 'text'")
         if row["text"].strip():
-            out.append(Section(row.get("title", ""), row["text"]))
+            title = check_text(row.get("title", ""), f"corpus entry {n}'s title")
+            body = check_text(row["text"], f"corpus entry {n}'s text")
+            out.append(Section(title, body, _entry_time(row, n, when)))
     return tuple(out)
 
 
@@ -223,12 +239,8 @@ def read_document(path: Path, config: SourceConfig) -> Document:
         ValueError: the file is unreadable, binary, empty, too large or a malformed corpus.
     """
     root = Path(config.root)
-    try:
-        if path.stat().st_size > config.max_bytes:
-            raise ValueError(f"larger than {config.max_bytes} bytes")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"unreadable: {exc.strerror or exc}") from None
+    source = read_bounded(path, config.max_bytes)  # never blocks on a FIFO; bounded read
+    raw, when = source.data, times.from_epoch(source.mtime)
     text = _decode(raw)
     if not text.strip():
         raise ValueError("empty file")
@@ -236,13 +248,13 @@ def read_document(path: Path, config: SourceConfig) -> Document:
     rel = path.relative_to(root)
     named = path.with_name(safe_name(path.name, config))
     sections = (
-        _corpus_sections(path, text)
+        _corpus_sections(path, text, when)
         if corpus
-        else _text_sections(named, redact(text, config.redaction))
+        else _text_sections(named, redact(text, config.redaction), when)
     )
     if corpus:  # redacted after decoding: JSON escapes (\/, \u0041) cannot hide a secret
         redacted = (
-            Section(redact(s.title, config.redaction), redact(s.text, config.redaction))
+            Section(redact(s.title, config.redaction), redact(s.text, config.redaction), s.time)
             for s in sections
         )
         sections = tuple(redacted)
@@ -321,7 +333,7 @@ def _to_table(docs: list[Document]) -> pa.Table:
             "signature": pa.array([_signature(d) for d in docs], pa.string()),
             "sections": pa.array(
                 [
-                    json.dumps([[s.title, s.text] for s in d.sections], ensure_ascii=False)
+                    json.dumps([[s.title, s.text, s.time] for s in d.sections], ensure_ascii=False)
                     for d in docs
                 ],
                 pa.string(),
@@ -363,7 +375,7 @@ def read_stored_documents(store: Store) -> list[Document]:
             r["id"],
             r["domain"],
             r["kind"],
-            tuple(Section(t, x) for t, x in json.loads(r["sections"])),
+            tuple(Section(*row[:3]) for row in json.loads(r["sections"])),  # time: None if old
             r["content_hash"],
         )
         for r in rows.to_pylist()

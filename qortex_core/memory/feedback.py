@@ -10,14 +10,13 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from qortex_core.errors import QueryError
+from qortex_core.errors import QueryError, StorageError
 from qortex_core.storage import ids
 from qortex_core.storage.store import FEEDBACK_EVENTS, QUERY_LOG, LanceStore
 
@@ -111,6 +110,7 @@ class QueryLog:
         self._pending: list[dict] = []
         self._pending_queries = 0
         self._pending_since = 0.0
+        self.problem: str | None = None  # why query-log rows were last skipped (None: never)
         atexit.register(self._flush_at_exit)
 
     def record(self, query_id: str, snapshot: str, traces: Sequence[ResultTrace]) -> None:
@@ -144,10 +144,22 @@ class QueryLog:
             self.flush()
 
     def flush(self) -> int:
-        """Append pending traces to the ``query_log`` table in one commit; returns the rows written."""
+        """Append pending traces to the ``query_log`` table in one commit; returns the rows written.
+
+        Logging never stops a query: when the home is read-only or the machine refuses the
+        write (disk full), the rows are dropped and :attr:`problem` says why.
+        """
         rows, self._pending, self._pending_queries = self._pending, [], 0
-        if rows:
+        if not rows:
+            return 0
+        if not self.store.writable:
+            self.problem = f"query log skipped: data home {self.store.config.home} is not writable"
+            return 0
+        try:
             self.store.append(QUERY_LOG, pa.Table.from_pylist(rows, schema=LOG_SCHEMA))
+        except StorageError as exc:
+            self.problem = f"query log skipped: {exc}"
+            return 0
         return len(rows)
 
     def _flush_at_exit(self) -> None:
@@ -199,8 +211,12 @@ def make_events(
 ) -> list[FeedbackEvent]:
     """One event per judged result, carrying the concepts that result came through.
 
+    A result named twice under one kind is judged once; its id is a hash of (query, result,
+    kind), so a repeated call makes the same events (:func:`record_feedback` skips them).
+
     Raises:
-        QueryError: an unknown kind, no judged result, or a result id the query did not return.
+        QueryError: an unknown kind, no judged result, a result id the query did not return, or
+            one result judged two ways in one call.
     """
     unknown_kinds = set(judged) - set(KINDS)
     if unknown_kinds:
@@ -211,20 +227,25 @@ def make_events(
         raise QueryError("no result ids given: pass at least one accepted, rejected or partial id")
     missing = [r for ids_ in judged.values() for r in ids_ if r not in traces]
     if missing:
-        raise QueryError(f"result {missing[0]!r} was not returned by query {query_id}")
+        raise QueryError(
+            f"result {missing[0]!r} was not returned by query {query_id}: judge only the ids "
+            "that query returned"
+        )
+    unique = {kind: list(dict.fromkeys(judged.get(kind, ()))) for kind in KINDS}
+    kind_of: dict[str, str] = {}
+    for kind in KINDS:
+        for r in unique[kind]:
+            if r in kind_of:
+                raise QueryError(
+                    f"result {r!r} of query {query_id} is judged both {kind_of[r]} and {kind} in "
+                    "one call: judge each result once"
+                )
+            kind_of[r] = kind
     when = now()
     return [
-        FeedbackEvent(
-            ids.event_id(query_id, r, kind, when.isoformat(), uuid.uuid4().hex),
-            query_id,
-            r,
-            kind,
-            traces[r],
-            when,
-            tenant,
-        )
+        FeedbackEvent(ids.event_id(query_id, r, kind), query_id, r, kind, traces[r], when, tenant)
         for kind in KINDS
-        for r in judged.get(kind, ())
+        for r in unique[kind]
     ]
 
 
@@ -268,7 +289,10 @@ def read_events(store: LanceStore) -> tuple[list[FeedbackEvent], int]:
         )
         for r in table.to_pylist()
     ]
-    return sorted(events, key=lambda e: (e.ts, e.event_id)), version
+    first = {}  # two processes may append the same judgement at once: it counts once
+    for event in sorted(events, key=lambda e: (e.ts, e.event_id)):
+        first.setdefault(event.event_id, event)
+    return list(first.values()), version
 
 
 def record_feedback(
@@ -279,9 +303,24 @@ def record_feedback(
     rejected: Sequence[str] = (),
     partial: Sequence[str] = (),
 ) -> list[FeedbackEvent]:
-    """Resolve ``query_id`` through ``log`` and append one event per judged result."""
+    """Resolve ``query_id`` through ``log`` and append one event per judged result.
+
+    Returns:
+        the events appended: judgements already recorded for this query are not appended again.
+    """
     events = make_events(
         query_id, judgements(accepted, rejected, partial), log.resolve(query_id), log.tenant
     )
-    append_events(store, events)
-    return events
+    seen = recorded_event_ids(store, query_id)
+    fresh = [e for e in events if e.event_id not in seen]
+    append_events(store, fresh)
+    return fresh
+
+
+def recorded_event_ids(store: LanceStore, query_id: str) -> set[str]:
+    """Ids of the events already recorded for ``query_id``."""
+    table = store.open_latest(FEEDBACK_EVENTS)
+    if table is None:
+        return set()
+    rows = table.search().where(f"query_id = {_quote(query_id)}").select(["event_id"])
+    return set(rows.limit(None).to_arrow()["event_id"].to_pylist())

@@ -9,6 +9,39 @@ from qortex_core.query.ppr import PPRConfig
 
 
 @dataclass(frozen=True)
+class FullTextConfig:
+    """The lexical channel: BM25 over passages (LanceDB full-text index), and its three uses.
+
+    Attributes:
+        enabled: search the snapshot's full-text index at all (False: the ``lexical`` mode
+            answers densely and neither use below applies).
+        candidates: BM25 hits fetched per query; other passages score 0.
+        hybrid_weight: ``hybrid`` fuses dense and graph where its dense side is
+            (1 - this) x min-max dense + this x min-max BM25 (0: dense alone).
+        seed_weight: teleport mass on passages the query names lexically: the walk's
+            passage restart is ``passage_node_weight`` x min-max dense + this x min-max
+            BM25 (0: off).
+        final_weight: the graph modes' final score adds this x min-max BM25 to min-max PPR
+            + ``dense_fusion`` x min-max dense (0: off).
+        text_weight: the ``text`` mode's score: (1 - this) x min-max dense + this x min-max
+            BM25 (normalised-score fusion; dense alone when BM25 matches nothing).
+        text_first: the graph modes lift the best passage by that text score, not by dense
+            cosine alone (``RetrievalConfig.dense_first`` must be on).
+        route_text: ``auto`` sends queries that link no fact, or only weakly, to ``text``
+            (dense + BM25) instead of ``dense`` / ``hybrid``.
+    """
+
+    enabled: bool = True
+    candidates: int = 100
+    hybrid_weight: float = 0.0
+    seed_weight: float = 0.0
+    final_weight: float = 0.0
+    text_weight: float = 0.5
+    text_first: bool = True
+    route_text: bool = True
+
+
+@dataclass(frozen=True)
 class RetrievalConfig:
     """Seeding, walk and ranking parameters.
 
@@ -35,6 +68,8 @@ class RetrievalConfig:
             down, nothing is lifted and the walk ranks (False: rank by the final score alone).
         ppr: damping, tolerance and iteration cap.
         hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.query.fusion`).
+        fulltext: the lexical (BM25) channel: the ``lexical`` mode, its share in ``hybrid``
+            and its teleport mass in the walk (:class:`FullTextConfig`).
         recognition_candidates: facts shown to an optional recognition filter that does not say
             itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES;
             HippoRAG 2: 5).
@@ -52,3 +87,4 @@ class RetrievalConfig:
     ppr: PPRConfig = PPRConfig()
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
     recognition_candidates: int = 5
+    fulltext: FullTextConfig = FullTextConfig()

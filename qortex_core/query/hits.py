@@ -70,6 +70,7 @@ def passage_hits(
                 seeds,
                 concepts,
                 via,
+                time=p.get("time"),
             )
         )
     return out

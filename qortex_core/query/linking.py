@@ -86,13 +86,15 @@ def seed(
     dense: np.ndarray,
     factors: Callable[[], np.ndarray],
     recognizer: Recognizer | None = None,
+    lexical: np.ndarray | None = None,
 ) -> Seeding:
     """Link facts, filter them (when a recognizer is set) and build the walk's teleport vector.
 
     Args:
         text: the query; vector: its unit embedding; dense: (n_passages,) query-to-passage
             cosine; factors: returns the (n_phrases,) learned teleportation factors (1.0
-            when none), read only when the walk runs.
+            when none), read only when the walk runs; lexical: (n_passages,) BM25 scores
+            that add ``fulltext.seed_weight`` x min-max BM25 to the passages' restart mass.
     """
     fact_scores, linking, linked = link_facts(view, config, vector, dense)
     note = None  # what the recognition filter did, when it did not simply filter
@@ -115,4 +117,6 @@ def seed(
         return Seeding(linked, best, np.zeros(view.n_phrases, np.float32), None, note)
     weights = phrase_weights(view, config, text, linked, linking) * factors()  # (n_phrases,)
     teleport = teleport_vector(weights, dense, config.passage_node_weight)  # (n_nodes,)
+    if lexical is not None and config.fulltext.seed_weight > 0 and lexical.max() > 0:
+        teleport[view.n_phrases :] += config.fulltext.seed_weight * min_max(lexical)
     return Seeding(linked, best, weights, teleport, note)

@@ -134,12 +134,13 @@ def preference(
 def recency(
     timestamps: np.ndarray | None, n: int, half_life_days: float, now: dt.datetime | None = None
 ) -> np.ndarray:
-    """0.5 ** (age / half-life) per passage from epoch seconds; zeros when passages carry no time."""
+    """0.5 ** (age / half-life) per passage from epoch seconds (NaN: no time -> 0); zeros when
+    passages carry no time at all; a time in the future counts as now."""
     if timestamps is None:
         return np.zeros(n, np.float32)
     now_s = (now or dt.datetime.now(dt.timezone.utc)).timestamp()
     age_days = np.maximum(now_s - np.asarray(timestamps, dtype=np.float64), 0.0) / 86400.0
-    return np.power(0.5, age_days / half_life_days).astype(np.float32)
+    return np.nan_to_num(np.power(0.5, age_days / half_life_days), nan=0.0).astype(np.float32)
 
 
 def _min_max(x: np.ndarray) -> np.ndarray:

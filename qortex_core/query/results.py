@@ -30,6 +30,9 @@ class PassageHit:
     seeds: tuple[str, ...] = ()
     concepts: tuple[str, ...] = ()
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
+    time: str | None = None  # event time, ISO 8601 UTC (None: the passage has none)
+    tier: str = "graph"  # "graph": the snapshot; "fresh": a written memory not yet consolidated
+    relevance: float | None = None
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,14 @@ import numpy as np
 
 from qortex_core.embed import Embedder, make_embedder
 from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
-from qortex_core.memory.learned import Memory, MemoryConfig
+from qortex_core.memory.fresh import MemoryState
+from qortex_core.memory.learned import LearnedMemory, MemoryConfig
+from qortex_core.memory.tier import FreshTier
 from qortex_core.query import hits, modes, profiles
 from qortex_core.query.config import RetrievalConfig
-from qortex_core.query.linking import Seeding, seed
+from qortex_core.query.embedder_check import check_embedder
+from qortex_core.query.lexical import LexicalIndex
+from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
 from qortex_core.query.results import ConceptHit, PassageHit, QueryResult, Seed
 from qortex_core.query.rules import rank_rules
@@ -31,6 +35,7 @@ from qortex_core.query.validation import (
     MAX_TOP_K,
     validate,
     validate_domains,
+    validate_window,
 )
 from qortex_core.storage import ids
 from qortex_core.storage import snapshot as snap
@@ -82,8 +87,10 @@ class Retriever:
         memory: MemoryConfig = MemoryConfig(),
         home: str | Path | None = None,
         recognizer: Recognizer | None = None,
+        fresh: FreshTier | None = None,
     ) -> None:
         self.snapshot, self.embedder, self.config = snapshot, embedder, config
+        self.fresh = fresh  # agent memories: hides forgotten passages, adds unconsolidated ones
         self.recognizer = recognizer  # optional LLM recognition filter over the linked facts
         self.view = SnapshotView.of(snapshot)
         background = np.zeros(self.view.adjacency.shape[0], np.float32)
@@ -92,9 +99,10 @@ class Retriever:
         self.walk = fast_walk(self.view.adjacency, background=background)
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
-        self.memory = Memory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
-        # passages carry no time yet
-        self.recency = profiles.recency(None, len(self.view.passages), 30.0)
+        self.memory = LearnedMemory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        self.lexical = LexicalIndex.open(
+            getattr(store, "db", None), self.view, snapshot.manifest
+        )  # the snapshot's BM25 index (None: store-less or built before the channel)
 
     # the snapshot's arrays, as callers and benchmarks read them
     n_phrases = property(lambda self: self.view.n_phrases)
@@ -114,11 +122,13 @@ class Retriever:
         tenant: str | None = None,
         memory: MemoryConfig = MemoryConfig(),
         recognizer: Recognizer | None = None,
+        state: MemoryState | None = None,
     ) -> "Retriever":
-        """Load the latest (or a pinned) snapshot under ``home``.
+        """Load the latest (or a pinned) snapshot under ``home``, with the home's fresh tier.
 
         A corrupt latest snapshot is skipped for the newest good one before it; ``warning``
         then says so, and every result of :meth:`query` carries it in ``fallback``.
+        ``state``: the memories state of an open :class:`~qortex_core.memory.api.Memory`.
         """
         from qortex_core.storage.store import LanceStore, default_home
         from qortex_core.storage.tenants import tenant_home, validate_tenant
@@ -130,18 +140,22 @@ class Retriever:
             if version is None
             else (snap.load(home, version, verify=verify), [])
         )
+        embedder = embedder or make_embedder()
+        check_embedder(loaded, embedder)  # another model's vectors would rank by noise
+        store = LanceStore.open_reader(home)  # a read-only home still answers
         retriever = cls(
             loaded,
-            embedder or make_embedder(),
+            embedder,
             config,
-            store=LanceStore.open(home),
+            store=store,
             tenant=validate_tenant(tenant),
             memory=memory,
             home=home,
             recognizer=recognizer,
+            fresh=FreshTier(store, loaded.tables["passages"], state=state),
         )
         if problems:
-            name = loaded.manifest.get("name", "?")
+            name = loaded.manifest["name"]
             retriever.warning = f"serving older snapshot {name}: " + "; ".join(problems)
         return retriever
 
@@ -152,12 +166,26 @@ class Retriever:
         mode: str = modes.DEFAULT,
         domains: Sequence[str] | None = None,
         profile: str | None = None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
     ) -> QueryResult:
         """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result
-        came through."""
+        came through.
+
+        ``since``/``until``: keep passages whose event time lies in that window (ISO 8601;
+        a bare ``until`` date keeps its whole day); like domains they filter the results,
+        never the walk. Fresh records (written, not yet consolidated) are filtered alike.
+        """
         clean = validate(text, top_k, mode)
-        domains = validate_domains(domains, set(self.view.passage_domains.tolist()))
-        result = self.search(clean, self.embedder.embed([clean])[0], top_k, mode, domains, profile)
+        known = set(self.view.passage_domains.tolist())
+        domains = validate_domains(domains, known | (self.fresh.domains() if self.fresh else set()))
+        vector = self.embedder.embed([clean])[0]
+        result = self.search(clean, vector, top_k, mode, domains, profile, since=since, until=until)
+        if self.fresh is not None:  # the hook: written memories not yet in the snapshot
+            window = validate_window(since, until)
+            found = self.fresh.search(vector, clean, top_k, domains, window)
+            result = self.fresh.merge(result, found, top_k)
         self.memory.record(
             result.query_id,
             result.snapshot,
@@ -198,12 +226,16 @@ class Retriever:
         mode: str = modes.DEFAULT,
         domains: Sequence[str] | None = None,
         profile: str | profiles.ScoringProfile | None = None,
+        *,
+        since: str | None = None,
+        until: str | None = None,
     ) -> QueryResult:
         """Retrieve with a precomputed unit query vector (modes: :data:`MODES`)."""
+        window = validate_window(since, until)
         # one BLAS thread: a query is a few small mat-vecs, and a second thread only spin-waits
         # (12 ms instead of 1.4 ms per 17k x 384 product on a busy 2-core machine)
         with _blas_controller().limit(limits=1, user_api="blas"):
-            return self._search(text, vector, top_k, mode, domains, profile)
+            return self._search(text, vector, top_k, mode, domains, profile, window)
 
     def seed(self, text: str, vector: np.ndarray, dense: np.ndarray) -> Seeding:
         """Link facts, filter them (when a recognizer is set) and build the walk's teleport.
@@ -211,31 +243,32 @@ class Retriever:
         Args:
             text: the query; vector: its unit embedding; dense: (n_passages,) cosines.
         """
-        return seed(
-            self.view,
-            self.config,
-            text,
-            vector,
-            dense,
-            self.memory.phrase_factors,
-            self.recognizer,
-        )
+        return self.context(text, vector, dense=dense).seeding()
 
     def context(
-        self, text: str, vector: np.ndarray, domains: Sequence[str] | None = None
+        self,
+        text: str,
+        vector: np.ndarray,
+        domains: Sequence[str] | None = None,
+        dense: np.ndarray | None = None,
+        window: tuple[str | None, str | None] = (None, None),
     ) -> modes.QueryContext:
-        """The query context a mode ranks from (dense cosines computed here)."""
+        """The query context a mode ranks from (dense cosines computed here unless given);
+        ``window``: the validated (since, until) event-time bounds."""
+        if dense is None:
+            dense = cosine(self.view.passage_vectors, vector)  # (n_passages,)
         return modes.QueryContext(
             text=text,
             vector=vector,
-            dense=cosine(self.view.passage_vectors, vector),  # (n_passages,)
+            dense=dense,
             view=self.view,
             walk=self.walk,
             config=self.config,
-            allowed=self.view.domain_mask(domains),
+            allowed=self._allowed(self.view.allowed(domains, *window)),
             factors=self.memory.phrase_factors,
             preference=self.memory.preference,
             recognizer=self.recognizer,
+            lexical_index=self.lexical,
         )
 
     def _search(
@@ -246,10 +279,11 @@ class Retriever:
         mode: str,
         domains: Sequence[str] | None,
         profile: str | profiles.ScoringProfile | None,
+        window: tuple[str | None, str | None] = (None, None),
     ) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
-        ctx = self.context(text, vector, domains)
+        ctx = self.context(text, vector, domains, window=window)
         ranking = modes.get(mode).rank(ctx)
         return self._result(ctx, ranking, top_k, domains, prof)
 
@@ -272,7 +306,10 @@ class Retriever:
         if ranking.confidence is not None:
             extra["confidence"] = ranking.confidence
         final, parts = hits.profiled(
-            np.asarray(ranking.scores, dtype=np.float32), ranking.parts, prof, self._components()
+            np.asarray(ranking.scores, dtype=np.float32),
+            ranking.parts,
+            prof,
+            self._components(prof),
         )
         passages = hits.passage_hits(view, final, parts, top_k, ctx.allowed, ranking.walked)
         if ranking.walked is None:
@@ -315,10 +352,17 @@ class Retriever:
             **extra,
         )
 
-    def _components(self) -> dict[str, np.ndarray]:
-        """(n_passages,) recency, salience and preference for the scoring profile."""
+    def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
+        """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""
+        return self.fresh.visible(mask) if self.fresh is not None else mask
+
+    def _components(self, prof: profiles.ScoringProfile) -> dict[str, np.ndarray]:
+        """(n_passages,) recency (by event time, the profile's half-life; 0 without a time),
+        salience and preference for the scoring profile."""
         return {
-            "recency": self.recency,
+            "recency": profiles.recency(
+                self.view.passage_times, len(self.view.passages), prof.recency_half_life_days
+            ),
             "salience": self.memory.salience,
             "preference": self.memory.preference(),
         }

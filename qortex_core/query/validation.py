@@ -6,6 +6,7 @@ from typing import Sequence
 
 from qortex_core.errors import QueryError
 from qortex_core.query import modes
+from qortex_core.storage import times
 
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 8192
@@ -23,6 +24,20 @@ def validate(text: str, top_k: int, mode: str) -> str:
         raise QueryError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     modes.get(mode)  # QueryError for an unknown mode
     return text.strip()[:MAX_QUERY_CHARS]
+
+
+def validate_window(since: object, until: object) -> tuple[str | None, str | None]:
+    """``since``/``until`` as ISO 8601 UTC bounds (a bare ``until`` date keeps its whole day),
+    or a :class:`QueryError` for an unreadable time or ``since`` after ``until``."""
+    bounds = []
+    for name, value in (("since", since), ("until", until)):
+        try:
+            bounds.append(None if value is None else times.parse_bound(value, name == "until"))
+        except ValueError as exc:
+            raise QueryError(f"{name}: {exc}") from None
+    if bounds[0] and bounds[1] and times.to_epoch(bounds[0]) > times.to_epoch(bounds[1]):
+        raise QueryError(f"since {bounds[0]} is after until {bounds[1]}")
+    return bounds[0], bounds[1]
 
 
 def validate_domains(domains: Sequence[str] | None, known: set[str]) -> list[str] | None:

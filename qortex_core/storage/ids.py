@@ -60,11 +60,22 @@ def query_id(text: str, snapshot: str, when: str) -> str:
     return "q_" + digest(" ".join(text.split()), snapshot, when)
 
 
-def event_id(query: str, result: str, kind: str, when: str, nonce: str) -> str:
-    """Id of one feedback event (``nonce`` keeps repeated identical judgements distinct)."""
-    return "ev_" + digest(query, result, kind, when, nonce)
+def event_id(query: str, result: str, kind: str) -> str:
+    """Id of one judgement: a repeated (query, result, kind) is the same event, recorded once."""
+    return "ev_" + digest(query, result, kind)
 
 
 def embedding_key(model: str, text: str) -> str:
     """Cache key of one embedding: the model name and the exact text."""
     return "e_" + digest(model, text, size=12)
+
+
+def memory_id(text: str, created_at: str, nonce: str) -> str:
+    """Id of one written memory: its first text, when it was written and a nonce (two writes of the
+    same text are two records until consolidation merges them)."""
+    return "m_" + digest(" ".join(text.split()), created_at, nonce)
+
+
+def revision_key(record: str, revision: int, created_at: str, nonce: str) -> str:
+    """Key of one row of the append-only memories table."""
+    return "mr_" + digest(record, str(revision), created_at, nonce, size=12)

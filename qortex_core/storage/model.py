@@ -30,6 +30,9 @@ class Passage:
     title: str = ""
     doc_id: str = ""
     domain: str = "default"
+    # ISO 8601 UTC (:mod:`qortex_core.storage.times`); neither is part of the content id
+    time: str | None = field(default=None, compare=False)  # event time
+    ingested_at: str | None = field(default=None, compare=False)  # when first stored
 
     @property
     def full_text(self) -> str:

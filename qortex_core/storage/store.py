@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -11,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.errors import HomeError
+from qortex_core.errors import HomeError, storage_error
 
 CHUNKS = "chunks"
 PASSAGES = "passages"
@@ -96,16 +98,44 @@ class Store(Protocol):
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Where the LanceDB database lives inside the data home."""
+    """Where the LanceDB database lives inside the data home.
+
+    Attributes:
+        home: the data home (a folder or an object-store URI).
+        subdir: the LanceDB folder inside it.
+        read_only: open an existing home without creating it or checking write access (readers
+            of a read-only home); a write then fails with a ``StorageError``.
+    """
 
     home: Path | str  # a local folder or an object-store URI (kept a string)
     subdir: str = "lancedb"
+    read_only: bool = False
 
 
 def _unreadable(name: str, exc: BaseException) -> HomeError:
     """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance table)."""
     detail = " ".join(str(exc).split())[:200]
     return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
+
+
+def prepare_folder(home: Path, label: str = "data home") -> None:
+    """Create a writer's folder (the data home, DAGSTER_HOME) and check it is writable.
+
+    Raises:
+        StorageError: it lies on a read-only filesystem, or the disk refused the folder.
+        HomeError: it cannot be created or is not writable (permissions).
+    """
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = f"cannot create {label} {home}"
+        raise storage_error(where, exc) or HomeError(f"{where}: {exc.strerror}") from None
+    if os.statvfs(home).f_flag & os.ST_RDONLY:
+        raise storage_error(f"{label} {home} cannot be written", OSError(errno.EROFS, "ro"))
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise HomeError(
+            f"{label} {home} is not writable: fix its permissions or mount, or choose another"
+        )
 
 
 class LanceStore:
@@ -118,12 +148,8 @@ class LanceStore:
         uri = str(config.home)
         if "://" not in uri:
             home = Path(uri)
-            try:
-                home.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise HomeError(f"cannot create data home {home}: {exc.strerror}") from None
-            if not os.access(home, os.W_OK | os.X_OK):
-                raise HomeError(f"data home {home} is not writable")
+            if not config.read_only:
+                prepare_folder(home)
             uri = str(home / config.subdir)
         else:
             uri = uri.rstrip("/") + "/" + config.subdir
@@ -136,8 +162,44 @@ class LanceStore:
         self._tables: dict[str, object] = {}
 
     @classmethod
-    def open(cls, home: str | Path | None = None) -> "LanceStore":
-        return cls(StoreConfig(home=home_of(home) if home else default_home()))
+    def open(cls, home: str | Path | None = None, read_only: bool = False) -> "LanceStore":
+        return cls(StoreConfig(home=home_of(home) if home else default_home(), read_only=read_only))
+
+    @classmethod
+    def open_reader(cls, home: str | Path | None = None) -> "LanceStore":
+        """The store of an existing home for a reader: read-only when the home is not writable."""
+        where = home_of(home) if home else default_home()
+        writable = (
+            isinstance(where, str) or not where.is_dir() or os.access(where, os.W_OK | os.X_OK)
+        )
+        return cls.open(home, read_only=not writable)
+
+    @property
+    def writable(self) -> bool:
+        """False when opened read-only (every write then raises HomeError)."""
+        return not self.config.read_only
+
+    @contextmanager
+    def _writing(self, name: str):
+        """Turn a write the machine refused (disk full, read-only, I/O) into a StorageError."""
+        if self.config.read_only:
+            raise HomeError(
+                f"data home {self.config.home} is not writable: cannot write table {name!r}; "
+                "fix its permissions or mount"
+            )
+        try:
+            yield
+        except (OSError, RuntimeError) as exc:
+            where = f"cannot write table {name!r} of data home {self.config.home}"
+            error = storage_error(where, exc)
+            if error is None:
+                raise
+            raise error from None
+
+    @property
+    def db(self):
+        """The LanceDB connection (for table operations the Store protocol does not cover)."""
+        return self._db
 
     def _table(self, name: str):
         if name not in self._tables:
@@ -168,6 +230,10 @@ class LanceStore:
     def upsert(self, name: str, rows: pa.Table, key: str = "id") -> None:
         if rows.num_rows == 0:
             return
+        with self._writing(name):
+            self._upsert(name, rows, key)
+
+    def _upsert(self, name: str, rows: pa.Table, key: str) -> None:
         table = self._table(name)
         if table is None:
             self._tables[name] = self._db.create_table(name, rows)
@@ -184,26 +250,28 @@ class LanceStore:
         if table is None or not values:
             return
         quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
-        table.delete(f"{key} IN ({quoted})")
+        with self._writing(name):
+            table.delete(f"{key} IN ({quoted})")
 
     def replace(self, name: str, rows: pa.Table) -> None:
         table = self._table(name)
-        if table is None:
-            self._tables[name] = self._db.create_table(name, rows)
-            return
         # overwrite is one new Lance version: readers see the old or the new rows
-        self._tables[name] = self._db.create_table(name, rows, mode="overwrite")
+        with self._writing(name):
+            self._tables[name] = self._db.create_table(
+                name, rows, mode="create" if table is None else "overwrite"
+            )
 
     def append(self, name: str, rows: pa.Table) -> None:
         """Append rows (safe from several processes: Lance commits appends without conflict)."""
         if rows.num_rows == 0:
             return
         table = self._table(name)
-        if table is None:  # create empty first: a racing creator's table is opened, not replaced
-            table = self._tables[name] = self._db.create_table(
-                name, schema=rows.schema, exist_ok=True
-            )
-        table.add(rows)
+        with self._writing(name):
+            if table is None:  # create empty first: a racing creator's table is opened
+                table = self._tables[name] = self._db.create_table(
+                    name, schema=rows.schema, exist_ok=True
+                )
+            table.add(rows)
 
     def latest(self, name: str) -> tuple[pa.Table, int]:
         """Whole table as committed now by any process, and its version (0 if it does not exist)."""
@@ -265,7 +333,12 @@ class LanceStore:
         if not vectors:
             return
         keys = list(vectors)
-        matrix = np.stack([vectors[k] for k in keys]).astype(np.float32)
-        self.upsert(
-            EMBEDDINGS, pa.table({"key": keys, "vector": vectors_to_arrow(matrix)}), key="key"
-        )
+        matrix = np.stack([vectors[k] for k in keys]).astype(np.float32)  # (n, d)
+        rows = pa.table({"key": keys, "vector": vectors_to_arrow(matrix)})
+        current = self._table(EMBEDDINGS)
+        if current is not None and current.schema.field("vector").type.list_size != matrix.shape[1]:
+            # a model of another dimension (re-embedding on purpose): keys name the model, so the
+            # old vectors can never be hits for it; the cache starts over in the new width
+            self.replace(EMBEDDINGS, rows)
+            return
+        self.upsert(EMBEDDINGS, rows, key="key")

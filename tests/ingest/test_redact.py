@@ -7,6 +7,7 @@ import secrets
 from pathlib import Path
 
 import pytest
+import secret_formats
 
 from qortex_core.errors import ConfigError
 from qortex_core.ingest import stages as index
@@ -21,7 +22,6 @@ from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.query.retriever import Retriever
 from qortex_core.redact import MARK, RedactionConfig, has_secret, redact
 from qortex_core.storage.store import CHUNKS, PASSAGES, LanceStore
-from tests import secret_formats
 
 
 def fresh_secrets() -> dict[str, str]:

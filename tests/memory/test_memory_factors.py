@@ -148,7 +148,10 @@ def test_update_is_idempotent_and_watermarked(tmp_path):
     assert load_factors(store)[0] == {"c_x": pytest.approx(0.95)}
     forced = update_factors(store, force=True)  # re-folding the same log gives the same factors
     assert not forced.skipped and load_factors(store)[0] == {"c_x": pytest.approx(0.95)}
-    record_feedback(store, log, "q_1", rejected=["p_a"])
+    assert record_feedback(store, log, "q_1", rejected=["p_a"]) == []  # the same judgement again
+    assert update_factors(store).skipped and load_factors(store)[0]["c_x"] == pytest.approx(0.95)
+    log.record("q_2", "v1", [ResultTrace("p_a", "passage", ("c_x",))])
+    record_feedback(store, log, "q_2", rejected=["p_a"])  # another query's judgement counts
     update_factors(store)
     assert load_factors(store)[0]["c_x"] == pytest.approx(0.95**2)
 
@@ -168,9 +171,9 @@ def test_factor_cache_sees_new_versions(tmp_path):
 def _append_many(home: str, worker: int, n: int) -> None:
     store = LanceStore.open(home)
     log = QueryLog(store)
-    qid = f"q_w{worker}"
-    log.record(qid, "v1", [ResultTrace("p_a", "passage", ("c_shared", f"c_w{worker}"))])
-    for _ in range(n):
+    for k in range(n):  # n queries, each judged once (a repeated judgement would count once)
+        qid = f"q_w{worker}_{k}"
+        log.record(qid, "v1", [ResultTrace("p_a", "passage", ("c_shared", f"c_w{worker}"))])
         record_feedback(store, log, qid, accepted=["p_a"])
 
 

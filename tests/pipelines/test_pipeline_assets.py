@@ -130,6 +130,7 @@ def _run(resources: dict, instance: DagsterInstance) -> dict[str, dict]:
         "no_dangling_edges": True,
         "every_chunk_accounted": True,
         "no_failed_extractions": True,
+        "within_failure_budget": True,
         "snapshot_answers_probe": True,
     }
     return {
@@ -161,8 +162,11 @@ def test_code_location_loads_with_job_schedule_sensor_and_checks() -> None:
         "no_dangling_edges",
         "every_chunk_accounted",
         "no_failed_extractions",
+        "within_failure_budget",
         "snapshot_answers_probe",
     }
+    budget = next(s for s in graph.asset_check_keys if s.name == "within_failure_budget")
+    assert graph.get_check_spec(budget).blocking  # a failed budget stops the run
     assert defs.resolve_assets_def(AssetKey("extractions")).op.pool == "llm"
 
 
@@ -249,7 +253,8 @@ def test_materialize_graph_then_incremental_runs(setup) -> None:
     )  # a fresh connection sees the latest table versions
     assert sorted(ex.seen) == sorted(p.id for p in all_chunks) and len(all_chunks) == 4
     assert (
-        first["extractions"]["llm_calls"] == 4
+        first["extractions"]["llm_calls"] == 0  # an offline extractor makes no LLM call
+        and first["extractions"]["extracted"] == 4
         and first["embeddings"]["texts_embedded"] == len(set(em.texts)) > 4
     )
     assert (
@@ -264,8 +269,9 @@ def test_materialize_graph_then_incremental_runs(setup) -> None:
     assert (ex.calls, em.calls) == (0, 0)  # unchanged sources: no LLM call, no embedding call
     assert again["extractions"]["llm_calls"] == 0 and again["embeddings"]["texts_embedded"] == 0
     assert (
-        again["extractions"]["cache_hits"] == 4 and again["graph_snapshot"]["snapshot_version"] == 2
+        again["extractions"]["cache_hits"] == 4 and again["graph_snapshot"]["snapshot_version"] == 1
     )
+    assert again["graph_snapshot"]["status"] == "unchanged"  # nothing new was published
 
     (src / "science" / "warsaw.md").write_text(
         "# Warsaw\n\nWarsaw is the capital of Poland. Chopin lived in Warsaw.\n"

@@ -47,7 +47,7 @@ def test_ingest_json_summary_then_unchanged_rerun(tmp_path: Path, capsys, shared
     assert main(["ingest", str(src.parent), "--home", str(home), "--json"]) == 0
     second = json.loads(capsys.readouterr().out)
     assert (second["extracted"], second["embedded"], second["llm_calls"]) == (0, 0, 0)
-    assert second["snapshot"].startswith("v000002-")
+    assert second["snapshot"] == first["snapshot"] and second["snapshot_status"] == "unchanged"
     hits = (
         Retriever.open(home, embedder=shared_model)
         .query("Where was Marie Curie born?", top_k=1)

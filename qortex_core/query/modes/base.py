@@ -14,9 +14,11 @@ import numpy as np
 
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.linking import Seeding, seed
+from qortex_core.query.seeding import min_max
 from qortex_core.query.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:
+    from qortex_core.query.lexical import LexicalIndex
     from qortex_core.query.recognition import Recognizer
 
 
@@ -63,6 +65,7 @@ class QueryContext:
         factors: the learned teleportation factors (n_phrases,), read when a walk seeds.
         preference: the learned (n_passages,) preference, read when dense-first needs it.
         recognizer: optional LLM filter over the linked facts.
+        lexical_index: the snapshot's BM25 index (None: the snapshot has none).
         extras: per-query caches other channels add (keyed by channel name).
     """
 
@@ -76,8 +79,31 @@ class QueryContext:
     factors: Callable[[], np.ndarray]
     preference: Callable[[], np.ndarray]
     recognizer: Recognizer | None = None
+    lexical_index: LexicalIndex | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     _seeding: Seeding | None = None
+
+    def lexical(self) -> np.ndarray | None:
+        """(n_passages,) BM25 scores (0: no match), None when the channel is off or absent."""
+        if self.lexical_index is None or not self.config.fulltext.enabled:
+            return None
+        if "lexical" not in self.extras:
+            limit = self.config.fulltext.candidates
+            self.extras["lexical"] = self.lexical_index.scores(self.text, limit)
+        return self.extras["lexical"]
+
+    def text_scores(self) -> np.ndarray:
+        """(n_passages,) dense and BM25 fused (``fulltext.text_weight``); dense when BM25 is
+        off, absent or matches nothing."""
+        if "text" not in self.extras:
+            bm25, weight = self.lexical(), self.config.fulltext.text_weight
+            if bm25 is None or bm25.max() <= 0 or weight <= 0:
+                self.extras["text"] = self.dense
+            else:
+                self.extras["text"] = ((1.0 - weight) * min_max(self.dense)) + weight * min_max(
+                    bm25
+                )  # (n_passages,)
+        return self.extras["text"]
 
     def seeding(self) -> Seeding:
         """The walk's seeding for this query (linked facts, concept weights, teleport)."""
@@ -90,6 +116,7 @@ class QueryContext:
                 self.dense,
                 self.factors,
                 self.recognizer,
+                self.lexical() if self.config.fulltext.seed_weight > 0 else None,
             )
         return self._seeding
 

@@ -1,0 +1,183 @@
+"""Purge: make deleted and forgotten data gone from disk, not only from the next snapshot.
+
+LanceDB keeps old table versions, and a row deleted from a table stays in its data file
+(hidden by a deletion file) until the file is rewritten. ``purge`` therefore:
+
+1. prunes snapshots to the ``keep`` newest (LATEST always kept);
+2. deletes orphans: cached extractions of chunks that no longer exist (their concept and
+   fact names are text of the deleted document), and blanks the text and vector of every
+   revision of a forgotten memory (the revision rows stay, as history);
+3. rewrites every table from its current rows (new data files hold only live rows; the
+   full-text index of ``passage_text`` is rebuilt) and re-pins the latest snapshot to the
+   rewritten ``passage_text`` version (same rows, so the same BM25 statistics);
+4. cleans old versions: every version older than the oldest version an older retained
+   snapshot pins is removed (with ``keep`` 1, every old version).
+
+A process that has a table open at a cleaned version (a long-running retriever) reopens it
+to see the rewritten one. Text of a deleted document therefore survives only inside a retained
+older snapshot that still holds it. The Dagster run history (its previews quote chunk text) is
+cleaned by the ``qortex purge`` command (``pipelines/commands/purge.py``): the library never
+imports Dagster.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.memory.records import MEMORIES
+from qortex_core.storage import fulltext
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.retention import prune_snapshots
+from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore, vectors_to_arrow
+from qortex_core.storage.writer_lock import writer_lock
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    """What a purge removed and kept."""
+
+    kept: list[str]
+    removed: list[str]
+    orphans_removed: dict[str, int]
+    optimized: dict[str, int]  # table -> its version after the rewrite and cleanup
+    kept_since: str  # versions older than this (ISO time) were cleaned; "" = all old versions
+    query_log_removed: int = 0
+
+
+def _drop_orphans(store: LanceStore) -> dict[str, int]:
+    """Cached extractions of chunks that no longer exist, deleted; rows removed per table."""
+    chunks = store.read(CHUNKS)
+    live = set(chunks["id"].to_pylist()) if chunks.num_rows else set()
+    rows = store.read(EXTRACTIONS)
+    if rows.num_rows == 0:
+        return {EXTRACTIONS: 0}
+    dead = sorted(
+        {
+            k
+            for k, p in zip(rows["key"].to_pylist(), rows["passage_id"].to_pylist())
+            if p not in live
+        }
+    )
+    for start in range(0, len(dead), 500):
+        store.delete(EXTRACTIONS, "key", dead[start : start + 500])
+    return {EXTRACTIONS: len(dead)}
+
+
+def _scrub_forgotten(store: LanceStore) -> int:
+    """Forgotten memories' text and vectors blanked in every revision; rows scrubbed.
+
+    The revision rows stay (the history keeps that a record existed and was forgotten); their
+    ``text`` becomes "" and their vector zeros, so the words leave the table's live rows and,
+    after the rewrite and cleanup, every file.
+    """
+    if MEMORIES not in store.table_names():
+        return 0
+    rows = store.open_latest(MEMORIES).to_arrow()
+    newest: dict[str, tuple[int, str]] = {}
+    for rid, rev, op in zip(
+        rows["id"].to_pylist(), rows["revision"].to_pylist(), rows["op"].to_pylist()
+    ):
+        if rid not in newest or rev > newest[rid][0]:
+            newest[rid] = (rev, op)
+    gone = sorted(rid for rid, (_, op) in newest.items() if op == "forget")
+    mask = pc.and_(
+        pc.is_in(rows["id"], value_set=pa.array(gone, pa.string())),
+        pc.not_equal(rows["text"], ""),
+    )
+    scrubbed = int(pc.sum(mask).as_py() or 0)
+    if not scrubbed:
+        return 0
+    text = pc.if_else(mask, pa.scalar("", rows.schema.field("text").type), rows["text"])
+    vectors = rows["vector"].combine_chunks()
+    dim = vectors.type.list_size
+    flat = np.asarray(vectors.values.to_numpy(zero_copy_only=False)).reshape(-1, dim).copy()
+    flat[np.asarray(mask.to_numpy(zero_copy_only=False), bool)] = 0.0  # (n, dim)
+    rows = rows.set_column(rows.schema.get_field_index("text"), "text", text)
+    rows = rows.set_column(rows.schema.get_field_index("vector"), "vector", vectors_to_arrow(flat))
+    store.replace(MEMORIES, rows)
+    return scrubbed
+
+
+def _rewrite(store: LanceStore, name: str) -> int:
+    """Rewrite ``name`` from its live rows (a new version with fresh data files).
+
+    Full-text indexes are rebuilt on the same columns (an overwrite drops them).
+    """
+    from lancedb.index import FTS
+
+    table = store.open_latest(name)
+    fts = [list(i.columns) for i in table.list_indices() if i.index_type == "FTS"]
+    store.replace(name, table.to_arrow())
+    table = store.open_latest(name)
+    if table.count_rows():
+        for columns in fts:  # FTS() defaults, as the tables that have one build it
+            table.create_index(columns[0], config=FTS(), replace=True)
+        table = store.open_latest(name)
+    return int(table.version)
+
+
+def _repin(home: str | Path, table: str, version: int) -> None:
+    """Point the latest snapshot's pin of ``table`` at ``version`` (atomic manifest swap)."""
+    path = snap.snapshots_dir(home) / snap.latest_name(home) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    if table not in (manifest.get("table_versions") or {}):
+        return
+    manifest["table_versions"][table] = version
+    manifest["purged"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _older_created(home: str | Path, kept: list[str]) -> str:
+    """Creation time of the oldest retained snapshot other than LATEST ("" when none)."""
+    latest = snap.latest_name(home)
+    times = []
+    for name in kept:
+        if name == latest:
+            continue
+        manifest = json.loads((snap.snapshots_dir(home) / name / "manifest.json").read_text())
+        times.append(str(manifest.get("created", "")))
+    return min((t for t in times if t), default="")
+
+
+def purge(home: str | Path, keep: int = 1) -> PurgeReport:
+    """Prune to ``keep`` snapshots, drop orphans, rewrite tables and clean their old versions.
+
+    Holds the home's writer lock, so no ingest runs meanwhile; readers are not blocked.
+
+    Raises:
+        ConfigError: ``keep`` is below 1.
+        HomeBusyError: another process is writing to ``home``.
+    """
+    with writer_lock(home, "qortex purge"):
+        pruned = prune_snapshots(home, keep, optimize=False)
+        store = LanceStore.open(home)
+        orphans = {**_drop_orphans(store), MEMORIES: _scrub_forgotten(store)}
+        since = _older_created(home, pruned.kept)
+        age = dt.timedelta(0)
+        if since:
+            age = dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(since)
+        rewritten: dict[str, int] = {}
+        for name in store.table_names():
+            version = _rewrite(store, name)
+            if name == fulltext.PASSAGE_TEXT and pruned.kept:
+                _repin(home, name, version)
+            with warnings.catch_warnings():  # "removes every version but the latest": meant
+                warnings.simplefilter("ignore", UserWarning)
+                store.open_latest(name).optimize(cleanup_older_than=age, delete_unverified=True)
+            rewritten[name] = int(store.open_latest(name).version)
+    return PurgeReport(
+        pruned.kept, pruned.removed, orphans, rewritten, since, pruned.query_log_removed
+    )

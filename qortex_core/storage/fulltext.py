@@ -1,0 +1,119 @@
+"""The passages' full-text (BM25) index: a LanceDB table kept in step with ``passages``.
+
+``passage_text`` holds one row per passage (``id``, ``text`` = title + newline + text, as
+embedded) under LanceDB's native full-text index (``FTS()``). :func:`sync` makes it hold
+exactly the passages being published: new passages are appended, gone ones deleted, and
+``optimize()`` folds the new rows into the index (incremental: a passage is tokenised once,
+when it first appears; passage ids are content hashes, so an id never changes text).
+
+Each snapshot pins the version :func:`sync` returns (manifest ``table_versions``); a query
+checks that version out (:func:`open_pinned`), so it searches exactly its snapshot's
+passages with the BM25 statistics of that set, while a newer ingest writes the next
+version. Versions are dropped only by ``qortex prune`` (retention keeps every version
+since the oldest kept snapshot); :func:`sync` never cleans any.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+PASSAGE_TEXT = "passage_text"
+_KEEP_VERSIONS = dt.timedelta(days=36500)  # optimize() must not clean versions snapshots pin
+_DELETE_BATCH = 500
+
+_log = logging.getLogger(__name__)
+
+
+def passage_rows(passages: pa.Table) -> pa.Table:
+    """(id, text) rows of a passages table; text as embedded: title, newline, text."""
+    title, text = passages["title"], passages["text"]
+    joined = pc.if_else(pc.equal(title, ""), text, pc.binary_join_element_wise(title, text, "\n"))
+    return pa.table({"id": passages["id"], "text": joined})
+
+
+def _create(db, rows: pa.Table):
+    from lancedb.index import FTS
+
+    table = db.create_table(PASSAGE_TEXT, rows, exist_ok=False)
+    table.create_index("text", config=FTS(with_position=False))
+    return table
+
+
+def _open(db):
+    try:
+        return db.open_table(PASSAGE_TEXT)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def sync(db, passages: pa.Table) -> int:
+    """Make ``passage_text`` hold exactly ``passages``' ids; its version (0: no passages).
+
+    Args:
+        db: the store's LanceDB connection.
+        passages: the passages table (``id``, ``title``, ``text``) being published.
+    """
+    table = _open(db)
+    if passages.num_rows == 0 and table is None:
+        return 0
+    rows = passage_rows(passages)
+    if table is None:
+        return int(_create(db, rows).version)
+    held = set(table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist())
+    wanted = set(rows["id"].to_pylist())
+    new = rows.filter(
+        pc.invert(pc.is_in(rows["id"], value_set=pa.array(sorted(held), pa.string())))
+    )
+    gone = sorted(held - wanted)
+    if new.num_rows:
+        table.add(new)
+    for start in range(0, len(gone), _DELETE_BATCH):
+        quoted = ", ".join(
+            "'" + v.replace("'", "''") + "'" for v in gone[start : start + _DELETE_BATCH]
+        )
+        table.delete(f"id IN ({quoted})")
+    if new.num_rows or gone:
+        table.optimize(cleanup_older_than=_KEEP_VERSIONS)  # index the new rows, compact
+    return int(table.version)
+
+
+def open_pinned(db, version: int):
+    """The table checked out at ``version`` (a snapshot's), else the latest; None when absent.
+
+    Returns:
+        (table, exact): ``exact`` False when the pinned version is gone (pruned) and the
+        latest version is searched instead.
+    """
+    table = _open(db)
+    if table is None or not version:
+        return None, False
+    try:
+        table.checkout(int(version))
+    except (ValueError, RuntimeError, OSError) as exc:
+        _log.warning("passage_text version %s unavailable (%s): searching the latest", version, exc)
+        return _open(db), False
+    return table, True
+
+
+def search(table, text: str, limit: int) -> tuple[list[str], np.ndarray]:
+    """BM25 search of ``text``: the ids of the best ``limit`` passages and their scores.
+
+    The query is matched as plain terms (``MatchQuery``: no query syntax to trip over);
+    terms are lower-cased, stemmed and stop words dropped, as when indexing.
+    """
+    from lancedb.query import MatchQuery
+
+    if not text.strip():
+        return [], np.zeros(0, np.float32)
+    hits = (
+        table.search(MatchQuery(text, "text"), query_type="fts")
+        .limit(limit)
+        .select(["id", "_score"])
+        .to_arrow()
+    )
+    return hits["id"].to_pylist(), np.asarray(hits["_score"].to_numpy(), dtype=np.float32)

@@ -1,0 +1,68 @@
+"""The passages' full-text index: incremental sync, pinned versions, BM25 search."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from qortex_core.storage import fulltext
+from qortex_core.storage.store import LanceStore
+
+
+def _passages(rows: list[tuple[str, str, str]]) -> pa.Table:
+    ids, titles, texts = zip(*rows) if rows else ((), (), ())
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.string()),
+            "title": pa.array(titles, pa.string()),
+            "text": pa.array(texts, pa.string()),
+        }
+    )
+
+
+A = ("p_a", "Harbour", "The lighthouse keeper logs every ship in the harbour.")
+B = ("p_b", "", "Quartz crystals hum when struck by the tuning fork.")
+C = ("p_c", "Orchard", "Apple trees in the orchard bloom in April.")
+
+
+def _search(table, text: str) -> list[str]:
+    return fulltext.search(table, text, 10)[0]
+
+
+def test_sync_adds_and_deletes_incrementally(tmp_path):
+    db = LanceStore.open(tmp_path).db
+    assert fulltext.sync(db, _passages([])) == 0  # nothing to index: no table
+    v1 = fulltext.sync(db, _passages([A, B]))
+    table, exact = fulltext.open_pinned(db, v1)
+    assert exact and _search(table, "lighthouse ships") == ["p_a"]
+    assert _search(table, "harbour") == ["p_a"]  # the title is indexed too
+    assert fulltext.sync(db, _passages([A, B])) == v1  # unchanged: no new version
+    v2 = fulltext.sync(db, _passages([B, C]))
+    assert v2 > v1
+    latest, _ = fulltext.open_pinned(db, v2)
+    assert _search(latest, "lighthouse") == [] and _search(latest, "orchard apples") == ["p_c"]
+    stats = latest.index_stats(latest.list_indices()[0].name)
+    assert stats.num_unindexed_rows == 0  # optimize() folded the new row into the index
+
+
+def test_a_pinned_version_keeps_its_passages(tmp_path):
+    db = LanceStore.open(tmp_path).db
+    v1 = fulltext.sync(db, _passages([A, B]))
+    fulltext.sync(db, _passages([C]))
+    old, exact = fulltext.open_pinned(db, v1)
+    assert exact and _search(old, "lighthouse") == ["p_a"] and _search(old, "orchard") == []
+
+
+def test_query_syntax_and_stop_words_are_plain_text(tmp_path):
+    db = LanceStore.open(tmp_path).db
+    table, _ = fulltext.open_pinned(db, fulltext.sync(db, _passages([A, B, C])))
+    for text in ('"unbalanced', "AND OR NOT", "((", "   ", "the of a", "zxqv blorf"):
+        assert _search(table, text) == []
+    assert _search(table, 'quartz "fork') == ["p_b"]
+
+
+def test_a_missing_pinned_version_falls_back_to_the_latest(tmp_path):
+    db = LanceStore.open(tmp_path).db
+    version = fulltext.sync(db, _passages([A]))
+    table, exact = fulltext.open_pinned(db, version + 50)
+    assert table is not None and not exact and _search(table, "lighthouse") == ["p_a"]
+    assert fulltext.open_pinned(db, 0) == (None, False)
