@@ -108,7 +108,6 @@ def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> lis
 
 def cmd_bench_ppr(args: argparse.Namespace) -> int:
     from qortex_bench import ppr_bench as pb
-    from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
     from qortex_core.errors import ConfigError
     from qortex_core.query.ppr import PPRConfig
 
@@ -118,15 +117,7 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"unknown engines {unknown}" if unknown else "--queries must be at least 1"
         )
-    t = time.perf_counter()
-    try:
-        graph = synthetic_graph(args.nodes, args.edges, seed=args.seed)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    teleports = synthetic_teleports(graph, args.queries, seed=args.seed)
-    if args.order == "hub_first":  # the same queries on the graph as a snapshot stores it
-        graph, teleports = _hub_first(graph, teleports)
-    _say(f"graph: {graph.n_nodes} nodes, {graph.n_edges} edges ({time.perf_counter() - t:.1f}s)")
+    graph, teleports = _graph(args)
     t = time.perf_counter()
     exact = pb.exact_pagerank(graph.adjacency, teleports)
     _say(f"exact: float64 power iteration to 1e-12 ({time.perf_counter() - t:.1f}s)")
@@ -168,6 +159,23 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def _graph(args: argparse.Namespace):
+    """The synthetic graph and teleports, in the node order ``--order`` asks for."""
+    from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
+    from qortex_core.errors import ConfigError
+
+    t = time.perf_counter()
+    try:
+        graph = synthetic_graph(args.nodes, args.edges, seed=args.seed)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    teleports = synthetic_teleports(graph, args.queries, seed=args.seed)
+    if args.order == "hub_first":  # the same queries on the graph as a snapshot stores it
+        graph, teleports = _hub_first(graph, teleports)
+    _say(f"graph: {graph.n_nodes} nodes, {graph.n_edges} edges ({time.perf_counter() - t:.1f}s)")
+    return graph, teleports
 
 
 def _hub_first(graph, teleports):

@@ -73,12 +73,12 @@ def test_hub_first_tables_put_busy_concepts_and_passages_first():
 def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch):
     from memory_corpus import corpus, ingest
 
-    from qortex_core.ingest import stages
+    from qortex_core.ingest import snapshot_stage
     from qortex_core.query.retriever import Retriever
 
     hub = tmp_path / "hub"
     ingest(hub, corpus(), embedder)
-    monkeypatch.setattr(stages, "hub_first_tables", lambda c, p, f: (c, p))
+    monkeypatch.setattr(snapshot_stage, "hub_first_tables", lambda c, p, f: (c, p))
     plain = tmp_path / "plain"
     ingest(plain, corpus(), embedder)
     a, b = Retriever.open(hub, embedder=embedder), Retriever.open(plain, embedder=embedder)
