@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.snapshot_schema import check_manifest
+from qortex_core.storage.snapshot_shapes import shape_problems
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
@@ -253,6 +254,9 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
                 tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
+    lies = shape_problems(arrays, tables, manifest["counts"])  # counts that disagree with rows
+    if lies:
+        raise SnapshotError(f"snapshot {name} does not match its manifest: {'; '.join(lies)}")
     return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
 
 
