@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from qortex_core.errors import QueryError
-from qortex_core.memory.tier import FreshTier
+from qortex_core.memory.tier import FreshTier, relevance_of
 
 
 def search_memory(
@@ -31,7 +31,6 @@ def search_memory(
         result = retriever.query(
             query, top_k, mode, domains, profile, since=window[0], until=window[1]
         )
-        retriever.memory.flush()
     else:
         clean = validate(query, top_k, mode)
         tier = FreshTier(mem.store, _no_passages(), state=mem.state)
@@ -42,7 +41,7 @@ def search_memory(
     if min_relevance is not None:
         from dataclasses import replace
 
-        kept = [h for h in result.passages if (h.relevance or 0.0) >= min_relevance]
+        kept = [h for h in result.passages if relevance_of(h) >= min_relevance]
         result = replace(result, passages=kept)
     return result
 

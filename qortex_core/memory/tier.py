@@ -96,7 +96,7 @@ class FreshTier:
         Graph hits keep their order; each fresh hit goes before the first graph hit whose
         relevance (``hit.relevance`` when set, else its dense cosine) is lower than its own.
         """
-        from qortex_core.query.retriever import PassageHit
+        from qortex_core.query.results import PassageHit
 
         if not hits:
             return result
@@ -120,7 +120,7 @@ class FreshTier:
         merged = []
         queue = sorted(fresh, key=lambda pair: -pair[0])
         for hit in result.passages:
-            key = _relevance_of(hit)
+            key = relevance_of(hit)
             while queue and queue[0][0] > key:
                 merged.append(queue.pop(0)[1])
             merged.append(hit)
@@ -128,7 +128,8 @@ class FreshTier:
         return replace(result, passages=merged[:top_k])
 
 
-def _relevance_of(hit) -> float:
+def relevance_of(hit) -> float:
+    """A hit's relevance in [0, 1]: its own when set, else its dense cosine clipped."""
     value = getattr(hit, "relevance", None)
     if value is not None:
         return float(value)
