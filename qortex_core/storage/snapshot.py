@@ -210,7 +210,10 @@ def latest_name(home: str | Path) -> str:
             "choose another home with --home or QORTEX_HOME)"
         ) from None
     except NotADirectoryError:
-        raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
+        raise HomeError(
+            f"data home {home} is not a directory (or lies under a file): choose another with "
+            "--home or QORTEX_HOME"
+        ) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
     if not _NAME.fullmatch(name):
@@ -234,7 +237,9 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except FileNotFoundError:
-        raise SnapshotError(f"snapshot {name} not found under {home}") from None
+        raise SnapshotError(
+            f"snapshot {name} not found under {home} (`qortex snapshots` lists them)"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
@@ -291,9 +296,13 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
         for candidate in list_versions(home):
             if int(candidate[1:7]) == int(text):
                 return candidate
-        raise SnapshotError(f"no snapshot version {text} under {home}")
+        raise SnapshotError(
+            f"no snapshot version {text} under {home} (`qortex snapshots` lists them)"
+        )
     if not _NAME.fullmatch(text):
-        raise SnapshotError(f"not a snapshot name: {text!r}")
+        raise SnapshotError(
+            f"not a snapshot name: {text!r}: give a version number or a name from `qortex snapshots`"
+        )
     return text
 
 
@@ -326,4 +335,7 @@ def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, l
             return load(home, name, verify=verify), problems
         except SnapshotError as exc:
             problems.append(str(exc))
-    raise SnapshotError(f"no usable snapshot under {home}: " + "; ".join(problems))
+    raise SnapshotError(
+        f"no usable snapshot under {home}: " + "; ".join(problems) + "; run `qortex ingest` to "
+        "publish a good one"
+    )
