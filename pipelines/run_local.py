@@ -52,6 +52,8 @@ concurrency:
     default_limit: 1
 telemetry:
   enabled: false
+nux:
+  enabled: false
 """
 
 
