@@ -236,7 +236,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError, StorageError, environment_errno
+    from qortex_core.errors import QortexError, StorageError, storage_error
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -253,9 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
         return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
     except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 1 if environment_errno(exc) else 2
+        named = getattr(exc, "filename", None)
+        refused = storage_error(str(named or "a file"), exc)
+        where = f" ({named})" if named else ""
+        text = str(refused) if refused else f"{exc.strerror or exc}{where}"
+        print(f"qortex: error: {_one_line(text)}", file=sys.stderr)
+        return 1 if refused else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.snapshot_schema import check_manifest
+from qortex_core.storage.snapshot_shapes import shape_problems
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
@@ -211,7 +212,10 @@ def latest_name(home: str | Path) -> str:
             "choose another home with --home or QORTEX_HOME)"
         ) from None
     except NotADirectoryError:
-        raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
+        raise HomeError(
+            f"data home {home} is not a directory (or lies under a file): choose another with "
+            "--home or QORTEX_HOME"
+        ) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
     if not _NAME.fullmatch(name):
@@ -235,7 +239,9 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except FileNotFoundError:
-        raise SnapshotError(f"snapshot {name} not found under {home}") from None
+        raise SnapshotError(
+            f"snapshot {name} not found under {home} (`qortex snapshots` lists them)"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
@@ -255,6 +261,9 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
                 tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
+    lies = shape_problems(arrays, tables, manifest["counts"])  # counts that disagree with rows
+    if lies:
+        raise SnapshotError(f"snapshot {name} does not match its manifest: {'; '.join(lies)}")
     return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
 
 
@@ -291,9 +300,13 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
         for candidate in list_versions(home):
             if int(candidate[1:7]) == int(text):
                 return candidate
-        raise SnapshotError(f"no snapshot version {text} under {home}")
+        raise SnapshotError(
+            f"no snapshot version {text} under {home} (`qortex snapshots` lists them)"
+        )
     if not _NAME.fullmatch(text):
-        raise SnapshotError(f"not a snapshot name: {text!r}")
+        raise SnapshotError(
+            f"not a snapshot name: {text!r}: give a version number or a name from `qortex snapshots`"
+        )
     return text
 
 
@@ -328,4 +341,7 @@ def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, l
             return load(home, name, verify=verify), problems
         except SnapshotError as exc:
             problems.append(str(exc))
-    raise SnapshotError(f"no usable snapshot under {home}: " + "; ".join(problems))
+    raise SnapshotError(
+        f"no usable snapshot under {home}: " + "; ".join(problems) + "; run `qortex ingest` to "
+        "publish a good one"
+    )
