@@ -305,7 +305,8 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
         )
     if not _NAME.fullmatch(text):
         raise SnapshotError(
-            f"not a snapshot name: {text!r}: give a version number or a name from `qortex snapshots`"
+            f"not a snapshot name: {text!r}: give a version number or a name from `qortex "
+            "snapshots`"
         )
     return text
 
