@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipelines.parsing import QortexParser, csv_of, strict_int
 
@@ -53,7 +54,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         raise ConfigError(
-            f"cannot write the report to {args.json}: its folder does not exist or it is a directory"
+            f"cannot write the report to {args.json}: its folder does not exist or it is a "
+            "directory"
         )
     if args.locomo:
         return _eval_locomo(args)
@@ -98,7 +100,8 @@ def _eval_locomo(args: argparse.Namespace) -> int:
 
 
 def _recognizer(args: argparse.Namespace):
-    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is configured), else None."""
+    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is
+    configured), else None."""
     if not getattr(args, "recognition", False):
         return None
     from qortex_core.query.recognition import require_recognizer
@@ -138,7 +141,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(result), indent=2))
         return 0
     print(
-        f"query {result.query_id} on {result.snapshot} ({result.mode}){': ' + result.route if result.route else ''}"
+        f"query {result.query_id} on {result.snapshot} "
+        f"({result.mode}){': ' + result.route if result.route else ''}"
     )
     if result.fallback:
         print(f"note: {result.fallback}")
@@ -148,17 +152,14 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"{n:2d}. [{hit.score:.4f}] {hit.id}{when} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
-            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
+            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via "
+            f"{', '.join(rule.concepts[:3])}"
         )
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from qortex_core.query import modes  # the registered retrieval modes
-
-    parser = QortexParser(prog="qortex", description="Long-term memory for LLM agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_eval(sub: Any, modes: Any) -> None:
+    """``qortex eval``."""
     ev = sub.add_parser(
         "eval", help="recall@k of retrieval modes on a HippoRAG-format dataset or LoCoMo"
     )
@@ -190,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.set_defaults(func=cmd_eval)
 
+
+def _add_query(sub: Any, modes: Any) -> None:
+    """``qortex query``."""
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
@@ -209,6 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
     q.set_defaults(func=cmd_query)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    from qortex_core.query import modes  # the registered retrieval modes
+
+    parser = QortexParser(prog="qortex", description="Long-term memory for LLM agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_eval(sub, modes)
+    _add_query(sub, modes)
+
     import importlib
 
     for module in COMMAND_MODULES:  # each adds its subcommands; none imports dagster at import time
@@ -222,7 +236,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError, StorageError, environment_errno
+    from qortex_core.errors import QortexError, StorageError, storage_error
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -239,9 +253,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
         return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
     except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 1 if environment_errno(exc) else 2
+        named = getattr(exc, "filename", None)
+        refused = storage_error(str(named or "a file"), exc)
+        where = f" ({named})" if named else ""
+        text = str(refused) if refused else f"{exc.strerror or exc}{where}"
+        print(f"qortex: error: {_one_line(text)}", file=sys.stderr)
+        return 1 if refused else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

@@ -1,4 +1,5 @@
-"""The graph walk shared by the graph modes: PPR from the seeding, then dense-first.
+"""The graph walk shared by the graph modes: PPR from the seeding, then the best text
+passage first (dense cosine, or dense + BM25 with ``fulltext.text_first``).
 
 :func:`no_walk_note` says when a query cannot walk (the mode then ranks densely);
 :func:`walked` runs Personalized PageRank once per query; :func:`graph_ranking`
@@ -45,7 +46,8 @@ def graph_ranking(
     w = walked(ctx)
     n = ctx.view.n_phrases
     if ctx.config.dense_first:  # learned feedback vetoes it: a passage judged down stays put
-        final = dense_first(final, ctx.dense, ctx.allowed, ctx.preference() < 0.5)
+        by = ctx.text_scores() if ctx.config.fulltext.text_first else ctx.dense
+        final = dense_first(final, by, ctx.allowed, ctx.preference() < 0.5)
     parts = {
         "ppr": w.node_scores[n:],
         "dense": ctx.dense,
