@@ -107,13 +107,15 @@ def _sha256(path: Path) -> str:
 
 
 def _write_arrow(table: pa.Table, path: Path) -> None:
-    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory map."""
+    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory
+    map."""
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
 
 def _read_arrow(path: Path) -> pa.Table:
-    """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on use)."""
+    """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on
+    use)."""
     with pa.ipc.open_file(pa.memory_map(str(path), "r")) as reader:
         return reader.read_all()
 
@@ -266,7 +268,8 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
 
 
 def _manifest_files(manifest: object, name: str) -> dict[str, str]:
-    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256 digests.
+    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256
+    digests.
 
     Raises:
         SnapshotError: the manifest is not an object or its file list is malformed.
@@ -274,7 +277,8 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if isinstance(manifest, dict) and manifest.get("format", FORMAT) != FORMAT:
         raise SnapshotError(
-            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format {FORMAT}: "
+            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format "
+            f"{FORMAT}: "
             "publish a new snapshot"
         )
     if not isinstance(files, dict) or not files:
@@ -301,7 +305,8 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
         )
     if not _NAME.fullmatch(text):
         raise SnapshotError(
-            f"not a snapshot name: {text!r}: give a version number or a name from `qortex snapshots`"
+            f"not a snapshot name: {text!r}: give a version number or a name from `qortex "
+            "snapshots`"
         )
     return text
 
@@ -314,10 +319,12 @@ def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, l
         verify: check every file's SHA-256 against the manifest.
 
     Returns:
-        The loaded snapshot and one line per snapshot refused on the way (empty when the latest loaded).
+        The loaded snapshot and one line per snapshot refused on the way (empty when the latest
+        loaded).
 
     Raises:
-        SnapshotError: nothing published, or no snapshot under ``home`` loads (the message names each problem).
+        SnapshotError: nothing published, or no snapshot under ``home`` loads (the message names
+        each problem).
         HomeError: ``home`` is a file.
     """
     problems: list[str] = []
