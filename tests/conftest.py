@@ -188,13 +188,17 @@ def toy_report(_toy_home_session) -> dict:
 # with `pytestmark = pytest.mark.slow`.
 SLOW_MODULES = {
     "bench/test_eval.py",
+    "bench/test_eval_gold.py",
     "bench/test_locomo.py",
     "bench/test_ablation.py",
     "bench/test_bench_query.py",
     "ingest/test_llm_extract.py",
+    "ingest/test_secret_scan.py",
     "memory/test_agent_cli.py",
+    "memory/test_agent_consolidate.py",
     "memory/test_memory_cli.py",
     "memory/test_memory_dagster.py",
+    "memory/test_memory_factors.py",
     "memory/test_memory_scenario.py",
     "pipelines/test_cli_errors.py",
     "pipelines/test_failure_budget.py",
