@@ -31,6 +31,7 @@ class PassageHit:
     concepts: tuple[str, ...] = ()
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
     time: str | None = None  # event time, ISO 8601 UTC (None: the passage has none)
+    relevance: float = 0.0  # [0, 1], comparable across modes (:mod:`qortex_core.query.relevance`)
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,4 @@ class QueryResult:
     route: str | None = None  # why ``auto`` took its mode
     confidence: float | None = None  # hybrid: agreement of the dense and graph top-k
     factors_version: int = 0
+    no_answer: bool = False  # nothing reached min_relevance: passages is empty
