@@ -8,6 +8,7 @@ from qortex_core.embed import token_window
 from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
 from qortex_core.ingest.documents import read_stored_documents
 from qortex_core.ingest.stages import sync_chunks, upstream_of
+from qortex_core.memory.consolidate import forgotten_passages
 
 
 class ChunkingConfig(Config):
@@ -34,6 +35,8 @@ def chunks(
     size = min(config.max_tokens, window.max_tokens)  # (title + chunk) fits the model's window
     overlap = min(config.overlap_tokens, size // 2)
     passages = chunk_documents(read_stored_documents(db), ChunkConfig(size, overlap), window.count)
+    hidden = forgotten_passages(db)  # file passages forgotten by id, while their file is unchanged
+    passages = [p for p in passages if p.id not in hidden]
     longest = max((window.count(p.full_text) for p in passages), default=0)
     report = sync_chunks(db, passages)
     context.log.info(f"{report.total} chunks ({report.added} new, {report.removed} removed)")
@@ -42,6 +45,7 @@ def chunks(
             "chunks": report.total,
             "new_chunks": report.added,
             "deleted_chunks": report.removed,
+            "forgotten_passages": len(hidden),
             "documents": len({p.doc_id for p in passages}),
             "max_tokens": size,
             "overlap_tokens": overlap,

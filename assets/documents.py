@@ -1,29 +1,44 @@
-"""``documents``: the source directory's files, hashed, with additions, changes and deletions."""
+"""``documents``: the source directory's files and the agent's written memories, hashed, with
+additions, changes and deletions."""
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import DatasetError
-from qortex_core.ingest.documents import load_documents, sync_documents
+from qortex_core.ingest.documents import DocumentSet, load_documents, sync_documents
+from qortex_core.memory.consolidate import memory_documents, stored_file_documents
 
 
-@asset(
-    group_name="ingest",
-    kinds={"lancedb"},
-    description="Source files (md, txt, corpus json) with content hashes.",
-)
-def documents(
-    context: AssetExecutionContext, source: SourceResource, store: StoreResource
-) -> MaterializeResult:
+def _files(source: SourceResource, db) -> DocumentSet:
+    """The source folder's documents; with no folder configured, the file documents stored."""
+    if not source.path:
+        return DocumentSet(tuple(stored_file_documents(db)), ())
     found = load_documents(source.config())
     if (
         not found.documents
     ):  # a missing mount must not wipe the index: publish nothing, change nothing
         raise DatasetError(
-            f"no usable document under {source.path} ({len(found.skipped)} files skipped); nothing was changed"
+            f"no usable document under {source.path} ({len(found.skipped)} files skipped); "
+            "nothing was changed"
         )
-    report = sync_documents(store.open(), found.documents)
+    return found
+
+
+@asset(
+    group_name="ingest",
+    kinds={"lancedb"},
+    description="Source files (md, txt, corpus json) and live written memories, content-hashed.",
+)
+def documents(
+    context: AssetExecutionContext,
+    source: SourceResource,
+    store: StoreResource,
+) -> MaterializeResult:
+    db = store.open()
+    found = _files(source, db)
+    memories = memory_documents(db)
+    report = sync_documents(db, found.documents + memories.documents)
     for skip in found.skipped:
         context.log.warning(f"skipped {skip.path}: {skip.reason}")
     changes = (
@@ -40,7 +55,11 @@ def documents(
             "deleted_documents": len(report.deleted),
             "unchanged_documents": report.unchanged,
             "skipped_files": len(found.skipped),
-            "source": source.path,
+            "memories": len(memories.documents),
+            "merged_memories": len(memories.merged),
+            "memories_version": memories.version,
+            "memory_vectors_cached": memories.cached_vectors,
+            "source": source.path or "(stored documents)",
             "changes": markdown_table(["document", "change"], changes),
             "skipped": markdown_table(
                 ["file", "reason"], [(s.path, s.reason) for s in found.skipped]
@@ -49,7 +68,7 @@ def documents(
                 ["document", "domain", "kind", "sections", "hash"],
                 [
                     (d.doc_id, d.domain, d.kind, len(d.sections), d.content_hash[:12])
-                    for d in found.documents
+                    for d in found.documents + memories.documents
                 ],
             ),
         }

@@ -1,13 +1,11 @@
 """``graph_snapshot``: the immutable graph snapshot, published by an atomic pointer switch."""
 
-import json
-
 from dagster import Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.ingest.graph import GraphConfig
 from qortex_core.errors import QortexError
+from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_snapshot, upstream_of
 from qortex_core.storage import snapshot as snap
 
@@ -43,36 +41,35 @@ def graph_snapshot(
         before = snap.latest_name(store.snapshots())
     except QortexError:
         before = ""
-    path = build_snapshot(
+    report = build_snapshot(
         store.open(),
         store.snapshots(),
         embedder.get().name,
         weights,
         params={"extractor": extractor.get().cache_key},
     )
-    manifest = json.loads((path / "manifest.json").read_text())
-    counts = manifest["counts"]
-    nodes = {"phrase": counts["phrases"], "passage": counts["passages"]}
+    counts = report.counts
+    nodes = {"phrase": counts.phrases, "passage": counts.passages}
     edges = {
-        "fact": counts["facts"],
-        "synonym": counts["synonym_edges"],
-        "contains": counts.get("contains", 0),
-        "total (undirected, merged)": counts["edges"],
+        "fact": counts.facts,
+        "synonym": counts.synonym_edges,
+        "contains": counts.contains,
+        "total (undirected, merged)": counts.edges,
     }
     return MaterializeResult(
         metadata={
-            "status": "unchanged" if manifest["name"] == before else "published",
-            "dagster/row_count": counts["nodes"],
-            "snapshot": manifest["name"],
-            "snapshot_version": manifest["version"],
-            "path": str(path),
-            "nodes": counts["nodes"],
-            "edges": counts["edges"],
-            "rules": counts["rules"],
+            "status": "unchanged" if report.name == before else "published",
+            "dagster/row_count": counts.nodes,
+            "snapshot": report.name,
+            "snapshot_version": report.version,
+            "path": str(report.path),
+            "nodes": counts.nodes,
+            "edges": counts.edges,
+            "rules": counts.rules,
             **{f"nodes_{k}": v for k, v in nodes.items()},
-            "edges_fact": counts["facts"],
-            "edges_synonym": counts["synonym_edges"],
-            "edges_contains": counts.get("contains", 0),
+            "edges_fact": counts.facts,
+            "edges_synonym": counts.synonym_edges,
+            "edges_contains": counts.contains,
             "graph": markdown_table(
                 ["kind", "count"],
                 [(f"{k} nodes", v) for k, v in nodes.items()]

@@ -8,11 +8,14 @@ import os
 import sys
 from pathlib import Path
 
+from pipelines.parsing import QortexParser, csv_of, strict_int
+
 COMMAND_MODULES = (
     "pipelines.commands.ingest",
     "pipelines.commands.bench",
     "pipelines.commands.ablation",
     "pipelines.commands.memory",
+    "pipelines.commands.agent",
     "pipelines.commands.doctor",
     "pipelines.commands.purge",
     "pipelines.commands.ui",
@@ -191,7 +194,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from qortex_core.query import modes  # the registered retrieval modes
 
-    parser = argparse.ArgumentParser(prog="qortex", description="Long-term memory for LLM agents.")
+    parser = QortexParser(prog="qortex", description="Long-term memory for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser(
@@ -214,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated, of: {', '.join(modes.names())} (default: "
         f"{','.join(modes.eval_defaults())}; with --locomo: all)",
     )
-    ev.add_argument("--k", type=_csv(int), default=(1, 2, 5, 10))
+    ev.add_argument("--k", type=csv_of(strict_int, "list of integers"), default=(1, 2, 5, 10))
     ev.add_argument(
         "--min-relevance",
         type=float,

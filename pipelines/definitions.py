@@ -27,7 +27,7 @@ from pipelines.checks import INGEST_CHECKS
 from pipelines.jobs import factors_job, make_ingest_job
 from pipelines.resources import build_resources
 from pipelines.schedules import make_schedule
-from pipelines.sensors import make_feedback_sensor, make_source_sensor
+from pipelines.sensors import make_feedback_sensor, make_memories_sensor, make_source_sensor
 from qortex_core.settings import get_settings
 
 
@@ -53,7 +53,7 @@ def build_definitions(
         asset_checks=list(INGEST_CHECKS),
         jobs=[job, factors_job],
         schedules=[make_schedule(env)],
-        sensors=[make_source_sensor(env), make_feedback_sensor(env)],
+        sensors=[make_source_sensor(env), make_memories_sensor(env), make_feedback_sensor(env)],
         resources={**build_resources(env), **(resources or {})},
         loggers=dict(loggers) if loggers else None,
     )

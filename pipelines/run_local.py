@@ -75,12 +75,12 @@ def instance_storage(dagster_home: Path):
 
     try:
         yield
-    except (yaml.YAMLError, DagsterInvalidConfigError, CheckError) as exc:
-        first = next((x.strip() for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
-        detail = " ".join(str(exc).split()) if isinstance(exc, yaml.YAMLError) else first
+    except (yaml.YAMLError, DagsterInvalidConfigError, CheckError, UnicodeDecodeError) as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail.removeprefix("Errors whilst loading dagster instance config at ")
         raise ConfigError(
             f"{dagster_home / 'dagster.yaml'} is not a valid Dagster instance config "
-            f"({detail[:300]}): fix it, or remove it to get qortex's default"
+            f"({detail[:240]}): fix it, or remove it to get qortex's default"
         ) from None
     except (SQLAlchemyError, OSError) as exc:
         full = _no_space(dagster_home)  # SQLite says "disk I/O error" when the disk is full
@@ -271,6 +271,8 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         "changed_documents": docs.get("changed_documents", 0),
         "deleted_documents": docs.get("deleted_documents", 0),
         "skipped_files": docs.get("skipped_files", 0),
+        "memories": docs.get("memories", 0),
+        "merged_memories": docs.get("merged_memories", 0),
         "chunks": chunks.get("chunks", 0),
         "extracted": ex.get("extracted", 0),
         "extraction_cache_hits": ex.get("cache_hits", 0),
@@ -292,7 +294,7 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
 
 
 def run_ingest(
-    source: Path,
+    source: Path | None,
     home: Path | str,
     dagster_home: Path | None = None,
     resources: Mapping[str, object] | None = None,
@@ -302,7 +304,8 @@ def run_ingest(
     """Run the ``ingest`` job over ``source`` into ``home``, in this process.
 
     Args:
-        source: the source directory.
+        source: the source directory; None: no folder (consolidate written memories and keep the
+            file documents already stored).
         home: the qortex data home: a local folder or an object-store URI (then ``$QORTEX_SNAPSHOT_HOME``
             must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
         dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
@@ -314,7 +317,7 @@ def run_ingest(
         DatasetError: ``source`` is not a directory.
         QortexError: a step failed; the message names it.
     """
-    if not Path(source).is_dir():
+    if source is not None and not Path(source).is_dir():
         raise DatasetError(f"source directory not found: {source}")
     settings = get_settings(env)
     env = os.environ if env is None else env
@@ -329,13 +332,15 @@ def run_ingest(
         prepare_folder(Path(home))
     instance = local_instance(Path(dagster_home))
     store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
-    chosen = {"store": store, "source": SourceResource(path=str(source)), **(resources or {})}
+    folder = SourceResource(path=str(source) if source is not None else "")
+    chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(
         env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
     )
     run_config = {"loggers": {chosen_logger: {}}}
-    with _locked(home, "qortex ingest"), instance_storage(Path(dagster_home)):
+    what = "qortex ingest" if source is not None else "qortex consolidate"
+    with _locked(home, what), instance_storage(Path(dagster_home)):
         result = defs.resolve_job_def("ingest").execute_in_process(
             instance=instance, raise_on_error=False, run_config=run_config
         )

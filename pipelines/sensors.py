@@ -1,4 +1,5 @@
-"""Sensors: the source directory changed (runs ``ingest``), new feedback events (``factors``)."""
+"""Sensors: the source directory changed or memories were written (run ``ingest``), new feedback
+events (``factors``)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,40 @@ def make_feedback_sensor(env: Mapping[str, str]) -> SensorDefinition:
         return RunRequest(run_key=f"feedback-v{version}")
 
     return feedback_events_arrived
+
+
+def make_memories_sensor(env: Mapping[str, str]) -> SensorDefinition:
+    """Sensor whose cursor is the ``memories`` table version: agent writes (remember, update,
+    forget) are consolidated into the graph by the ``ingest`` job.
+
+    On when ``QORTEX_MEMORY_SENSOR=on``; polls every ``QORTEX_MEMORY_SENSOR_INTERVAL_S`` (30).
+    """
+    settings = get_settings(env)
+    status = (
+        DefaultSensorStatus.RUNNING
+        if settings.memory_sensor == "on"
+        else DefaultSensorStatus.STOPPED
+    )
+
+    @sensor(
+        name="memories_arrived",
+        job_name=INGEST_JOB,
+        minimum_interval_seconds=settings.memory_sensor_interval_s,
+        default_status=status,
+        description="Consolidate written memories into the graph when the memories table moves.",
+    )
+    def memories_arrived(context: SensorEvaluationContext, store: StoreResource):
+        from qortex_core.memory.records import MemoryTable
+
+        try:
+            version = MemoryTable(store.open()).version()
+        except QortexError as exc:
+            return SkipReason(str(exc))
+        if version == 0:
+            return SkipReason("no memory written yet")
+        if str(version) == context.cursor:
+            return SkipReason(f"memories unchanged (version {version})")
+        context.update_cursor(str(version))
+        return RunRequest(run_key=f"memories-v{version}")
+
+    return memories_arrived

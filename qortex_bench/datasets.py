@@ -28,6 +28,8 @@ def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
         raise DatasetError(
             f"{what} file {path} is not valid JSON: {exc.msg} at line {line or exc.lineno}"
         ) from None
+    except RecursionError:
+        raise DatasetError(f"{what} file {path} is JSON nested too deeply to parse") from None
 
 
 def _read_json_list(path: str | Path, what: str) -> list:

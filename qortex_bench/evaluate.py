@@ -242,7 +242,7 @@ def run_evaluation(
         "gold_missing_from_corpus": matched["missing"],
         "gold_matched": matched,
         "fallbacks": fallbacks,
-        "snapshot": Path(str(reports["graph_snapshot"])).name,
+        "snapshot": reports["graph_snapshot"].name,
         "index": _index_summary(reports),
         "extractor": extractor.cache_key,
         "embedding_model": embedder.name,

@@ -19,42 +19,60 @@ import pyarrow as pa
 
 from qortex_bench.bench_graphs import SyntheticGraph
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 
 
 def publish_synthetic(home: str | Path, graph: SyntheticGraph, dim: int = 384) -> Path:
-    """Publish ``graph`` as a snapshot (graph arrays, node table; no vectors, facts or passages' text)."""
+    """Publish ``graph`` as a snapshot: its graph arrays and node table, every other array and
+    table of the schema empty (no vectors, facts, rules or passage text)."""
     adj = graph.adjacency
     n, n_phr = graph.n_nodes, graph.n_phrases
     index_dtype = np.int32 if adj.nnz < np.iinfo(np.int32).max else np.int64
     passage_count = np.bincount(adj[n_phr:, :n_phr].tocoo().col, minlength=n_phr).astype(np.float32)
-    arrays = {
-        "adj_indptr": adj.indptr.astype(index_dtype),
-        "adj_indices": adj.indices.astype(np.int32),
-        "adj_data": adj.data.astype(np.float32),
-        "phrase_passage_count": passage_count,
-        "passage_vectors": np.zeros((0, dim), np.float32),
-        "fact_vectors": np.zeros((0, dim), np.float32),
-        "phrase_vectors": np.zeros((0, dim), np.float32),
-        "fact_nodes": np.zeros((0, 2), np.int32),
-    }
-    kinds = ["phrase"] * n_phr + ["passage"] * (n - n_phr)
-    nodes = pa.table(
-        {"id": [f"n{i}" for i in range(n)], "kind": kinds, "name": [f"node {i}" for i in range(n)]}
+    no_vectors = np.zeros((0, dim), np.float32)
+    arrays = SnapshotArrays(
+        adj_indptr=adj.indptr.astype(index_dtype),
+        adj_indices=adj.indices.astype(np.int32),
+        adj_data=adj.data.astype(np.float32),
+        passage_vectors=no_vectors,
+        fact_vectors=no_vectors,
+        fact_nodes=np.zeros((0, 2), np.int32),
+        phrase_vectors=no_vectors,
+        phrase_passage_count=passage_count,
+        phrase_text_frequency=passage_count,
+        fact_passage_indptr=np.zeros(1, np.int64),
+        fact_passage_indices=np.zeros(0, np.int32),
+        synonym_pairs=np.zeros((0, 2), np.int32),
+        synonym_weights=np.zeros(0, np.float32),
     )
-    manifest = {
-        "counts": {
-            "phrases": n_phr,
-            "passages": n - n_phr,
-            "facts": 0,
-            "rules": 0,
-            "nodes": n,
-            "edges": graph.n_edges,
-            "synonym_edges": 0,
-        },
-        "synthetic": True,
-    }
+    kinds = ["phrase"] * n_phr + ["passage"] * (n - n_phr)
+    strings = pa.array([], pa.string())
+    tables = SnapshotTables(
+        nodes=pa.table(
+            {
+                "id": [f"n{i}" for i in range(n)],
+                "kind": kinds,
+                "name": [f"node {i}" for i in range(n)],
+            }
+        ),
+        passages=pa.table({k: strings for k in ("id", "doc_id", "title", "text", "domain")}),
+        facts=pa.table({k: strings for k in ("id", "subject", "predicate", "object")}),
+        rules=pa.table({"id": strings, "text": strings}),
+    )
+    counts = SnapshotCounts(
+        phrases=n_phr,
+        passages=n - n_phr,
+        facts=0,
+        rules=0,
+        nodes=n,
+        edges=graph.n_edges,
+        synonym_edges=0,
+        contains=int(adj[n_phr:, :n_phr].nnz),
+    )
+    manifest = {"counts": counts.as_dict(), "embedding_model": "none", "synthetic": True}
     return snap.publish(
-        home, snap.Snapshot(arrays=arrays, tables={"nodes": nodes}, manifest=manifest)
+        home,
+        snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest),
     )
 
 
@@ -83,10 +101,11 @@ def probe(home: str, teleports_path: str, scores_path: str, tol: float, threads:
     t0 = time.perf_counter()
     loaded = snap.load(home, verify=False)
     after_load = _status()
-    background = np.zeros(len(loaded.arrays["adj_indptr"]) - 1, np.float32)
+    arrays = SnapshotArrays.of(loaded)
+    background = np.zeros(len(arrays.adj_indptr) - 1, np.float32)
     background[loaded.n_phrases :] = 1.0
     walk = symmetric_walk(loaded.adjacency, background=background)
-    copied = not np.shares_memory(walk.adjacency.indices, loaded.arrays["adj_indices"])
+    copied = not np.shares_memory(walk.adjacency.indices, arrays.adj_indices)
     config = PPRConfig(tol=tol, threads=threads)
     personalized_pagerank(walk, background, config)
     load_s = time.perf_counter() - t0

@@ -93,7 +93,7 @@ def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dic
     elif stage == "synonym_edges":
         extra["rows"] = st.build_synonyms(store)
     elif stage == "graph_snapshot":
-        path = st.build_snapshot(store, home, f"hash-{dim}")
+        path = st.build_snapshot(store, home, f"hash-{dim}").path
         extra["snapshot_mb"] = round(_du(path) / 2**20, 2)
     return {
         "seconds": round(time.perf_counter() - start, 3),

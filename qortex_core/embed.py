@@ -222,8 +222,9 @@ class OpenAIEmbedder:
             ) as exc:  # its text may echo the key: masked, and the raw error not chained
                 from qortex_core.llm.client import mask_secrets
 
+                where = mask_secrets(self.config.base_url or "OpenAI")  # no URL userinfo
                 raise ConfigError(
-                    f"embedding endpoint {self.config.base_url or 'OpenAI'} failed: "
+                    f"embedding endpoint {where} failed: "
                     f"{mask_secrets(str(exc), [self.config.api_key])}"
                 ) from None
             out.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))

@@ -87,3 +87,8 @@ def storage_error(what: str, exc: BaseException | str) -> StorageError | None:
         return None
     problem, fix = _ENVIRONMENT[number]
     return StorageError(f"{what}: {problem}; {fix}")
+
+
+class RecordError(QortexError):
+    """A memory write or lookup is invalid: empty or oversized text, a bad time, an unknown,
+    forgotten or foreign record id."""

@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     sensor_interval_s: PositiveInt = _env("QORTEX_SENSOR_INTERVAL_S", default=60)
     feedback_sensor: Switch = _env("QORTEX_FEEDBACK_SENSOR", default=None)
     feedback_sensor_interval_s: PositiveInt = _env("QORTEX_FEEDBACK_SENSOR_INTERVAL_S", default=30)
+    memory_sensor: Switch = _env("QORTEX_MEMORY_SENSOR", default=None)
+    memory_sensor_interval_s: PositiveInt = _env("QORTEX_MEMORY_SENSOR_INTERVAL_S", default=30)
     # extraction failure budget (qortex_core/ingest/budget.py)
     max_failed_share: Annotated[float, _number(float)] = _env(
         "QORTEX_MAX_FAILED_SHARE", default=0.05

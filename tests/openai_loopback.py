@@ -307,3 +307,69 @@ def _handler(server: OpenAILoopback) -> type[BaseHTTPRequestHandler]:
             return self._send(200, completion(body, json.dumps(payload)))
 
     return Handler
+
+
+class EmbeddingsLoopback:
+    """A loopback server answering ``POST /v1/embeddings`` (the OpenAI protocol, float or base64)
+    with deterministic unit vectors: ``dims`` maps a model name to its dimension; each text's
+    vector is seeded by (model, text), so another model is another space. Context manager;
+    ``base_url`` ends in ``/v1``; ``requests`` counts the calls."""
+
+    def __init__(self, dims: dict[str, int]) -> None:
+        self.dims = dict(dims)
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+
+    def vector(self, model: str, text: str) -> list[float]:
+        import hashlib
+
+        import numpy as np
+
+        seed = int.from_bytes(hashlib.sha256(f"{model}\0{text}".encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(self.dims[model]).astype(np.float32)
+        return (v / np.linalg.norm(v)).tolist()
+
+    def answer(self, body: dict) -> tuple[int, dict]:
+        import base64
+
+        import numpy as np
+
+        model, texts = body.get("model"), body.get("input")
+        if model not in self.dims:
+            return 404, {"error": {"message": f"model {model!r} not found", "type": "invalid"}}
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        b64 = body.get("encoding_format") == "base64"
+        data = []
+        for n, text in enumerate(texts):
+            vec = self.vector(model, str(text))
+            out = base64.b64encode(np.asarray(vec, "<f4").tobytes()).decode() if b64 else vec
+            data.append({"object": "embedding", "index": n, "embedding": out})
+        tokens = sum(len(str(t).split()) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return 200, {"object": "list", "data": data, "model": model, "usage": usage}
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> EmbeddingsLoopback:
+        server = self
+
+        class Handler(JSONHandler):
+            def do_POST(self) -> None:
+                body = self.read_json()
+                server.requests += 1
+                if self.path.rstrip("/") != "/v1/embeddings":
+                    return self._send(404, {"error": {"message": "not found", "type": "invalid"}})
+                self._send(*server.answer(body))
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()

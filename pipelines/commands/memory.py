@@ -151,7 +151,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from qortex_core.storage.tenants import validate_tenant
 
     validate_tenant(args.tenant)
-    print("qortex mcp: serving tools qortex_query, qortex_feedback on stdio", file=sys.stderr)
+    print(
+        "qortex mcp: loading the embedder, then serving qortex_query, qortex_feedback, "
+        "qortex_remember, qortex_update, qortex_forget, qortex_history on stdio",
+        file=sys.stderr,
+    )
     serve(args.home, args.tenant)
     return 0
 
@@ -206,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=cmd_snapshots_prune)
 
     mc = sub.add_parser(
-        "mcp", help="serve qortex_query and qortex_feedback as an MCP server over stdio"
+        "mcp", help="serve the memory (query, feedback, remember, forget...) as MCP over stdio"
     )
     _add_home(mc)
     mc.set_defaults(func=cmd_mcp)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
+from qortex_core.ingest.source_files import check_text, load_json, read_bounded
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
 from qortex_core.storage.store import Store
@@ -203,14 +204,11 @@ def _entry_time(row: dict, n: int, default: str | None) -> str | None:
 def _corpus_sections(path: Path, text: str, when: str | None = None) -> tuple[Section, ...]:
     """Sections of a HippoRAG corpus: a JSON list (or JSON lines) of ``{title, text}``, each
     entry's event time from a date field (``time``, ``date``, ...) else ``when``."""
-    try:
-        rows = (
-            json.loads(text)
-            if path.suffix.lower() == ".json"
-            else [json.loads(x) for x in text.splitlines() if x.strip()]
-        )
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    rows = (
+        load_json(text)
+        if path.suffix.lower() == ".json"
+        else [load_json(x) for x in text.splitlines() if x.strip()]
+    )
     if not isinstance(rows, list):
         raise ValueError("a corpus file must hold a JSON list of {title, text}")
     out = []
@@ -222,7 +220,9 @@ def _corpus_sections(path: Path, text: str, when: str | None = None) -> tuple[Se
         ):
             raise ValueError(f"corpus entry {n} needs string 'title' and 'text'")
         if row["text"].strip():
-            out.append(Section(row.get("title", ""), row["text"], _entry_time(row, n, when)))
+            title = check_text(row.get("title", ""), f"corpus entry {n}'s title")
+            body = check_text(row["text"], f"corpus entry {n}'s text")
+            out.append(Section(title, body, _entry_time(row, n, when)))
     return tuple(out)
 
 
@@ -239,14 +239,8 @@ def read_document(path: Path, config: SourceConfig) -> Document:
         ValueError: the file is unreadable, binary, empty, too large or a malformed corpus.
     """
     root = Path(config.root)
-    try:
-        stat = path.stat()
-        if stat.st_size > config.max_bytes:
-            raise ValueError(f"larger than {config.max_bytes} bytes")
-        raw = path.read_bytes()
-        when = times.from_epoch(stat.st_mtime)
-    except OSError as exc:
-        raise ValueError(f"unreadable: {exc.strerror or exc}") from None
+    source = read_bounded(path, config.max_bytes)  # never blocks on a FIFO; bounded read
+    raw, when = source.data, times.from_epoch(source.mtime)
     text = _decode(raw)
     if not text.strip():
         raise ValueError("empty file")

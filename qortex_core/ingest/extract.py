@@ -205,6 +205,8 @@ def load_openie(path: str | Path) -> dict[str, list[tuple[str, str, str]]]:
         raise DatasetError(f"OpenIE file not found: {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"OpenIE file {path} is not readable JSON: {exc}") from None
+    except RecursionError:
+        raise DatasetError(f"OpenIE file {path} is JSON nested too deeply to parse") from None
     docs = data.get("docs") if isinstance(data, dict) else None
     if not isinstance(docs, list) or not docs:
         raise DatasetError(f"OpenIE file {path} has no 'docs' list")

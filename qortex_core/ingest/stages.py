@@ -29,6 +29,7 @@ from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import fulltext, ids, times
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.model import Extraction, Passage, fact_text
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 from qortex_core.storage.store import (
     CHUNKS,
     CONCEPTS,
@@ -372,6 +373,16 @@ def _index_of(keys: list[str]) -> dict[str, int]:
     return {k: i for i, k in enumerate(keys)}
 
 
+@dataclass(frozen=True)
+class SnapshotReport:
+    """A published snapshot: its name (``v000003-1a2b3c4d``), version, folder and counts."""
+
+    name: str
+    version: int
+    path: Path
+    counts: SnapshotCounts
+
+
 _SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
 
 
@@ -388,15 +399,16 @@ def _inputs_digest(
     )
 
 
-def _latest_with_inputs(home: str | Path, inputs: str) -> Path | None:
-    """The latest snapshot's folder when it was built from ``inputs``, else None."""
+def _latest_with_inputs(home: str | Path, inputs: str) -> SnapshotReport | None:
+    """The latest snapshot when it was built from ``inputs``, else None."""
     try:
         latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
     except QortexError:
         return None
     if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
         return None
-    return Path(latest.path)
+    path = Path(latest.path)
+    return SnapshotReport(path.name, latest.version, path, SnapshotCounts.of(latest.manifest))
 
 
 def build_snapshot(
@@ -406,7 +418,7 @@ def build_snapshot(
     graph_config: GraphConfig = GraphConfig(),
     params: dict | None = None,
     force: bool = False,
-) -> Path:
+) -> SnapshotReport:
     """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
 
     When the latest snapshot was built from the same inputs (table versions, model, weights,
@@ -483,31 +495,29 @@ def build_snapshot(
             + (passages["title"].to_pylist() if p_ids else []),
         }
     )
-    arrays = {
-        # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load (no mmap sharing)
-        "adj_indptr": adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
-        "adj_indices": adj.indices.astype(np.int32),
-        "adj_data": adj.data.astype(np.float32),
-        "passage_vectors": _vectors(passages),
-        "fact_vectors": _vectors(facts),
-        "fact_nodes": fact_nodes,
-        "phrase_vectors": _vectors(concepts),
-        "phrase_passage_count": passage_count,
-        "phrase_text_frequency": text_frequency,
-        "fact_passage_indptr": fact_passage_indptr,
-        "fact_passage_indices": fact_passage_indices,
-        "synonym_pairs": np.stack([synonyms[0], synonyms[1]], axis=1)
-        .astype(np.int32)
-        .reshape(-1, 2),
-        "synonym_weights": synonyms[2] * np.float32(graph_config.synonym_scale),
-    }
+    arrays = SnapshotArrays(
+        # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
+        adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
+        adj_indices=adj.indices.astype(np.int32),
+        adj_data=adj.data.astype(np.float32),
+        passage_vectors=_vectors(passages),
+        fact_vectors=_vectors(facts),
+        fact_nodes=fact_nodes,
+        phrase_vectors=_vectors(concepts),
+        phrase_passage_count=passage_count,
+        phrase_text_frequency=text_frequency,
+        fact_passage_indptr=fact_passage_indptr,
+        fact_passage_indices=fact_passage_indices,
+        synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
+        synonym_weights=synonyms[2] * np.float32(graph_config.synonym_scale),
+    )
     rule_rows = rules.to_pylist() if rules.num_rows else []
     p_domain = dict(
         zip(p_ids, passages["domain"].to_pylist() if p_ids else [])
     )  # rules are filtered by their passages' domains
-    tables = {
-        "nodes": nodes,
-        "passages": passages.drop_columns(["vector"])
+    tables = SnapshotTables(
+        nodes=nodes,
+        passages=passages.drop_columns(["vector"])
         if p_ids
         else pa.table(
             {
@@ -515,13 +525,13 @@ def build_snapshot(
                 for k in ("id", "doc_id", "title", "text", "domain", "time", "ingested_at")
             }
         ),
-        "facts": pa.table(
+        facts=pa.table(
             {
                 k: pa.array(facts[k].to_pylist() if facts.num_rows else [], pa.string())
                 for k in ("id", "subject", "predicate", "object")
             }
         ),
-        "rules": pa.table(
+        rules=pa.table(
             {
                 "id": pa.array([r["id"] for r in rule_rows], pa.string()),
                 "text": pa.array([r["text"] for r in rule_rows], pa.string()),
@@ -540,24 +550,27 @@ def build_snapshot(
                 ),
             }
         ),
-    }
+    )
+    counts = SnapshotCounts(
+        phrases=n_phr,
+        passages=len(p_ids),
+        facts=len(fact_nodes),
+        rules=len(rule_rows),
+        nodes=n_phr + len(p_ids),
+        edges=int(adj.nnz // 2),
+        synonym_edges=len(syn_rows),
+        contains=len(contains),
+    )
     manifest = {
-        "counts": {
-            "phrases": n_phr,
-            "passages": len(p_ids),
-            "facts": len(fact_nodes),
-            "rules": len(rule_rows),
-            "nodes": n_phr + len(p_ids),
-            "edges": int(adj.nnz // 2),
-            "synonym_edges": len(syn_rows),
-            "contains": len(contains),
-        },
+        "counts": counts.as_dict(),
         "embedding_model": embedding_model,
         "table_versions": versions,
         "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
-    return snap.publish(home, snap.Snapshot(arrays=arrays, tables=tables, manifest=manifest))
+    published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
+    path = snap.publish(home, published)
+    return SnapshotReport(path.name, int(path.name[1:7]), path, counts)
 
 
 # -- the stage sequence -------------------------------------------------------------------
@@ -617,7 +630,7 @@ def _run_synonyms(run: IngestRun) -> int:
     return build_synonyms(run.store)
 
 
-def _run_snapshot(run: IngestRun) -> Path:
+def _run_snapshot(run: IngestRun) -> SnapshotReport:
     params = dict(run.params or {}, extractor=run.extractor.cache_key)
     return build_snapshot(run.store, run.home, run.embedder.name, run.graph_config, params)
 
@@ -676,4 +689,6 @@ def build_index(
     The chunks table is made to hold exactly ``passages``; returns the published snapshot's path.
     """
     reports = run_stages(IngestRun(store, home, extractor, embedder, passages))
-    return Path(str(reports["graph_snapshot"]))
+    report = reports["graph_snapshot"]
+    assert isinstance(report, SnapshotReport)
+    return report.path

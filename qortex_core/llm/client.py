@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from qortex_core.errors import ConfigError
+from qortex_core.redact import redact
 
 if TYPE_CHECKING:
     from qortex_core.settings import Settings
@@ -34,6 +35,7 @@ MODES = {"tools": "TOOLS", "json": "JSON"}  # instructor modes: forced tool call
 RETRY_STATUS = frozenset({408, 409, 429})
 FATAL_STATUS = frozenset({401, 403, 404})
 _SECRET_PATTERNS = (
+    re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]{0,30}://)[^\s/@\"'<>]{1,256}(?=@)"),  # URL userinfo
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-.~+/*]+=*"),
     re.compile(r"\bsk-[A-Za-z0-9_\-*.]{3,}"),
     re.compile(r"(?i)(api[_-]?key\W{1,3})\S+"),
@@ -150,18 +152,36 @@ class SecretLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == "instructor.v2.retry" and record.levelno > logging.DEBUG:
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        if self.secrets:
-            message = record.getMessage()
-            masked = message
-            for secret in self.secrets:
-                masked = masked.replace(secret, "***")
-            if masked != message:
-                record.msg, record.args = masked, None
+        message = record.getMessage()
+        masked = self._mask(message)  # URL userinfo, bearer tokens, keys, every redact format
+        if masked != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and record.exc_info[1] is not None:  # a traceback quotes the URL
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text, record.exc_info = self._mask(text), None
+        elif record.exc_text:
+            record.exc_text = self._mask(record.exc_text)
         return True
+
+    def _mask(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        for pattern in _SECRET_PATTERNS:
+            text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
+        return redact(text)
 
 
 LOG_FILTER = SecretLogFilter()
-_LOGGERS = ("instructor", "instructor.v2", "instructor.v2.retry", "openai", "openai._base_client")
+_LOGGERS = (
+    "instructor",
+    "instructor.v2",
+    "instructor.v2.retry",
+    "openai",
+    "openai._base_client",
+    "httpx",  # "HTTP Request: POST http://user:pw@host/v1/embeddings" at INFO
+    "httpx2",  # openai 3.x's transport
+    *(f"{p}.{c}" for p in ("httpcore", "httpcore2") for c in ("connection", "http11", "http2")),
+)
 for _name in _LOGGERS:
     logging.getLogger(_name).addFilter(LOG_FILTER)
 

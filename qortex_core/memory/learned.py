@@ -1,6 +1,6 @@
 """The retriever's memory: learned factors over phrase nodes, the query log and feedback.
 
-:class:`Memory` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
+:class:`LearnedMemory` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
 its snapshot: it turns the ``teleportation_factors`` table into a vector over
 phrase nodes (re-read when the table changes, so no restart is needed),
 remembers which concepts each result came through, and records judgements.
@@ -32,7 +32,7 @@ class MemoryConfig:
     """Attributes:
     factor_refresh_s: the factors table's version is checked at most this often.
     feedback: query-log settings.
-    factors: judgement steps used by :meth:`Memory.update_factors`.
+    factors: judgement steps used by :meth:`LearnedMemory.update_factors`.
     """
 
     factor_refresh_s: float = 1.0
@@ -40,7 +40,7 @@ class MemoryConfig:
     factors: FactorConfig = FactorConfig()
 
 
-class Memory:
+class LearnedMemory:
     """Factors, query log and feedback of one tenant over one snapshot's phrase nodes."""
 
     def __init__(

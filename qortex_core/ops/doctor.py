@@ -10,10 +10,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from qortex_core.embed import Embedder
 from qortex_core.errors import HomeError, QortexError
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
 
 
 @dataclass(frozen=True)
@@ -24,11 +28,15 @@ class DoctorConfig:
         orphan_min_age_s: temporary files younger than this may belong to a publish in progress and are not reported.
         probe: run a query against the latest snapshot.
         probe_top_k: hits the probe asks for.
+        probe_embeds: embed the probe text (finds vectors out of step with their passages);
+            False: query with the passage's stored vector, so no model is loaded or called
+            (the Dagster asset check after every run).
     """
 
     orphan_min_age_s: float = 300.0
     probe: bool = True
     probe_top_k: int = 3
+    probe_embeds: bool = True
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,6 @@ def check_tables(home: Path) -> tuple[list[Check], dict[str, int]]:
                 f"no LanceDB folder {home / 'lancedb'}: nothing was ingested here{hint}",
             )
         ], {}
-    from qortex_core.storage.store import LanceStore
-
     try:
         store = LanceStore.open(home)
         names = store.table_names()
@@ -168,19 +174,40 @@ def check_orphans(home: Path, config: DoctorConfig = DoctorConfig()) -> list[Che
     return checks
 
 
+def _probe_answers(retriever: Any, probe: str, config: DoctorConfig) -> tuple[Any, Any]:
+    """The probe's answer in the default mode and in dense mode (top 1)."""
+    if config.probe_embeds:
+        return (
+            retriever.query(probe, top_k=config.probe_top_k),
+            retriever.query(probe, top_k=1, mode="dense"),
+        )
+    vector = np.asarray(retriever.view.passage_vectors[0], dtype=np.float32)  # (d,) stored
+    return (
+        retriever.search(probe, vector, config.probe_top_k, "auto"),
+        retriever.search(probe, vector, 1, "dense"),
+    )
+
+
 def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorConfig()) -> Check:
     """The latest snapshot (no fallback) answers a query made from its first passage, and finds that passage."""
     from qortex_core.query.retriever import Retriever
 
     try:
         loaded = snap.load(home, verify=False)  # checksums are check_snapshots' job
+        built = loaded.manifest["embedding_model"]
+        if built != embedder.name:  # its vectors would be compared with another model's
+            return Check(
+                "probe",
+                False,
+                f"snapshot {loaded.manifest['name']} was built with {built}, "
+                f"the embedder is {embedder.name}",
+            )
         retriever = Retriever(loaded, embedder)
         if not retriever.passages:
             return Check("probe", False, f"snapshot {loaded.path.name} holds no passages")
         first = retriever.passages[0]
         probe = " ".join(f"{first['title']} {first['text']}".split())[:2000]
-        result = retriever.query(probe, top_k=config.probe_top_k)
-        dense = retriever.query(probe, top_k=1, mode="dense")
+        result, dense = _probe_answers(retriever, probe, config)
     except QortexError as exc:
         return Check("probe", False, f"the latest snapshot does not load: {_one_line(exc)}")
     except (KeyError, IndexError, ValueError, TypeError) as exc:
@@ -208,6 +235,58 @@ def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorCon
         f"snapshot {loaded.path.name} answered a probe query ({len(result.passages)} hits, "
         f"top: {result.passages[0].title[:60]!r})",
     )
+
+
+# -- data checks the Dagster asset checks share ---------------------------------------------
+def _column(store: LanceStore, table: str, column: str) -> list:
+    rows = store.read(table)
+    return rows[column].to_pylist() if rows.num_rows else []
+
+
+def dangling_edges(store: LanceStore) -> dict[str, int]:
+    """Edges whose endpoint is not a node: fact and synonym endpoints, concept -> passage links."""
+    concepts, passages = set(_column(store, CONCEPTS, "id")), set(_column(store, PASSAGES, "id"))
+    facts = list(zip(_column(store, FACTS, "subject_id"), _column(store, FACTS, "object_id")))
+    synonyms = list(zip(_column(store, SYNONYMS, "a"), _column(store, SYNONYMS, "b")))
+    links = [pid for plist in _column(store, CONCEPTS, "passage_ids") for pid in plist]
+    return {
+        "fact": sum(s not in concepts or o not in concepts for s, o in facts),
+        "synonym": sum(a not in concepts or b not in concepts for a, b in synonyms),
+        "contains": sum(pid not in passages for pid in links),
+    }
+
+
+def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:
+    """Chunks with a successful extraction, a recorded failure, or nothing at all."""
+    from qortex_core.ingest.stages import extraction_key, read_chunks
+
+    status = dict(zip(_column(store, EXTRACTIONS, "key"), _column(store, EXTRACTIONS, "status")))
+    found = [status.get(extraction_key(p.id, extractor_key)) for p in read_chunks(store)]
+    return {
+        "ok": sum(s == "ok" for s in found),
+        "failed": sum(s not in (None, "ok") for s in found),
+        "missing": sum(s is None for s in found),
+    }
+
+
+def failed_extraction_errors(store: LanceStore, extractor_key: str) -> tuple[list[str], int]:
+    """The recorded errors of the current chunks whose extraction failed, and the chunk count."""
+    from qortex_core.ingest.stages import extraction_key, read_chunks
+
+    rows = store.read(EXTRACTIONS)
+    found = (
+        {
+            k: (s, e)
+            for k, s, e in zip(
+                rows["key"].to_pylist(), rows["status"].to_pylist(), rows["error"].to_pylist()
+            )
+        }
+        if rows.num_rows
+        else {}
+    )
+    chunks = read_chunks(store)
+    states = [found.get(extraction_key(p.id, extractor_key)) for p in chunks]
+    return [str(e) for s, e in filter(None, states) if s != "ok"], len(chunks)
 
 
 def diagnose(

@@ -35,6 +35,7 @@ from qortex_core.llm.client import (
     root_cause,
 )
 from qortex_core.query.seeding import top_indices
+from qortex_core.redact import redact
 from qortex_core.storage import ids
 
 PROMPT_VERSION = "r1"
@@ -152,8 +153,11 @@ class FactFilter(BaseModel):
 
 
 def build_messages(query: str, facts: Sequence[Triple]) -> list[dict[str, str]]:
-    """Chat messages: the query (delimited) and the numbered candidate facts as JSON triples."""
-    clean = _QUERY_MARK.sub(lambda m: f"[{m.group(1)}q]", query)
+    """Chat messages: the query (delimited) and the numbered candidate facts as JSON triples.
+
+    The query is redacted first: a key typed into a query never reaches the endpoint.
+    """
+    clean = _QUERY_MARK.sub(lambda m: f"[{m.group(1)}q]", redact(query))
     numbered = "\n".join(
         f"{n}. {json.dumps(list(f), ensure_ascii=False)}" for n, f in enumerate(facts, 1)
     )

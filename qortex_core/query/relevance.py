@@ -26,7 +26,7 @@ not comparable across corpora. Another embedder has another cosine scale: set
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +50,11 @@ def score(cosines: np.ndarray, config: RelevanceConfig = RelevanceConfig()) -> n
     """(n,) relevance in [0, 1] of passages from their (n,) query cosines."""
     z = (np.asarray(cosines, dtype=np.float64) - config.center) / max(config.width, 1e-6)
     return (1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))).astype(np.float32)
+
+
+def of_fresh(config: RelevanceConfig = RelevanceConfig()):
+    """The relevance of a fresh-tier hit (anything with a query ``cosine``), calibrated alike."""
+    return lambda hit: float(score(np.array([hit.cosine]), config)[0])
 
 
 def best(relevance: np.ndarray, allowed: np.ndarray | None = None) -> float:
@@ -76,6 +81,16 @@ def threshold(value: object, default: float) -> float:
     ):
         raise QueryError(f"min_relevance must be a number from 0 to 1, got {value!r}")
     return float(value)
+
+
+def settle(result, minimum: float):
+    """A result after fresh records were merged in: an abstained one answers when a fresh
+    hit reaches ``minimum`` (with every merged hit), else it stays empty and ``no_answer``."""
+    if not getattr(result, "no_answer", False):
+        return result
+    if minimum > 0 and any((h.relevance or 0.0) >= minimum for h in result.passages):
+        return replace(result, no_answer=False, fallback=None)
+    return replace(result, passages=[])
 
 
 def abstention_note(best_relevance: float, minimum: float) -> str:

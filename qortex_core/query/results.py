@@ -31,7 +31,9 @@ class PassageHit:
     concepts: tuple[str, ...] = ()
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
     time: str | None = None  # event time, ISO 8601 UTC (None: the passage has none)
-    relevance: float = 0.0  # [0, 1], comparable across modes (:mod:`qortex_core.query.relevance`)
+    tier: str = "graph"  # "graph": the snapshot; "fresh": a written memory not yet consolidated
+    # [0, 1], comparable across modes and tiers (:mod:`qortex_core.query.relevance`)
+    relevance: float | None = None
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,12 @@ import numpy as np
 
 from qortex_core.embed import Embedder, make_embedder
 from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
-from qortex_core.memory.learned import Memory, MemoryConfig
+from qortex_core.memory.fresh import MemoryState
+from qortex_core.memory.learned import LearnedMemory, MemoryConfig
+from qortex_core.memory.tier import FreshTier
 from qortex_core.query import hits, modes, profiles, relevance
 from qortex_core.query.config import RetrievalConfig
+from qortex_core.query.embedder_check import check_embedder
 from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
@@ -84,8 +87,10 @@ class Retriever:
         memory: MemoryConfig = MemoryConfig(),
         home: str | Path | None = None,
         recognizer: Recognizer | None = None,
+        fresh: FreshTier | None = None,
     ) -> None:
         self.snapshot, self.embedder, self.config = snapshot, embedder, config
+        self.fresh = fresh  # agent memories: hides forgotten passages, adds unconsolidated ones
         self.recognizer = recognizer  # optional LLM recognition filter over the linked facts
         self.view = SnapshotView.of(snapshot)
         background = np.zeros(self.view.adjacency.shape[0], np.float32)
@@ -94,7 +99,7 @@ class Retriever:
         self.walk = fast_walk(self.view.adjacency, background=background)
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
-        self.memory = Memory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        self.memory = LearnedMemory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
         self.lexical = LexicalIndex.open(
             getattr(store, "db", None), self.view, snapshot.manifest
         )  # the snapshot's BM25 index (None: store-less or built before the channel)
@@ -117,11 +122,13 @@ class Retriever:
         tenant: str | None = None,
         memory: MemoryConfig = MemoryConfig(),
         recognizer: Recognizer | None = None,
+        state: MemoryState | None = None,
     ) -> "Retriever":
-        """Load the latest (or a pinned) snapshot under ``home``.
+        """Load the latest (or a pinned) snapshot under ``home``, with the home's fresh tier.
 
         A corrupt latest snapshot is skipped for the newest good one before it; ``warning``
         then says so, and every result of :meth:`query` carries it in ``fallback``.
+        ``state``: the memories state of an open :class:`~qortex_core.memory.api.Memory`.
         """
         from qortex_core.storage.store import LanceStore, default_home
         from qortex_core.storage.tenants import tenant_home, validate_tenant
@@ -133,18 +140,22 @@ class Retriever:
             if version is None
             else (snap.load(home, version, verify=verify), [])
         )
+        embedder = embedder or make_embedder()
+        check_embedder(loaded, embedder)  # another model's vectors would rank by noise
+        store = LanceStore.open_reader(home)  # a read-only home still answers
         retriever = cls(
             loaded,
-            embedder or make_embedder(),
+            embedder,
             config,
-            store=LanceStore.open_reader(home),  # a read-only home still answers
+            store=store,
             tenant=validate_tenant(tenant),
             memory=memory,
             home=home,
             recognizer=recognizer,
+            fresh=FreshTier(store, loaded.tables["passages"], state=state),
         )
         if problems:
-            name = loaded.manifest.get("name", "?")
+            name = loaded.manifest["name"]
             retriever.warning = f"serving older snapshot {name}: " + "; ".join(problems)
         return retriever
 
@@ -165,16 +176,26 @@ class Retriever:
 
         ``since``/``until``: keep passages whose event time lies in that window (ISO 8601;
         a bare ``until`` date keeps its whole day); like domains they filter the results,
-        never the walk. ``min_relevance`` (None: ``config.min_relevance``; 0: never): when no
-        allowed passage is that relevant, the result is ``no_answer`` with no passages.
+        never the walk. Fresh records (written, not yet consolidated) are filtered alike.
+        ``min_relevance`` (None: ``config.min_relevance``; 0: never): when no allowed passage
+        or fresh record is that relevant, the result is ``no_answer`` with no passages.
         """
         clean = validate(text, top_k, mode)
-        domains = validate_domains(domains, set(self.view.passage_domains.tolist()))
+        known = set(self.view.passage_domains.tolist())
+        domains = validate_domains(domains, known | (self.fresh.domains() if self.fresh else set()))
         vector = self.embedder.embed([clean])[0]
         result = self.search(
             clean, vector, top_k, mode, domains, profile,
             since=since, until=until, min_relevance=min_relevance,
         )  # fmt: skip
+        if self.fresh is not None:  # the hook: written memories not yet in the snapshot
+            window = validate_window(since, until)
+            found = self.fresh.search(vector, clean, top_k, domains, window)
+            rel = relevance.of_fresh(self.config.relevance)  # the same calibration
+            result = self.fresh.merge(result, found, top_k, relevance=rel)
+            result = relevance.settle(
+                result, relevance.threshold(min_relevance, self.config.min_relevance)
+            )
         self.memory.record(
             result.query_id,
             result.snapshot,
@@ -255,7 +276,7 @@ class Retriever:
             view=self.view,
             walk=self.walk,
             config=self.config,
-            allowed=self.view.allowed(domains, *window),
+            allowed=self._allowed(self.view.allowed(domains, *window)),
             factors=self.memory.phrase_factors,
             preference=self.memory.preference,
             recognizer=self.recognizer,
@@ -358,6 +379,10 @@ class Retriever:
             fallback=ranking.note,
             **extra,
         )
+
+    def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
+        """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""
+        return self.fresh.visible(mask) if self.fresh is not None else mask
 
     def _components(self, prof: profiles.ScoringProfile) -> dict[str, np.ndarray]:
         """(n_passages,) recency (by event time, the profile's half-life; 0 without a time),

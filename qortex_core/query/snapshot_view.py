@@ -13,6 +13,7 @@ from qortex_core.query.rules import RuleIndex
 from qortex_core.query.seeding import phrase_lookup
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
 
 
 @dataclass(frozen=True)
@@ -60,35 +61,37 @@ class SnapshotView:
 
     @classmethod
     def of(cls, snapshot: snap.Snapshot) -> "SnapshotView":
-        """The view of a loaded snapshot (arrays stay memory-mapped)."""
-        a, t = snapshot.arrays, snapshot.tables
+        """The view of a loaded snapshot (arrays stay memory-mapped).
+
+        Raises:
+            SnapshotError: the snapshot lacks an array or table of
+                :mod:`qortex_core.storage.snapshot_schema`.
+        """
+        a, t = SnapshotArrays.of(snapshot), SnapshotTables.of(snapshot)
         n_phrases = snapshot.n_phrases
-        passage_count = np.asarray(a["phrase_passage_count"], dtype=np.float32)
-        text_count = np.asarray(a.get("phrase_text_frequency", passage_count), dtype=np.float32)
-        names = t["nodes"]["name"].to_pylist()
-        passages = t["passages"].to_pylist()
+        passage_count = np.asarray(a.phrase_passage_count, dtype=np.float32)
+        text_count = np.asarray(a.phrase_text_frequency, dtype=np.float32)
+        names = t.nodes["name"].to_pylist()
+        passages = t.passages.to_pylist()
         return cls(
-            name=snapshot.manifest.get("name", ""),
+            name=snapshot.manifest["name"],
             n_phrases=n_phrases,
             adjacency=snapshot.adjacency,
-            passage_vectors=a["passage_vectors"],
-            fact_vectors=a["fact_vectors"],
-            fact_nodes=np.asarray(a["fact_nodes"], dtype=np.int64),
+            passage_vectors=a.passage_vectors,
+            fact_vectors=a.fact_vectors,
+            fact_nodes=np.asarray(a.fact_nodes, dtype=np.int64),
             passage_count=passage_count,
             # verbatim seeds' specificity: text frequency, never below the extracted count
             text_count=np.maximum(text_count, passage_count),
-            fact_passages=(
-                np.asarray(a.get("fact_passage_indptr", np.zeros(1, np.int64))),
-                np.asarray(a.get("fact_passage_indices", np.zeros(0, np.int32))),
-            ),
-            node_ids=t["nodes"]["id"].to_pylist(),
+            fact_passages=(np.asarray(a.fact_passage_indptr), np.asarray(a.fact_passage_indices)),
+            node_ids=t.nodes["id"].to_pylist(),
             node_names=names,
             passages=passages,
-            facts=t["facts"],
+            facts=t.facts,
             phrase_index=phrase_lookup(names[:n_phrases]),
             passage_domains=np.array([p["domain"] for p in passages], dtype=object),
-            phrase_vectors=a.get("phrase_vectors", np.zeros((0, 1), np.float32)),
-            rule_index=RuleIndex.from_table(t.get("rules")),
+            phrase_vectors=a.phrase_vectors,
+            rule_index=RuleIndex.from_table(t.rules),
             passage_times=times.epoch_array([p.get("time") for p in passages]),
         )
 

@@ -68,3 +68,14 @@ def event_id(query: str, result: str, kind: str) -> str:
 def embedding_key(model: str, text: str) -> str:
     """Cache key of one embedding: the model name and the exact text."""
     return "e_" + digest(model, text, size=12)
+
+
+def memory_id(text: str, created_at: str, nonce: str) -> str:
+    """Id of one written memory: its first text, when it was written and a nonce (two writes of the
+    same text are two records until consolidation merges them)."""
+    return "m_" + digest(" ".join(text.split()), created_at, nonce)
+
+
+def revision_key(record: str, revision: int, created_at: str, nonce: str) -> str:
+    """Key of one row of the append-only memories table."""
+    return "mr_" + digest(record, str(revision), created_at, nonce, size=12)

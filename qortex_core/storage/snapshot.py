@@ -23,25 +23,21 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
+from qortex_core.storage.snapshot_schema import check_manifest
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
-_NAME = re.compile(r"^v(\d{6})-[0-9a-f]{8}$")
+_NAME = re.compile(r"v([0-9]{6})-[0-9a-f]{8}")  # used with fullmatch: no trailing newline
 _FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|arrow)$")
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything a retriever needs, as arrays and Arrow tables.
+    """The files of one snapshot: arrays and Arrow tables by file stem, and the manifest.
 
-    Nodes are phrases ``[0, n_phrases)`` then passages. ``arrays`` holds
-    ``adj_indptr``, ``adj_indices``, ``adj_data``, ``passage_vectors``,
-    ``fact_vectors``, ``fact_nodes`` (n_facts, 2), ``phrase_vectors``,
-    ``phrase_passage_count``, ``phrase_text_frequency`` and the CSR
-    ``fact_passage_indptr`` / ``fact_passage_indices`` (each fact's source
-    passages; snapshots from before these three still load, and retrieval then
-    links by cosine alone); ``tables`` holds ``nodes``, ``passages``,
-    ``facts`` and ``rules``.
+    What they must be is defined once in :mod:`qortex_core.storage.snapshot_schema`
+    (:class:`~qortex_core.storage.snapshot_schema.SnapshotArrays`, ``SnapshotTables``,
+    ``SnapshotCounts``); :func:`load` refuses a manifest that lacks any of them.
     """
 
     arrays: dict[str, np.ndarray]
@@ -134,7 +130,7 @@ def list_versions(home: str | Path) -> list[str]:
     root = snapshots_dir(home)
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name))
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name))
 
 
 def publish(home: str | Path, snapshot: Snapshot) -> Path:
@@ -216,7 +212,7 @@ def latest_name(home: str | Path) -> str:
         raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise SnapshotError(f"snapshot pointer {pointer} is corrupt: {name[:40]!r}")
     return name
 
@@ -241,6 +237,7 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     except (OSError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
+    check_manifest(manifest, name)  # valid JSON that lies (an array or a count missing) is refused
     arrays: dict[str, np.ndarray] = {}
     tables: dict[str, pa.Table] = {}
     for fname, checksum in files.items():
@@ -274,7 +271,7 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
     if not isinstance(files, dict) or not files:
         raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
     for fname, checksum in files.items():
-        if not _FILE.match(fname) or not isinstance(checksum, str):
+        if not _FILE.fullmatch(fname) or not isinstance(checksum, str):
             raise SnapshotError(
                 f"snapshot {name} has a malformed manifest: bad file entry {fname[:60]!r}"
             )
@@ -286,12 +283,12 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
     if name is None:
         return latest_name(home)
     text = str(name)
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]{1,9}", text):  # ASCII digits only: "²".isdigit() but int("²") fails
         for candidate in list_versions(home):
             if int(candidate[1:7]) == int(text):
                 return candidate
         raise SnapshotError(f"no snapshot version {text} under {home}")
-    if not _NAME.match(text):
+    if not _NAME.fullmatch(text):
         raise SnapshotError(f"not a snapshot name: {text!r}")
     return text
 

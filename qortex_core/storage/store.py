@@ -333,7 +333,12 @@ class LanceStore:
         if not vectors:
             return
         keys = list(vectors)
-        matrix = np.stack([vectors[k] for k in keys]).astype(np.float32)
-        self.upsert(
-            EMBEDDINGS, pa.table({"key": keys, "vector": vectors_to_arrow(matrix)}), key="key"
-        )
+        matrix = np.stack([vectors[k] for k in keys]).astype(np.float32)  # (n, d)
+        rows = pa.table({"key": keys, "vector": vectors_to_arrow(matrix)})
+        current = self._table(EMBEDDINGS)
+        if current is not None and current.schema.field("vector").type.list_size != matrix.shape[1]:
+            # a model of another dimension (re-embedding on purpose): keys name the model, so the
+            # old vectors can never be hits for it; the cache starts over in the new width
+            self.replace(EMBEDDINGS, rows)
+            return
+        self.upsert(EMBEDDINGS, rows, key="key")

@@ -15,7 +15,7 @@ from qortex_core.errors import ConfigError
 
 DEFAULT = "default"
 TENANTS_DIR = "tenants"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # used with fullmatch: "t\n" is refused
 
 
 def validate_tenant(name: str | None) -> str:
@@ -26,7 +26,7 @@ def validate_tenant(name: str | None) -> str:
     """
     if name is None or name == DEFAULT:
         return DEFAULT
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
             f"bad tenant name {name!r}: use 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit"
         )
@@ -47,7 +47,7 @@ def list_tenants(home: str | Path) -> list[str]:
     """Tenants that have a folder under ``home`` (the default tenant is always listed)."""
     root = Path(home) / TENANTS_DIR
     found = (
-        sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name))
+        sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name))
         if root.is_dir()
         else []
     )

@@ -167,3 +167,33 @@ def test_probe_sees_vectors_out_of_step_with_passages(home, embedder):
     )
     problems = diagnose(home, embedder).problems
     assert [p.name for p in problems] == ["probe"] and "vectors do not match" in problems[0].detail
+
+
+def test_incomplete_manifest_is_named_by_doctor(home, embedder):
+    """Checksums match but the manifest no longer lists an array: doctor names what is missing."""
+    latest = snap.snapshots_dir(home) / snap.latest_name(home)
+    manifest = json.loads((latest / "manifest.json").read_text())
+    del manifest["files"]["phrase_text_frequency.npy"], manifest["counts"]["contains"]
+    (latest / "manifest.json").write_text(json.dumps(manifest))
+    report = diagnose(home, embedder)
+    problems = {p.name: p.detail for p in report.problems}
+    assert set(problems) == {f"snapshot {latest.name}", "probe"}
+    for detail in problems.values():
+        assert "no array phrase_text_frequency" in detail and "no count contains" in detail
+
+
+def test_doctor_and_the_asset_check_name_an_embedder_mismatch(home, embedder):
+    """The same probe serves ``qortex doctor`` and the ``snapshot_answers_probe`` asset check."""
+    from qortex_core.embed import EmbedderWrapper
+    from qortex_core.ops.doctor import check_probe
+
+    class Renamed(EmbedderWrapper):
+        name = "other-model"
+
+    check = check_probe(home, Renamed(embedder))
+    latest = snap.latest_name(home)
+    assert not check.ok and check.detail == (
+        f"snapshot {latest} was built with {embedder.name}, the embedder is other-model"
+    )
+    assert check_probe(home, embedder).ok
+    assert [p.name for p in diagnose(home, Renamed(embedder)).problems] == ["probe"]

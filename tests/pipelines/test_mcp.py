@@ -71,7 +71,14 @@ async def _round_trip(home: Path) -> dict:
 
 def test_mcp_round_trip_over_stdio(home):
     out = anyio.run(_round_trip, home)
-    assert out["tools"] == ["qortex_feedback", "qortex_query"]
+    assert out["tools"] == [
+        "qortex_feedback",
+        "qortex_forget",
+        "qortex_history",
+        "qortex_query",
+        "qortex_remember",
+        "qortex_update",
+    ]
     data = out["query"].structured_content
     assert (
         not out["query"].is_error

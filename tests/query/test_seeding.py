@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from conftest import BRIDGE_QUESTION
 
+from qortex_core.errors import SnapshotError
 from qortex_core.ingest.graph import fact_passage_csr, phrase_text_frequency
 from qortex_core.query.retriever import RetrievalConfig, Retriever
 from qortex_core.query.seeding import dense_first, link_scores, passage_context, top_indices
@@ -83,23 +85,24 @@ def test_snapshot_fact_sources_hold_both_ends(toy_home):
     assert freq[names.index("composer")] == 2  # "composer" is in the text of two toy passages
 
 
-def test_snapshot_without_fact_sources_links_by_cosine(toy_home, embedder):
-    """An older snapshot (no fact sources, no text frequency) still answers, as with fact_context=0."""
+def test_snapshot_without_fact_sources_is_refused_by_name(toy_home, embedder):
+    """An older snapshot (no fact sources, no text frequency) is refused, not served with
+    stand-ins: the typed schema (storage/snapshot_schema.py) names what it lacks."""
     s = snap.load(toy_home)
-    no_text = dataclasses.replace(
-        s, arrays={k: v for k, v in s.arrays.items() if k != "phrase_text_frequency"}
-    )
     old = dataclasses.replace(
-        no_text,
-        arrays={k: v for k, v in no_text.arrays.items() if not k.startswith("fact_passage")},
+        s,
+        arrays={
+            k: v
+            for k, v in s.arrays.items()
+            if k != "phrase_text_frequency" and not k.startswith("fact_passage")
+        },
     )
-    vector = embedder.embed([BRIDGE_QUESTION])[0]
-    legacy = Retriever(old, embedder).search(BRIDGE_QUESTION, vector, 5, "hipporag")
-    plain = Retriever(no_text, embedder, RetrievalConfig(fact_context=0.0))
-    assert legacy.fallback is None and legacy.passages
-    assert [h.id for h in legacy.passages] == [
-        h.id for h in plain.search(BRIDGE_QUESTION, vector, 5, "hipporag").passages
-    ]
+    with pytest.raises(SnapshotError) as caught:
+        Retriever(old, embedder)
+    assert str(caught.value) == (
+        f"snapshot {s.manifest['name']} is incomplete: no array phrase_text_frequency, "
+        "fact_passage_indptr, fact_passage_indices"
+    )
 
 
 def test_dense_first_lifts_the_best_dense_passage_only():

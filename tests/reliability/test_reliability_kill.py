@@ -62,7 +62,7 @@ def run_stages(home: str | Path, rows, embedder, kill_at: str = "") -> Path:
     run = index.IngestRun(
         store, home, OfflineExtractor(), embedder, passages, progress=progress, extract_batch=1
     )
-    return Path(str(index.run_stages(run, after=before_publish)["graph_snapshot"]))
+    return index.run_stages(run, after=before_publish)["graph_snapshot"].path
 
 
 def _killed_run(home: str, rows, kill_at: str) -> None:

@@ -14,8 +14,18 @@ import pytest
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.snapshot_schema import ARRAY_NAMES, COUNT_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+# the schema's other arrays and counts (qortex_core/storage/snapshot_schema.py), empty
+EMPTY_ARRAYS = {
+    name: np.zeros(0, np.float32)
+    for name in ARRAY_NAMES
+    if name not in ("adj_indptr", "adj_indices", "adj_data", "passage_vectors")
+}
+COUNTS = dict.fromkeys(COUNT_NAMES, 0)
 
 
 def make_snapshot(marker: int, size: int = 1000) -> snap.Snapshot:
@@ -27,6 +37,7 @@ def make_snapshot(marker: int, size: int = 1000) -> snap.Snapshot:
         "adj_data": np.array([2.5, 2.5], np.float32),
         "marker": np.full(size, marker, np.int64),
         "passage_vectors": np.arange(12, dtype=np.float32).reshape(3, 4) + marker,
+        **EMPTY_ARRAYS,
     }
     tables = {
         "nodes": pa.table(
@@ -37,9 +48,11 @@ def make_snapshot(marker: int, size: int = 1000) -> snap.Snapshot:
             }
         ),
         "passages": pa.table({"id": ["p1"], "text": [f"text {marker}"]}),
+        "facts": pa.table({"id": pa.array([], pa.string())}),
+        "rules": pa.table({"id": pa.array([], pa.string())}),
     }
     manifest = {
-        "counts": {"phrases": 1, "passages": 1, "nodes": 2, "marker": marker},
+        "counts": {**COUNTS, "phrases": 1, "passages": 1, "nodes": 2, "marker": marker},
         "embedding_model": "all-MiniLM-L6-v2",
         "table_versions": {"passages": 3 + marker, "facts": 7},
         "params": {"graph": {"fact_weight": 1.0}, "marker": marker},
@@ -220,6 +233,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_snapshot import make_snapshot
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.snapshot_schema import ARRAY_NAMES, COUNT_NAMES
 home = Path(sys.argv[1])
 for marker in range(2, 2 + int(sys.argv[2])):
     snap.publish(home, make_snapshot(marker, size=int(sys.argv[3])))
@@ -251,3 +265,48 @@ def test_reader_sees_old_or_new_never_partial(tmp_path):
     assert len(seen) > 1
     print(f"reads: {len(seen)}, markers seen: {sorted(set(seen))}")
     assert snap.list_versions(tmp_path)[-1].startswith(f"v{count + 1:06d}-")
+
+
+def _rewrite_manifest(path: Path, change) -> None:
+    """Edit a published manifest in place (valid JSON, checksums of the files untouched)."""
+    manifest = json.loads((path / "manifest.json").read_text())
+    change(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda m: m["files"].pop("fact_vectors.npy"), "no array fact_vectors"),
+        (lambda m: m["files"].pop("rules.arrow"), "no table rules"),
+        (lambda m: m.pop("counts"), "no 'counts'"),
+        (lambda m: m["counts"].pop("edges"), "no count edges"),
+        (lambda m: m["counts"].update(nodes="2"), "no count nodes"),
+        (lambda m: m.pop("embedding_model"), "no 'embedding_model'"),
+    ],
+)
+def test_incomplete_manifest_is_refused_and_the_previous_snapshot_serves(tmp_path, change, named):
+    snap.publish(tmp_path, make_snapshot(1))
+    latest = snap.publish(tmp_path, make_snapshot(2))
+    _rewrite_manifest(latest, change)
+    with pytest.raises(SnapshotError, match=f"incomplete manifest: .*{named}"):
+        snap.load(tmp_path)
+    loaded, problems = snap.load_latest_good(tmp_path)
+    assert check_whole(loaded) == 1
+    assert len(problems) == 1 and latest.name in problems[0] and named in problems[0]
+
+
+def test_typed_arrays_name_what_an_in_memory_snapshot_lacks(tmp_path):
+    from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
+
+    snap.publish(tmp_path, make_snapshot(3))
+    loaded = snap.load(tmp_path)
+    assert SnapshotArrays.of(loaded).adj_data.dtype == np.float32
+    assert SnapshotTables.of(loaded).passages.num_rows == 1
+    partial = snap.Snapshot(
+        arrays={k: v for k, v in loaded.arrays.items() if k != "synonym_pairs"},
+        tables=loaded.tables,
+        manifest=loaded.manifest,
+    )
+    with pytest.raises(SnapshotError, match="incomplete: no array synonym_pairs"):
+        SnapshotArrays.of(partial)

@@ -1,0 +1,165 @@
+"""Agent-memory commands: ``qortex remember``, ``update``, ``forget``, ``history``, ``memories``,
+``consolidate``.
+
+Only ``consolidate`` imports Dagster (when it runs); the others use :mod:`qortex_core.memory.api`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+
+def _memory(args: argparse.Namespace):
+    from qortex_core.memory.api import Memory, MemoryOptions
+
+    home = Path(args.home) if args.home else None
+    return Memory(home, args.tenant, options=MemoryOptions(channel="cli"))
+
+
+def _print_record(record, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(asdict(record)))
+        return
+    when = f" [{record.time}]" if record.time else ""
+    state = " (forgotten)" if record.forgotten else ""
+    print(
+        f"{record.id} r{record.revision} {record.domain} {record.tier}{when}{state}: {record.text}"
+    )
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    mem = _memory(args)
+    meta = _json_arg(args.metadata) if args.metadata else None
+    record = mem.remember(
+        args.text, time=args.time, domain=args.domain, source=args.source, metadata=meta
+    )
+    _print_record(record, args.json)
+    return 0
+
+
+def _json_arg(text: str) -> dict:
+    from qortex_core.errors import RecordError
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"--metadata is not valid JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise RecordError("--metadata must be a JSON object")
+    return value
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    record = _memory(args).update(args.id, args.text, time=args.time)
+    _print_record(record, args.json)
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    record = _memory(args).forget(args.id)
+    _print_record(record, args.json) if args.json else print(f"forgot {record.id}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    revisions = _memory(args).history(args.id)
+    if args.json:
+        print(json.dumps([asdict(r) for r in revisions]))
+        return 0
+    for r in revisions:
+        extra = f" -> {r.target}" if r.target and r.op in ("merge", "merged") else ""
+        print(f"r{r.revision} {r.created_at} {r.op}{extra} by {r.writer}: {r.text[:100]}")
+    return 0
+
+
+def cmd_memories(args: argparse.Namespace) -> int:
+    records = _memory(args).list(
+        domain=args.domain, since=args.since, until=args.until, limit=args.limit
+    )
+    if args.json:
+        print(json.dumps([asdict(r) for r in records]))
+        return 0
+    for record in records:
+        _print_record(record, False)
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    """Run the ingest job with no source folder: written memories into the graph."""
+    from qortex_core.errors import DatasetError
+    from qortex_core.storage.store import default_home
+    from qortex_core.storage.tenants import tenant_home
+
+    raw = args.home or os.environ.get("QORTEX_HOME") or ""
+    home = tenant_home(Path(raw) if raw else default_home(), args.tenant)
+    from qortex_core.memory.records import MemoryTable
+    from qortex_core.storage.store import LanceStore
+
+    store = LanceStore.open(home)
+    if MemoryTable(store).version() == 0 and store.count("documents") == 0:
+        raise DatasetError(f"nothing to consolidate under {home}: no memory written, no document")
+    from pipelines.run_local import run_ingest  # imports dagster
+
+    outcome = run_ingest(None, home, progress=not args.quiet)
+    s = outcome.summary
+    if args.json:
+        print(json.dumps(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
+        return 0
+    print(
+        f"consolidated {s['memories']} memories ({s['merged_memories']} merged) beside "
+        f"{s['documents'] - s['memories']} documents -> {s['chunks']} chunks -> "
+        f"snapshot {s['snapshot']}"
+    )
+    return 0
+
+
+def _common(p: argparse.ArgumentParser, as_json: bool = True) -> None:
+    p.add_argument("--home", help="data home (default: $QORTEX_HOME or ~/.qortex)")
+    p.add_argument("--tenant", help="tenant namespace (default: the home itself)")
+    if as_json:
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("remember", help="store a memory (searchable at once)")
+    r.add_argument("text")
+    r.add_argument("--time", help="event time, ISO 8601 (e.g. 2026-03-01T09:30:00Z)")
+    r.add_argument("--domain", help="domain (default: default)")
+    r.add_argument("--source", help="where the memory came from")
+    r.add_argument("--metadata", help="a JSON object stored with the memory")
+    _common(r)
+    r.set_defaults(func=cmd_remember)
+
+    u = sub.add_parser("update", help="write a new revision of a memory")
+    u.add_argument("id")
+    u.add_argument("text")
+    u.add_argument("--time", help="new event time, ISO 8601 (default: keep)")
+    _common(u)
+    u.set_defaults(func=cmd_update)
+
+    f = sub.add_parser("forget", help="take a memory or a file's passage out of search")
+    f.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
+    _common(f)
+    f.set_defaults(func=cmd_forget)
+
+    h = sub.add_parser("history", help="every revision of a memory")
+    h.add_argument("id")
+    _common(h)
+    h.set_defaults(func=cmd_history)
+
+    m = sub.add_parser("memories", help="list live written memories, newest first")
+    m.add_argument("--domain")
+    m.add_argument("--since", help="event time from (ISO 8601)")
+    m.add_argument("--until", help="event time up to (ISO 8601)")
+    m.add_argument("--limit", type=int, default=100)
+    _common(m)
+    m.set_defaults(func=cmd_memories)
+
+    c = sub.add_parser("consolidate", help="move written memories into the graph (Dagster job)")
+    c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _common(c)
+    c.set_defaults(func=cmd_consolidate)

@@ -1,0 +1,276 @@
+"""Agent-written memories: an append-only LanceDB table of revisions and the state it folds to.
+
+One row per write (``remember``, ``update``, ``forget``, ``merge``/``merged``); a record's
+current state is its newest revision. Rows are never edited in place, so every revision stays in
+the history and several processes may write at once (Lance commits appends without conflict). A
+file's passage
+is forgotten the same way: a ``forget`` row keyed by the passage id, whose ``target`` holds the
+file's content hash at that moment (the passage is hidden until the file changes).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from qortex_core.errors import RecordError
+from qortex_core.redact import RedactionConfig, redact
+from qortex_core.storage import ids, times
+from qortex_core.storage.store import LanceStore, vector_type, vectors_to_arrow
+
+MEMORIES = "memories"
+DOC_PREFIX = "memory:"  # documents (and so passages) made from a memory record: memory:<record id>
+MAX_TEXT_BYTES = 1_000_000
+OPS = (
+    "remember",
+    "update",
+    "forget",
+    "merge",
+    "merged",
+)  # merge: absorbed ``target``; merged: into it
+GONE = ("forget", "merged")  # ops that take a record out of search
+COLUMNS = (
+    "key",
+    "id",
+    "revision",
+    "op",
+    "text",
+    "time",
+    "created_at",
+    "source",
+    "domain",
+    "metadata",
+    "writer",
+    "target",
+    "model",
+)
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """A memory as it stands now.
+
+    Attributes:
+        id: ``m_...`` for written memories, ``p_...`` for a passage of a file.
+        text: the text as stored (after secret redaction).
+        time: event time (ISO 8601, UTC) or None.
+        created_at: when it was first written (ISO 8601, UTC).
+        updated_at: when its newest revision was written.
+        tier: ``fresh`` (not yet in the loaded snapshot) or ``graph``.
+        forgotten: True once forgotten (or merged into another record: ``merged_into``).
+    """
+
+    id: str
+    text: str
+    time: str | None
+    created_at: str
+    updated_at: str
+    source: str | None = None
+    domain: str = "default"
+    metadata: dict = field(default_factory=dict)
+    revision: int = 1
+    tier: str = "fresh"
+    forgotten: bool = False
+    merged_into: str | None = None
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One row of a record's history: what was written, when and by whom."""
+
+    id: str
+    revision: int
+    op: str
+    text: str
+    time: str | None
+    created_at: str
+    source: str | None
+    domain: str
+    writer: str
+    target: str | None = None
+
+
+def utc_now() -> str:
+    """Now as ISO 8601 in UTC with microseconds (string order = time order)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def parse_time(value: object, what: str = "time", upper: bool = False) -> str | None:
+    """``value`` (None, a datetime, a date or an ISO 8601 string) as ISO 8601 UTC to the second
+    (:mod:`qortex_core.storage.times`); a time without a zone is UTC, a bare date its midnight
+    (as an ``upper`` bound: its last second).
+
+    Raises:
+        RecordError: not a datetime, date nor a parseable ISO 8601 string.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (bool, int, float)):
+        raise RecordError(f"invalid {what} {value!r}: use ISO 8601, e.g. 2026-03-01T09:30:00Z")
+    try:
+        return times.parse_bound(value, upper)
+    except ValueError:
+        shown = value[:40] if isinstance(value, str) else value
+        raise RecordError(f"invalid {what} {shown!r}: use ISO 8601") from None
+
+
+def clean_text(text: object, redaction: RedactionConfig = RedactionConfig()) -> str:
+    """The text to store: checked, and with secrets redacted as on the file path.
+
+    Raises:
+        RecordError: not a string, empty or whitespace, over 1 MB, or not valid UTF-8.
+    """
+    if not isinstance(text, str):
+        raise RecordError(f"memory text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise RecordError("memory text is empty")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise RecordError("memory text is not valid UTF-8 (it holds undecodable bytes)") from None
+    if size > MAX_TEXT_BYTES:
+        raise RecordError(f"memory text is {size} bytes: the limit is {MAX_TEXT_BYTES}")
+    return redact(text.strip(), redaction)
+
+
+def writer_name(channel: str) -> str:
+    """Who writes: the channel (library, cli, mcp), host and process id."""
+    return f"{channel}@{socket.gethostname()}:{os.getpid()}"
+
+
+def new_record_id(text: str, created_at: str) -> str:
+    """A fresh record id (content hash of the text, the time and a nonce)."""
+    return ids.memory_id(text, created_at, uuid.uuid4().hex)
+
+
+def revision_rows(
+    revisions: list[Revision], metadata: list[dict], vectors: np.ndarray, model: str = ""
+) -> pa.Table:
+    """Revisions as rows of the memories table; ``vectors`` is (n, d) float32 from ``model``."""
+    keys = [ids.revision_key(r.id, r.revision, r.created_at, uuid.uuid4().hex) for r in revisions]
+    columns = {
+        "key": keys,
+        "id": [r.id for r in revisions],
+        "revision": pa.array([r.revision for r in revisions], pa.int64()),
+        "op": [r.op for r in revisions],
+        "text": [r.text for r in revisions],
+        "time": pa.array([r.time for r in revisions], pa.string()),
+        "created_at": [r.created_at for r in revisions],
+        "source": pa.array([r.source for r in revisions], pa.string()),
+        "domain": [r.domain for r in revisions],
+        "metadata": [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in metadata],
+        "writer": [r.writer for r in revisions],
+        "target": pa.array([r.target for r in revisions], pa.string()),
+        "model": [model] * len(revisions),
+    }
+    table = pa.table(columns)
+    return table.append_column("vector", vectors_to_arrow(vectors))
+
+
+class MemoryTable:
+    """The ``memories`` table: appends, the latest version, reads and full-text search."""
+
+    def __init__(self, store: LanceStore) -> None:
+        self.store = store
+        self._handle = None
+
+    def _open(self):
+        if self._handle is None:
+            self._handle = self.store.open_latest(MEMORIES)
+        return self._handle
+
+    def append(self, rows: pa.Table) -> None:
+        """Append rows durably (the call returns after Lance committed them)."""
+        fresh = self._open() is None
+        self.store.append(MEMORIES, rows)
+        if fresh:  # first write on this home: an FTS index that later appends search unindexed
+            self._handle = self.store.open_latest(MEMORIES)
+            self._ensure_fts()
+
+    def _ensure_fts(self) -> None:
+        from lancedb.index import FTS
+
+        handle = self._open()
+        if handle is not None and not any(i.index_type == "FTS" for i in handle.list_indices()):
+            try:
+                handle.create_index("text", config=FTS(), replace=False)
+            except (RuntimeError, ValueError):  # another process created it first
+                pass
+
+    def version(self) -> int:
+        """The table's newest committed version (0 before the first write); cheap."""
+        handle = self._open()
+        if handle is None:
+            return 0
+        handle.checkout_latest()
+        return int(handle.version)
+
+    def dim(self) -> int:
+        """Vector width of the table (0 before the first write)."""
+        handle = self._open()
+        return int(handle.schema.field("vector").type.list_size) if handle is not None else 0
+
+    def read(self, since: str | None = None) -> pa.Table:
+        """Rows as committed now (only those created at or after ``since`` when given)."""
+        handle = self._open()
+        if handle is None:
+            return pa.table({})
+        handle.checkout_latest()
+        if since is None:
+            return handle.to_arrow()
+        quoted = since.replace("'", "''")
+        return handle.search().where(f"created_at >= '{quoted}'").limit(None).to_arrow()
+
+    def text_search(self, query: str, limit: int) -> dict[str, float]:
+        """BM25 scores of the rows whose text matches ``query`` (by row key), best first."""
+        handle = self._open()
+        if handle is None or not query.strip():
+            return {}
+        try:
+            hits = (
+                handle.search(query, query_type="fts")
+                .select(["key", "_score"])
+                .limit(limit)
+                .to_arrow()
+            )
+        except (RuntimeError, ValueError):  # no index yet, or a query the parser refuses
+            return {}
+        return dict(zip(hits["key"].to_pylist(), hits["_score"].to_pylist()))
+
+    def optimize(self) -> None:
+        """Fold appended rows into the FTS index and compact small fragments."""
+        handle = self._open()
+        if handle is not None:
+            self._ensure_fts()
+            handle.optimize()
+
+
+def empty_rows(dim: int) -> pa.Table:
+    """An empty memories table of vector width ``dim``."""
+    table = pa.table(
+        {c: pa.array([], pa.int64() if c == "revision" else pa.string()) for c in COLUMNS}
+    )
+    return table.append_column("vector", pa.array([], type=vector_type(dim)))
+
+
+def to_revision(row: dict) -> Revision:
+    """A table row (as a dict) as a :class:`Revision`."""
+    return Revision(
+        row["id"],
+        int(row["revision"]),
+        row["op"],
+        row["text"],
+        row["time"],
+        row["created_at"],
+        row["source"],
+        row["domain"],
+        row["writer"],
+        row["target"],
+    )

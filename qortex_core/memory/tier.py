@@ -1,0 +1,136 @@
+"""The retriever's hook into agent memories: hide what was forgotten, add what is fresh.
+
+A :class:`FreshTier` sits beside one loaded snapshot. Before ranking, :meth:`FreshTier.visible`
+removes snapshot passages whose record was forgotten, merged away or updated (and forgotten file
+passages); after ranking, :meth:`FreshTier.merge` interleaves the best fresh records (written
+but not yet consolidated) with the graph hits by relevance, marked ``tier: "fresh"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from qortex_core.ingest.documents import DOCUMENTS
+from qortex_core.memory.fresh import FreshConfig, FreshHit, GraphView, MemoryState, graph_view
+from qortex_core.memory.fresh import search_fresh as _search
+from qortex_core.memory.records import MemoryTable
+from qortex_core.storage.store import LanceStore
+
+Relevance = Callable[[FreshHit], float]
+
+
+def cosine_relevance(hit: FreshHit) -> float:
+    """A fresh hit's relevance before calibration: its cosine, clipped to [0, 1]."""
+    return float(min(max(hit.cosine, 0.0), 1.0))
+
+
+class FreshTier:
+    """Forgotten and fresh memories of one home, against one snapshot's passages."""
+
+    def __init__(
+        self,
+        store: LanceStore,
+        passages: pa.Table,
+        config: FreshConfig = FreshConfig(),
+        state: MemoryState | None = None,
+    ) -> None:
+        self.store = store
+        self.passages = passages
+        self.state = state or MemoryState(MemoryTable(store), config)
+        self._view: GraphView | None = None
+        self._view_version = -2
+
+    def view(self) -> GraphView:
+        """The graph view for the newest state (recomputed only when the table moved)."""
+        self.state.refresh()
+        if self._view is None or self._view_version != self.state.generation:
+            hashes = self._doc_hashes() if self.state.forgotten_passages else None
+            self._view = graph_view(self.state, self.passages, hashes)
+            self._view_version = self.state.generation
+        return self._view
+
+    def _doc_hashes(self) -> dict[str, str]:
+        """Document id -> content hash now (a forgotten passage returns once its file changed)."""
+        rows = self.store.read(DOCUMENTS)
+        if rows.num_rows == 0:
+            return {}
+        return dict(zip(rows["id"].to_pylist(), rows["content_hash"].to_pylist()))
+
+    def visible(self, allowed: np.ndarray | None) -> np.ndarray | None:
+        """``allowed`` (n_passages,) with hidden passages turned off (None: all allowed)."""
+        hidden = self.view().hidden
+        if not hidden.any():
+            return allowed
+        return ~hidden if allowed is None else allowed & ~hidden
+
+    def domains(self) -> set[str]:
+        """Domains of live fresh records (a query may filter on them before consolidation)."""
+        self.state.refresh()
+        return {self.state.current[r]["domain"] for r in self.state.live_ids}
+
+    def search(
+        self,
+        vector: np.ndarray,
+        text: str,
+        top_k: int,
+        domains: list[str] | None = None,
+        window: tuple[str | None, str | None] = (None, None),
+    ) -> list[FreshHit]:
+        """The best live records the snapshot does not hold yet."""
+        view = self.view()
+        return _search(self.state, vector, text, top_k, view.in_graph, domains, window)
+
+    def merge(
+        self,
+        result,
+        hits: list[FreshHit],
+        top_k: int,
+        relevance: Relevance = cosine_relevance,
+    ):
+        """``result`` with fresh hits interleaved by relevance, at most ``top_k`` passages.
+
+        Graph hits keep their order; each fresh hit goes before the first graph hit whose
+        relevance (``hit.relevance`` when set, else its dense cosine) is lower than its own.
+        """
+        from qortex_core.query.retriever import PassageHit
+
+        if not hits:
+            return result
+        fresh = [
+            (
+                relevance(h),
+                PassageHit(
+                    id=h.record.id,
+                    title="",
+                    text=h.record.text,
+                    domain=h.record.domain,
+                    score=h.score,
+                    breakdown={"dense": h.cosine, "lexical": h.lexical, "final": h.score},
+                    tier="fresh",
+                    time=h.record.time,
+                    relevance=relevance(h),
+                ),
+            )
+            for h in hits
+        ]
+        merged = []
+        queue = sorted(fresh, key=lambda pair: -pair[0])
+        for hit in result.passages:
+            key = relevance_of(hit)
+            while queue and queue[0][0] > key:
+                merged.append(queue.pop(0)[1])
+            merged.append(hit)
+        merged.extend(h for _, h in queue)
+        return replace(result, passages=merged[:top_k])
+
+
+def relevance_of(hit) -> float:
+    """A hit's relevance in [0, 1]: its own when set, else its dense cosine clipped."""
+    value = getattr(hit, "relevance", None)
+    if value is not None:
+        return float(value)
+    return float(min(max(hit.breakdown.get("dense", 0.0), 0.0), 1.0))

@@ -1,0 +1,172 @@
+"""What a graph snapshot holds: one typed definition for the writer and every reader.
+
+:func:`qortex_core.ingest.stages.build_snapshot` fills :class:`SnapshotArrays`,
+:class:`SnapshotTables` and :class:`SnapshotCounts` and publishes them;
+:class:`~qortex_core.query.snapshot_view.SnapshotView` and the PPR memory probe read them
+back with :meth:`SnapshotArrays.of` / :meth:`SnapshotTables.of`. :func:`manifest_problems`
+is the schema check :func:`qortex_core.storage.snapshot.load` runs: a manifest that is valid
+JSON but names no file for an array or table, or lacks a count, is refused like a corrupt one.
+
+Nodes are phrases (concepts) ``[0, n_phrases)`` then passages ``[n_phrases, n_nodes)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from qortex_core.errors import SnapshotError
+
+if TYPE_CHECKING:
+    from qortex_core.storage.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotArrays:
+    """The graph's arrays (memory-mapped ``.npy`` files once loaded).
+
+    Attributes:
+        adj_indptr: (n_nodes + 1,) int32 (int64 past 2**31 edges) CSR row pointers.
+        adj_indices: (nnz,) int32 column indices of the symmetric weighted adjacency.
+        adj_data: (nnz,) float32 edge weights.
+        passage_vectors: (n_passages, d) float32 unit passage embeddings.
+        fact_vectors: (n_facts, d) float32 unit fact embeddings.
+        fact_nodes: (n_facts, 2) int32 subject/object phrase index per fact.
+        phrase_vectors: (n_phrases, d) float32 unit concept embeddings.
+        phrase_passage_count: (n_phrases,) passages each phrase was extracted from.
+        phrase_text_frequency: (n_phrases,) passages whose text names the phrase.
+        fact_passage_indptr: (n_facts + 1,) CSR row pointers of each fact's source passages.
+        fact_passage_indices: (n_fact_sources,) passage indices.
+        synonym_pairs: (n_synonyms, 2) int32 phrase index pairs.
+        synonym_weights: (n_synonyms,) float32 edge weights after ``synonym_scale``.
+    """
+
+    adj_indptr: np.ndarray
+    adj_indices: np.ndarray
+    adj_data: np.ndarray
+    passage_vectors: np.ndarray
+    fact_vectors: np.ndarray
+    fact_nodes: np.ndarray
+    phrase_vectors: np.ndarray
+    phrase_passage_count: np.ndarray
+    phrase_text_frequency: np.ndarray
+    fact_passage_indptr: np.ndarray
+    fact_passage_indices: np.ndarray
+    synonym_pairs: np.ndarray
+    synonym_weights: np.ndarray
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        """File stem -> array, for :func:`qortex_core.storage.snapshot.publish`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> SnapshotArrays:
+        """The typed arrays of a loaded snapshot (no copy).
+
+        Raises:
+            SnapshotError: an array is missing (a snapshot built before this schema).
+        """
+        return cls(**_pick(snapshot.arrays, ARRAY_NAMES, "array", snapshot))
+
+
+@dataclass(frozen=True)
+class SnapshotTables:
+    """The snapshot's Arrow tables (memory-mapped IPC files once loaded).
+
+    Attributes:
+        nodes: ``id``, ``kind`` (phrase | passage), ``name`` per node, in node order.
+        passages: passage rows without vectors (``id``, ``doc_id``, ``title``, ``text``,
+            ``domain``, ...), in passage order.
+        facts: ``id``, ``subject``, ``predicate``, ``object`` per fact, in fact order.
+        rules: ``id``, ``text``, ``category``, ``confidence``, ``concept_nodes``, ``domains``.
+    """
+
+    nodes: pa.Table
+    passages: pa.Table
+    facts: pa.Table
+    rules: pa.Table
+
+    def as_dict(self) -> dict[str, pa.Table]:
+        """File stem -> table, for :func:`qortex_core.storage.snapshot.publish`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> SnapshotTables:
+        """The typed tables of a loaded snapshot.
+
+        Raises:
+            SnapshotError: a table is missing.
+        """
+        return cls(**_pick(snapshot.tables, TABLE_NAMES, "table", snapshot))
+
+
+@dataclass(frozen=True)
+class SnapshotCounts:
+    """The manifest's ``counts``: nodes and edges by kind."""
+
+    phrases: int
+    passages: int
+    facts: int
+    rules: int
+    nodes: int
+    edges: int  # undirected, after merging parallel edges
+    synonym_edges: int
+    contains: int  # passage -> phrase links
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, manifest: dict) -> SnapshotCounts:
+        """The counts of a manifest that passed :func:`manifest_problems`."""
+        return cls(**{name: int(manifest["counts"][name]) for name in COUNT_NAMES})
+
+
+ARRAY_NAMES = tuple(f.name for f in fields(SnapshotArrays))
+TABLE_NAMES = tuple(f.name for f in fields(SnapshotTables))
+COUNT_NAMES = tuple(f.name for f in fields(SnapshotCounts))
+REQUIRED_KEYS = ("name", "version", "embedding_model", "counts", "files")
+
+
+def _pick(found: dict[str, Any], names: tuple[str, ...], what: str, snapshot: Snapshot) -> dict:
+    missing = [n for n in names if n not in found]
+    if missing:
+        name = snapshot.manifest.get("name") or "in memory"
+        raise SnapshotError(f"snapshot {name} is incomplete: no {what} {', '.join(missing)}")
+    return {n: found[n] for n in names}
+
+
+def manifest_problems(manifest: dict) -> list[str]:
+    """What a manifest lacks: top-level keys, array and table files, counts. Empty when whole."""
+    problems = [f"no {key!r}" for key in REQUIRED_KEYS if key not in manifest]
+    files = manifest.get("files")
+    if isinstance(files, dict):
+        arrays = [n for n in ARRAY_NAMES if f"{n}.npy" not in files]
+        tables = [n for n in TABLE_NAMES if f"{n}.arrow" not in files]
+        problems += [f"no array {', '.join(arrays)}"] if arrays else []
+        problems += [f"no table {', '.join(tables)}"] if tables else []
+    counts = manifest.get("counts")
+    if "counts" in manifest and not isinstance(counts, dict):
+        problems.append("'counts' is not an object")
+    elif isinstance(counts, dict):
+        bad = [
+            n
+            for n in COUNT_NAMES
+            if not isinstance(counts.get(n), int) or isinstance(counts.get(n), bool)
+        ]
+        problems += [f"no count {', '.join(bad)}"] if bad else []
+    return problems
+
+
+def check_manifest(manifest: dict, name: str) -> None:
+    """Refuse an incomplete manifest.
+
+    Raises:
+        SnapshotError: one line naming everything missing.
+    """
+    problems = manifest_problems(manifest)
+    if problems:
+        raise SnapshotError(f"snapshot {name} has an incomplete manifest: {'; '.join(problems)}")
