@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipelines.parsing import QortexParser, csv_of, strict_int
 
@@ -191,12 +192,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from qortex_core.query import modes  # the registered retrieval modes
-
-    parser = QortexParser(prog="qortex", description="Long-term memory for LLM agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_eval(sub: Any, modes: Any) -> None:
+    """``qortex eval``."""
     ev = sub.add_parser(
         "eval", help="recall@k of retrieval modes on a HippoRAG-format dataset or LoCoMo"
     )
@@ -241,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.set_defaults(func=cmd_eval)
 
+
+def _add_query(sub: Any, modes: Any) -> None:
+    """``qortex query``."""
     q = sub.add_parser("query", help="answer a query from the latest snapshot")
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
@@ -265,6 +265,16 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true")
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
     q.set_defaults(func=cmd_query)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from qortex_core.query import modes  # the registered retrieval modes
+
+    parser = QortexParser(prog="qortex", description="Long-term memory for LLM agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_eval(sub, modes)
+    _add_query(sub, modes)
 
     import importlib
 

@@ -9,20 +9,19 @@ on the command line, recorded in the instance under ``DAGSTER_HOME`` (default
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import shutil
-import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from dagster import DagsterEventType, DagsterInstance, logger
+from dagster import DagsterEventType, DagsterInstance
 
 from pipelines.definitions import build_definitions
 from pipelines.instance_path import check_dagster_home
 from pipelines.jobs import FACTORS_JOB
+from pipelines.progress import quiet, stderr_progress
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import (
     ConfigError,
@@ -32,7 +31,6 @@ from qortex_core.errors import (
     StorageError,
     storage_error,
 )
-from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import prepare_folder
@@ -43,7 +41,6 @@ class IngestFailed(QortexError):
     """The ingest run failed (a step raised, or a blocking check failed); nothing was published."""
 
 
-ASSET_STEPS = STAGE_NAMES  # the Dagster step keys are the stage names
 REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
@@ -139,49 +136,6 @@ def local_instance(dagster_home: Path) -> DagsterInstance:
     os.environ["DAGSTER_HOME"] = str(dagster_home)  # for anything in the yaml that reads it
     with instance_storage(dagster_home):
         return DagsterInstance.from_config(str(dagster_home))
-
-
-class _StderrProgress(logging.Handler):
-    """Asset step ends, check results, failures and the assets' own INFO/WARNING lines, compactly."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        meta = getattr(record, "dagster_meta", None) or {}
-        event, step = meta.get("dagster_event"), meta.get("step_key") or ""
-        message = meta.get("orig_message", record.getMessage())
-        if event is not None:
-            kind = event.event_type
-            if kind == DagsterEventType.STEP_SUCCESS and step in ASSET_STEPS:
-                line = f"qortex: {step} done ({message.rsplit(' in ', 1)[-1].rstrip('.')})"
-            elif kind == DagsterEventType.STEP_FAILURE:
-                line = f"qortex: {step} FAILED"
-            elif kind == DagsterEventType.ASSET_CHECK_EVALUATION:
-                data = event.event_specific_data
-                line = f"qortex: check {data.check_name}: {'passed' if data.passed else 'FAILED'}"
-            else:
-                return
-        elif record.levelno >= logging.INFO:
-            line = f"  {step}: {message}" if step else f"  {message}"
-        else:
-            return
-        print(line, file=sys.stderr, flush=True)
-
-
-@logger(description="compact progress on stderr")
-def stderr_progress(_init_context) -> logging.Logger:
-    log = logging.getLogger("qortex.ingest.progress")
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
-    if not log.handlers:
-        log.addHandler(_StderrProgress())
-    return log
-
-
-@logger(description="no output")
-def quiet(_init_context) -> logging.Logger:
-    log = logging.getLogger("qortex.ingest.quiet")
-    log.propagate = False
-    log.setLevel(logging.CRITICAL + 1)
-    return log
 
 
 @dataclass(frozen=True)

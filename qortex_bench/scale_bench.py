@@ -22,7 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-STAGES = ("chunks", "extractions", "embeddings", "synonym_edges", "graph_snapshot")
+from qortex_core.ingest.stages import STAGES as INGEST_STAGES
+
+STAGES = tuple(stage.name for stage in INGEST_STAGES if stage.run is not None)  # after documents
 MODES = ("hipporag", "dense")
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from qortex_core.errors import RecordError, SnapshotError
 from qortex_core.memory.fresh import FreshConfig, MemoryState, in_window, record_from_row
+from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
     GONE,
@@ -122,16 +123,39 @@ class Memory:
         Raises:
             RecordError: empty, whitespace-only or > 1 MB text, a bad time, domain or metadata.
         """
-        clean = clean_text(text, self.options.redaction)
+        return self.remember_many(
+            [text], time=time, source=source, domain=domain, metadata=metadata
+        )[0]
+
+    def remember_many(
+        self,
+        texts: list[str],
+        *,
+        time: object = None,
+        source: str | None = None,
+        domain: str | None = None,
+        metadata: dict | None = None,
+    ) -> list[MemoryRecord]:
+        """Store several memories with one embedding batch and one append (all or none).
+
+        Raises:
+            RecordError: any text, the time, domain, source or metadata is invalid (nothing
+                is stored then).
+        """
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
+            raise RecordError("texts must be a non-empty list of strings")
+        clean = [clean_text(t, self.options.redaction) for t in texts]
         when, where, meta = parse_time(time), _domain(domain), _metadata(metadata)
         if source is not None and not isinstance(source, str):
             raise RecordError("source must be a string")
         now = utc_now()
-        rid = new_record_id(clean, now)
-        self._write(
-            Revision(rid, 1, "remember", clean, when, now, source, where, self.writer), meta
-        )
-        return self._state_of(rid)
+        revisions = [
+            Revision(new_record_id(t, now), 1, "remember", t, when, now, source, where, self.writer)
+            for t in clean
+        ]
+        self._write(revisions, [meta] * len(revisions))
+        graph = self._in_graph()
+        return [self._record(self.state.current[r.id], graph) for r in revisions]
 
     def update(self, record_id: str, text: str, *, time: object = None) -> MemoryRecord:
         """Write a new revision of a record (the old one stays in its history).
@@ -142,18 +166,7 @@ class Memory:
         clean = clean_text(text, self.options.redaction)
         row = self._live_row(record_id, "update")
         when = parse_time(time) if time is not None else row["time"]
-        revision = Revision(
-            record_id,
-            int(row["revision"]) + 1,
-            "update",
-            clean,
-            when,
-            utc_now(),
-            row["source"],
-            row["domain"],
-            self.writer,
-        )
-        self._write(revision, json.loads(row["metadata"] or "{}"))
+        self._write([_next(row, "update", clean, when, self.writer)], [_meta(row)])
         return self._state_of(record_id)
 
     def forget(self, record_id: str) -> MemoryRecord:
@@ -165,47 +178,34 @@ class Memory:
         if isinstance(record_id, str) and record_id.startswith("p_"):
             return self._forget_passage(record_id)
         row = self._live_row(record_id, "forget")
-        revision = Revision(
-            record_id,
-            int(row["revision"]) + 1,
-            "forget",
-            row["text"],
-            row["time"],
-            utc_now(),
-            row["source"],
-            row["domain"],
-            self.writer,
-        )
-        self._write(revision, json.loads(row["metadata"] or "{}"), vector=False)
+        revision = _next(row, "forget", row["text"], row["time"], self.writer)
+        self._write([revision], [_meta(row)], vector=False)
         return self._state_of(record_id)
 
     def _forget_passage(self, passage_id: str) -> MemoryRecord:
-        record = self._passage(passage_id)
+        record = passage_record(self.store, self.state, passage_id, self.tenant)
         if record.source and record.source.startswith(DOC_PREFIX):  # a consolidated memory
             return self.forget(record.source[len(DOC_PREFIX) :])
         if record.forgotten:
             raise RecordError(f"passage {passage_id} is already forgotten")
-        digest = self._doc_hash(record.source or "")
+        digest = doc_hash(self.store, record.source or "")
+        now = utc_now()
         revision = Revision(
-            passage_id,
-            2,
-            "forget",
-            "",
-            record.time,
-            utc_now(),
-            record.source,
-            record.domain,
-            self.writer,
-            f"{record.source}\0{digest}",
-        )
-        self._write(revision, {}, vector=False)
+            passage_id, 2, "forget", "", record.time, now, record.source, record.domain,
+            self.writer, f"{record.source}\0{digest}",
+        )  # fmt: skip
+        self._write([revision], [{}], vector=False)
         return replace(record, forgotten=True)
 
-    def _write(self, revision: Revision, metadata: dict, vector: bool = True) -> None:
+    def _write(self, revisions: list[Revision], metadata: list[dict], vector: bool = True) -> None:
+        """Append revisions (embedding their texts when ``vector``) and fold them in at once."""
         self.state.refresh(force=self.state.version < 0)  # the first read loads what others wrote
-        dim = self.embedder.dim if vector else self._dim()
-        vectors = self.embedder.embed([revision.text]) if vector else np.zeros((1, dim), np.float32)
-        rows = revision_rows([revision], [metadata], vectors, self.embedder.name if vector else "")
+        if vector:
+            vectors = self.embedder.embed([r.text for r in revisions])  # (n, d)
+        else:
+            vectors = np.zeros((len(revisions), self._dim()), np.float32)
+        model = self.embedder.name if vector else ""
+        rows = revision_rows(revisions, metadata, vectors, model)
         self.table.append(rows)
         self.state.absorb(rows)
 
@@ -221,7 +221,7 @@ class Memory:
             RecordError: unknown id.
         """
         if isinstance(record_id, str) and record_id.startswith("p_"):
-            return self._passage(record_id)
+            return passage_record(self.store, self.state, record_id, self.tenant)
         self.state.refresh()
         if self.state.record(_checked_id(record_id)) is None:
             raise RecordError(f"unknown memory id {record_id!r} (tenant {self.tenant})")
@@ -260,7 +260,7 @@ class Memory:
         """
         self.state.refresh()
         if isinstance(record_id, str) and record_id.startswith("p_"):
-            record = self._passage(record_id)
+            record = passage_record(self.store, self.state, record_id, self.tenant)
             first = Revision(
                 record_id, 1, "ingest", record.text, record.time, record.created_at,
                 record.source, record.domain, "ingest",
@@ -351,28 +351,17 @@ class Memory:
     def _state_of(self, record_id: str) -> MemoryRecord:
         return self._record(self.state.current[record_id], self._in_graph())
 
-    def _passage(self, passage_id: str) -> MemoryRecord:
-        from qortex_core.storage.store import PASSAGES
 
-        rows = self.store.read_where(PASSAGES, "id", [passage_id])
-        if rows.num_rows == 0:
-            raise RecordError(f"unknown passage id {passage_id!r} (tenant {self.tenant})")
-        row = rows.drop_columns(["vector"]).to_pylist()[0]
-        self.state.refresh()
-        gone = self.state.forgotten_passages.get(passage_id)
-        live = gone is not None and gone.partition("\0")[2] == self._doc_hash(row["doc_id"])
-        text = row["text"] if not row.get("title") else f"{row['title']}\n{row['text']}"
-        stamp = row.get("ingested_at") or ""
-        return MemoryRecord(
-            passage_id, text, row.get("time"), stamp, stamp, row["doc_id"], row["domain"],
-            tier="graph", forgotten=live,
-        )  # fmt: skip
+def _next(row: dict, op: str, text: str, when: str | None, writer: str) -> Revision:
+    """The revision after ``row`` (a record's newest row)."""
+    return Revision(
+        row["id"], int(row["revision"]) + 1, op, text, when, utc_now(), row["source"],
+        row["domain"], writer,
+    )  # fmt: skip
 
-    def _doc_hash(self, doc_id: str) -> str:
-        from qortex_core.ingest.documents import DOCUMENTS
 
-        rows = self.store.read_where(DOCUMENTS, "id", [doc_id])
-        return rows["content_hash"][0].as_py() if rows.num_rows else ""
+def _meta(row: dict) -> dict:
+    return json.loads(row["metadata"] or "{}")
 
 
 def _checked_id(record_id: object) -> str:

@@ -31,7 +31,6 @@ def search_memory(
         result = retriever.query(
             query, top_k, mode, domains, profile, since=window[0], until=window[1]
         )
-        retriever.memory.flush()
     else:
         clean = validate(query, top_k, mode)
         tier = FreshTier(mem.store, _no_passages(), state=mem.state)

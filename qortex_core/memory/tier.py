@@ -96,7 +96,7 @@ class FreshTier:
         Graph hits keep their order; each fresh hit goes before the first graph hit whose
         relevance (``hit.relevance`` when set, else its dense cosine) is lower than its own.
         """
-        from qortex_core.query.retriever import PassageHit
+        from qortex_core.query.results import PassageHit
 
         if not hits:
             return result

@@ -150,3 +150,14 @@ def test_other_processes_writes_are_seen_by_an_open_memory(tmp_path, embedder):
     while time.monotonic() < deadline and not reader.list():
         time.sleep(0.05)
     assert [r.id for r in reader.list()] == [record.id]
+
+
+def test_remember_many_is_one_batch_all_or_none(mem):
+    records = mem.remember_many([PUMP, BREAD, VALVE], domain="batch", time="2026-01-02")
+    assert [r.text for r in records] == [PUMP, BREAD, VALVE] and len({r.id for r in records}) == 3
+    assert {r.id for r in mem.list(domain="batch")} == {r.id for r in records}
+    before = _rows(mem)
+    for bad in ([PUMP, "  "], [], PUMP):
+        with pytest.raises(RecordError):
+            mem.remember_many(bad)
+    assert _rows(mem) == before

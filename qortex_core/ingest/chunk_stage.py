@@ -1,0 +1,185 @@
+"""The chunks and extractions stages: the chunks table made to hold the current passages, and
+every chunk without a successful extraction under the extractor's cache key extracted.
+
+Incremental by content hash."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import pyarrow as pa
+
+from qortex_core.ingest.extract import Extractor
+from qortex_core.storage import ids, times
+from qortex_core.storage.model import Extraction, Passage
+from qortex_core.storage.store import (
+    CHUNKS,
+    EXTRACTIONS,
+    LanceStore,
+)
+
+Progress = Callable[[str, int, int], None]
+
+
+def no_progress(stage: str, done: int, total: int) -> None:
+    """The default progress callback: says nothing."""
+    return None
+
+
+# -- chunks -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChunkReport:
+    total: int
+    added: int
+    removed: int
+
+
+def _chunk_table(passages: Sequence[Passage], ingested: dict[str, str | None]) -> pa.Table:
+    """Chunk rows; ``ingested``: passage id -> its ingest time (ISO 8601 UTC)."""
+    return pa.table(
+        {
+            "id": pa.array([p.id for p in passages], pa.string()),
+            "doc_id": pa.array([p.doc_id for p in passages], pa.string()),
+            "title": pa.array([p.title for p in passages], pa.string()),
+            "text": pa.array([p.text for p in passages], pa.string()),
+            "domain": pa.array([p.domain for p in passages], pa.string()),
+            "time": pa.array([p.time for p in passages], pa.string()),
+            "ingested_at": pa.array([ingested.get(p.id) for p in passages], pa.string()),
+        }
+    )
+
+
+def _timed_chunks(store: LanceStore) -> pa.Table:
+    """The chunks table, given empty ``time``/``ingested_at`` columns first if it predates them."""
+    existing = store.read(CHUNKS)
+    if existing.num_rows == 0 or "time" in existing.schema.names:
+        return existing
+    for name in ("time", "ingested_at"):  # unknown for chunks stored before times were kept
+        existing = existing.append_column(name, pa.nulls(existing.num_rows, pa.string()))
+    store.replace(CHUNKS, existing)
+    return existing
+
+
+def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = True) -> ChunkReport:
+    """Make the chunks table hold ``passages`` (by content id); drop others when ``prune``.
+
+    A new chunk's ingest time is now (or the passage's own ``ingested_at``); a chunk that
+    moved (same text, another document, domain or event time) keeps its ingest time.
+    """
+    unique = {p.id: p for p in passages}
+    existing = _timed_chunks(store)
+    have = set(existing["id"].to_pylist()) if existing.num_rows else set()
+    columns = ["id", "doc_id", "domain", "time", "ingested_at"]
+    placed = {r["id"]: r for r in existing.select(columns).to_pylist()} if have else {}
+    new = [p for pid, p in unique.items() if pid not in have]
+    moved = [
+        p
+        for pid, p in unique.items()
+        if pid in placed
+        and (placed[pid]["doc_id"], placed[pid]["domain"], placed[pid]["time"])
+        != (p.doc_id, p.domain, p.time)
+    ]  # same text, new home or time
+    if new or moved:
+        stamp = times.now_iso()
+        ingested = {p.id: p.ingested_at or stamp for p in new}
+        ingested |= {p.id: placed[p.id]["ingested_at"] for p in moved}
+        store.upsert(CHUNKS, _chunk_table(new + moved, ingested))
+    stale = sorted(have - set(unique)) if prune else []
+    store.delete(CHUNKS, "id", stale)
+    return ChunkReport(total=len(unique), added=len(new), removed=len(stale))
+
+
+def read_chunks(store: LanceStore) -> list[Passage]:
+    """All chunks, sorted by id."""
+    rows = store.read(CHUNKS)
+    if rows.num_rows == 0:
+        return []
+    out = [
+        Passage(
+            r["text"], r["title"], r["doc_id"], r["domain"], r.get("time"), r.get("ingested_at")
+        )
+        for r in rows.to_pylist()
+    ]
+    return sorted(out, key=lambda p: p.id)
+
+
+# -- extraction ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExtractReport:
+    chunks: int
+    extracted: int
+    cached: int
+    failed: int
+
+
+def _payload(ex: Extraction) -> str:
+    return json.dumps(
+        {
+            "concepts": [[c.name, c.description] for c in ex.concepts],
+            "facts": [[f.subject, f.predicate, f.object, f.relation.value] for f in ex.facts],
+            "rules": [[r.text, list(r.concepts), r.category, r.confidence] for r in ex.rules],
+        },
+        ensure_ascii=False,
+    )
+
+
+def extraction_key(passage_id: str, extractor_key: str) -> str:
+    return ids.digest(passage_id, extractor_key)
+
+
+def extract_chunks(
+    store: LanceStore, extractor: Extractor, batch: int = 64, progress: Progress = no_progress
+) -> ExtractReport:
+    """Extract every chunk that has no successful extraction under this extractor's cache key."""
+    chunks = read_chunks(store)
+    key = extractor.cache_key
+    done_rows = store.read(EXTRACTIONS)
+    done: set[str] = set()
+    if done_rows.num_rows:
+        done = {
+            k
+            for k, s in zip(done_rows["key"].to_pylist(), done_rows["status"].to_pylist())
+            if s == "ok"
+        }
+    todo = [p for p in chunks if extraction_key(p.id, key) not in done]
+    failed = 0
+    for start in range(0, len(todo), batch):
+        part = todo[start : start + batch]
+        results = extractor.extract(part)
+        status = [ex.meta.get("status", "ok") for ex in results]
+        failed += sum(s != "ok" for s in status)
+        store.upsert(
+            EXTRACTIONS,
+            pa.table(
+                {
+                    "key": [extraction_key(p.id, key) for p in part],
+                    "passage_id": [p.id for p in part],
+                    "extractor": [key] * len(part),
+                    "status": status,
+                    "error": [str(ex.meta.get("error", "")) for ex in results],
+                    "payload": [_payload(ex) for ex in results],
+                }
+            ),
+            key="key",
+        )
+        progress("extract", min(start + batch, len(todo)), len(todo))
+    return ExtractReport(
+        chunks=len(chunks),
+        extracted=len(todo) - failed,
+        cached=len(chunks) - len(todo),
+        failed=failed,
+    )
+
+
+def read_extractions(
+    store: LanceStore, extractor_key: str, passage_ids: Sequence[str]
+) -> dict[str, dict]:
+    """Successful extraction payloads by passage id for this extractor."""
+    rows = store.read_where(
+        EXTRACTIONS, "key", [extraction_key(p, extractor_key) for p in passage_ids]
+    )
+    return {
+        r["passage_id"]: json.loads(r["payload"]) for r in rows.to_pylist() if r["status"] == "ok"
+    }

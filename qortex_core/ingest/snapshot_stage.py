@@ -1,0 +1,281 @@
+"""The graph_snapshot stage: graph arrays and tables assembled from the stored tables
+(:mod:`qortex_core.storage.snapshot_schema`) and published as the new latest snapshot."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from qortex_core.errors import QortexError
+from qortex_core.ingest.graph import (
+    GraphConfig,
+    GraphInput,
+    build_adjacency,
+    fact_passage_csr,
+    phrase_passage_counts,
+    phrase_text_frequency,
+)
+from qortex_core.storage import fulltext, ids
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
+from qortex_core.storage.store import (
+    CONCEPTS,
+    FACTS,
+    PASSAGES,
+    RULES,
+    SYNONYMS,
+    LanceStore,
+    arrow_to_vectors,
+)
+
+
+# -- snapshot -----------------------------------------------------------------------------
+def _vectors(table: pa.Table) -> np.ndarray:
+    if table.num_rows == 0:
+        return np.zeros((0, 1), np.float32)
+    return arrow_to_vectors(table["vector"], table.schema.field("vector").type.list_size)
+
+
+def _index_of(keys: list[str]) -> dict[str, int]:
+    return {k: i for i, k in enumerate(keys)}
+
+
+@dataclass(frozen=True)
+class SnapshotReport:
+    """A published snapshot: its name (``v000003-1a2b3c4d``), version, folder and counts."""
+
+    name: str
+    version: int
+    path: Path
+    counts: SnapshotCounts
+
+
+_SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
+
+
+def _inputs_digest(
+    versions: dict, embedding_model: str, graph_config: GraphConfig, params: dict | None
+) -> str:
+    """What a snapshot is built from: its input tables' versions, the model, weights, params."""
+    used = {name: versions.get(name) for name in _SNAPSHOT_INPUTS}
+    return ids.digest(
+        json.dumps(used, sort_keys=True, default=str),
+        embedding_model,
+        json.dumps(asdict(graph_config), sort_keys=True, default=str),
+        json.dumps(params or {}, sort_keys=True, default=str),
+    )
+
+
+def _latest_with_inputs(home: str | Path, inputs: str) -> SnapshotReport | None:
+    """The latest snapshot when it was built from ``inputs``, else None."""
+    try:
+        latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
+    except QortexError:
+        return None
+    if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
+        return None
+    path = Path(latest.path)
+    return SnapshotReport(path.name, latest.version, path, SnapshotCounts.of(latest.manifest))
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """The stored tables a snapshot is assembled from."""
+
+    passages: pa.Table
+    concepts: pa.Table
+    facts: pa.Table
+    rules: pa.Table
+    synonyms: pa.Table
+
+    def ids(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Concept id -> phrase index, passage id -> passage index."""
+        return _index_of(_column(self.concepts, "id")), _index_of(_column(self.passages, "id"))
+
+
+def _column(table: pa.Table, name: str) -> list:
+    """``table[name]`` as a list; [] for an empty table (which may lack the column)."""
+    return table[name].to_pylist() if table.num_rows else []
+
+
+def _fact_edges(
+    stored: _Stored, c_at: dict[str, int], graph_config: GraphConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(n_facts, 2) fact endpoints; one (subject, object) row per (fact, source passage);
+    the per-row relation multipliers (None when no relation weight is set)."""
+    facts = stored.facts
+    fact_nodes = np.array(
+        [
+            [c_at[s], c_at[o]]
+            for s, o in zip(_column(facts, "subject_id"), _column(facts, "object_id"))
+        ],
+        dtype=np.int32,
+    ).reshape(-1, 2)
+    counts = [len(x) for x in _column(facts, "passage_ids")]
+    fact_pairs = np.repeat(fact_nodes, counts, axis=0) if len(counts) else fact_nodes
+    relations = _column(facts, "relation") if "relation" in facts.schema.names else []
+    fact_scale = (
+        np.repeat(graph_config.relation_multipliers(relations), counts)
+        if graph_config.relation_weights and relations
+        else None
+    )
+    return fact_nodes, fact_pairs, fact_scale
+
+
+def _synonym_edges(
+    stored: _Stored, c_at: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, weight) of every synonym edge, as phrase indices."""
+    rows = stored.synonyms.to_pylist() if stored.synonyms.num_rows else []
+    return (
+        np.array([c_at[r["a"]] for r in rows], np.int64),
+        np.array([c_at[r["b"]] for r in rows], np.int64),
+        np.array([r["weight"] for r in rows], np.float32),
+    )
+
+
+def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotArrays, int, int]:
+    """Every array of the snapshot, the number of undirected edges and of passage links."""
+    c_at, p_at = stored.ids()
+    n_phr, n_pas = len(c_at), len(p_at)
+    fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, c_at, graph_config)
+    contains = np.array(  # (n_links, 2) passage index, phrase index
+        [
+            [p_at[pid], i]
+            for i, plist in enumerate(_column(stored.concepts, "passage_ids"))
+            for pid in set(plist)
+            if pid in p_at
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    synonyms = _synonym_edges(stored, c_at)
+    adj = build_adjacency(
+        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale), graph_config
+    )
+    indptr, indices = fact_passage_csr(_column(stored.facts, "passage_ids"), p_at)
+    titles, texts = _column(stored.passages, "title"), _column(stored.passages, "text")
+    arrays = SnapshotArrays(
+        # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
+        adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
+        adj_indices=adj.indices.astype(np.int32),
+        adj_data=adj.data.astype(np.float32),
+        passage_vectors=_vectors(stored.passages),
+        fact_vectors=_vectors(stored.facts),
+        fact_nodes=fact_nodes,
+        phrase_vectors=_vectors(stored.concepts),
+        phrase_passage_count=phrase_passage_counts(contains, n_phr),
+        phrase_text_frequency=phrase_text_frequency(
+            [f"{t} {x}" for t, x in zip(titles, texts)], _column(stored.concepts, "name")
+        ),
+        fact_passage_indptr=indptr,
+        fact_passage_indices=indices,
+        synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
+        synonym_weights=synonyms[2] * np.float32(graph_config.synonym_scale),
+    )
+    return arrays, int(adj.nnz // 2), len(contains)
+
+
+def _rules_table(stored: _Stored) -> pa.Table:
+    """Rules with their concepts as phrase indices and the domains of their passages."""
+    c_at, _ = stored.ids()
+    rule_rows = stored.rules.to_pylist() if stored.rules.num_rows else []
+    # rules are filtered by their passages' domains
+    p_domain = dict(zip(_column(stored.passages, "id"), _column(stored.passages, "domain")))
+    return pa.table(
+        {
+            "id": pa.array([r["id"] for r in rule_rows], pa.string()),
+            "text": pa.array([r["text"] for r in rule_rows], pa.string()),
+            "category": pa.array([r["category"] for r in rule_rows], pa.string()),
+            "confidence": pa.array([r["confidence"] for r in rule_rows], pa.float32()),
+            "concept_nodes": pa.array(
+                [[c_at[c] for c in r["concepts"] if c in c_at] for r in rule_rows],
+                pa.list_(pa.int32()),
+            ),
+            "domains": pa.array(
+                [
+                    sorted({p_domain[p] for p in r["passage_ids"] if p in p_domain})
+                    for r in rule_rows
+                ],
+                pa.list_(pa.string()),
+            ),
+        }
+    )
+
+
+def _snapshot_tables(stored: _Stored) -> SnapshotTables:
+    """The node, passage, fact and rule tables of the snapshot."""
+    concepts, passages, facts = stored.concepts, stored.passages, stored.facts
+    n_phr, n_pas = concepts.num_rows, passages.num_rows
+    passage_columns = ("id", "doc_id", "title", "text", "domain", "time", "ingested_at")
+    return SnapshotTables(
+        nodes=pa.table(
+            {
+                "id": _column(concepts, "id") + _column(passages, "id"),
+                "kind": ["phrase"] * n_phr + ["passage"] * n_pas,
+                "name": _column(concepts, "name") + _column(passages, "title"),
+            }
+        ),
+        passages=passages.drop_columns(["vector"])
+        if n_pas
+        else pa.table({k: pa.array([], pa.string()) for k in passage_columns}),
+        facts=pa.table(
+            {
+                k: pa.array(_column(facts, k), pa.string())
+                for k in ("id", "subject", "predicate", "object")
+            }
+        ),
+        rules=_rules_table(stored),
+    )
+
+
+def build_snapshot(
+    store: LanceStore,
+    home: str | Path,
+    embedding_model: str,
+    graph_config: GraphConfig = GraphConfig(),
+    params: dict | None = None,
+    force: bool = False,
+) -> SnapshotReport:
+    """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
+
+    When the latest snapshot was built from the same inputs (table versions, model, weights,
+    parameters) nothing is published and its path is returned (an unchanged re-run adds
+    nothing), unless ``force``.
+    """
+    versions = store.versions()
+    passages = store.read(PASSAGES)
+    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
+    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
+    inputs = _inputs_digest(versions, embedding_model, graph_config, params)
+    unchanged = None if force else _latest_with_inputs(home, inputs)
+    if unchanged is not None:
+        return unchanged
+    stored = _Stored(
+        passages, store.read(CONCEPTS), store.read(FACTS), store.read(RULES), store.read(SYNONYMS)
+    )
+    arrays, edges, contains = _graph_arrays(stored, graph_config)
+    tables = _snapshot_tables(stored)
+    counts = SnapshotCounts(
+        phrases=stored.concepts.num_rows,
+        passages=stored.passages.num_rows,
+        facts=len(arrays.fact_nodes),
+        rules=tables.rules.num_rows,
+        nodes=stored.concepts.num_rows + stored.passages.num_rows,
+        edges=edges,
+        synonym_edges=stored.synonyms.num_rows,
+        contains=contains,
+    )
+    manifest = {
+        "counts": counts.as_dict(),
+        "embedding_model": embedding_model,
+        "table_versions": versions,
+        "inputs_digest": inputs,
+        "params": dict(params or {}, graph=asdict(graph_config)),
+    }
+    published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
+    path = snap.publish(home, published)
+    return SnapshotReport(path.name, int(path.name[1:7]), path, counts)
