@@ -25,8 +25,9 @@ class FullTextConfig:
             + ``dense_fusion`` x min-max dense (0: off).
         text_weight: the ``text`` mode's score: (1 - this) x min-max dense + this x min-max
             BM25 (normalised-score fusion; dense alone when BM25 matches nothing).
-        text_first: the graph modes lift the best passage by that text score, not by dense
-            cosine alone (``RetrievalConfig.dense_first`` must be on).
+        text_first: the graph modes lift the best passage by that text score to first place
+            and the best dense passage to second (``RetrievalConfig.dense_first`` must be on;
+            off: the best dense passage first).
         route_text: ``auto`` sends queries that link no fact, or only weakly, to ``text``
             (dense + BM25) instead of ``dense`` / ``hybrid``.
     """
