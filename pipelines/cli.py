@@ -54,7 +54,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         raise ConfigError(
-            f"cannot write the report to {args.json}: its folder does not exist or it is a directory"
+            f"cannot write the report to {args.json}: its folder does not exist or it is a "
+            "directory"
         )
     if args.locomo:
         return _eval_locomo(args)
@@ -132,7 +133,8 @@ def _eval_locomo(args: argparse.Namespace) -> int:
 
 
 def _recognizer(args: argparse.Namespace):
-    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is configured), else None."""
+    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is
+    configured), else None."""
     if not getattr(args, "recognition", False):
         return None
     from qortex_core.query.recognition import require_recognizer
@@ -176,7 +178,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"{result.fallback}")
         return 0
     print(
-        f"query {result.query_id} on {result.snapshot} ({result.mode}){': ' + result.route if result.route else ''}"
+        f"query {result.query_id} on {result.snapshot} "
+        f"({result.mode}){': ' + result.route if result.route else ''}"
     )
     if result.fallback:
         print(f"note: {result.fallback}")
@@ -187,7 +190,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"{head} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
-            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
+            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via "
+            f"{', '.join(rule.concepts[:3])}"
         )
     return 0
 
@@ -289,7 +293,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError, StorageError, environment_errno
+    from qortex_core.errors import QortexError, StorageError, storage_error
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -306,9 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
         return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
     except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 1 if environment_errno(exc) else 2
+        named = getattr(exc, "filename", None)
+        refused = storage_error(str(named or "a file"), exc)
+        where = f" ({named})" if named else ""
+        text = str(refused) if refused else f"{exc.strerror or exc}{where}"
+        print(f"qortex: error: {_one_line(text)}", file=sys.stderr)
+        return 1 if refused else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

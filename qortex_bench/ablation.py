@@ -38,7 +38,8 @@ class Variant:
 
 
 def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]:
-    """The rows the docs show: the defaults, each component removed, damping and passage-weight sweeps."""
+    """The rows the docs show: the defaults, each component removed, damping and passage-weight
+    sweeps."""
     r = dataclasses.replace
     rows = [
         Variant("dense (same embedder)", base, mode="dense"),
@@ -75,31 +76,42 @@ def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
 
 
 def lexical_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]:
-    """The lexical channel's rows: BM25 alone, its share in hybrid, its teleport mass."""
+    """The lexical channel's rows: BM25 alone and fused with dense, and each of its uses."""
     r = dataclasses.replace
+    ft = base.fulltext
 
     def fulltext(**change) -> RetrievalConfig:
-        return r(base, fulltext=r(base.fulltext, **change))
+        return r(base, fulltext=r(ft, **change))
 
     rows = [
         Variant("lexical mode (BM25, LanceDB full-text index)", base, mode="lexical"),
-        Variant(f"hybrid mode (BM25 share {base.fulltext.hybrid_weight})", base, mode="hybrid"),
+        Variant(f"text mode (dense + BM25, share {ft.text_weight})", base, mode="text"),
+        Variant("auto mode (defaults)", base, mode="auto"),
+        Variant("auto: weak links to hybrid, none to dense", fulltext(route_text=False), "auto"),
+        Variant("dense-first instead of text-first", fulltext(text_first=False)),
+        Variant(f"hybrid mode (BM25 share {ft.hybrid_weight})", base, mode="hybrid"),
     ]
     rows += [
         Variant(f"hybrid mode, BM25 share {w}", fulltext(hybrid_weight=w), mode="hybrid")
-        for w in (0.0, 0.3, 0.5)
-        if w != base.fulltext.hybrid_weight
+        for w in (0.0, 0.5)
+        if w != ft.hybrid_weight
     ]
     rows += [
         Variant(f"BM25 passage seeds {w}", fulltext(seed_weight=w))
         for w in (0.0, 0.02, 0.1)
-        if w != base.fulltext.seed_weight
+        if w != ft.seed_weight
+    ]
+    rows += [
+        Variant(f"BM25 term in final score {w}", fulltext(final_weight=w))
+        for w in (0.0, 0.1, 0.25)
+        if w != ft.final_weight
     ]
     return rows
 
 
 def without_synonyms(snapshot: snap.Snapshot, below: float = np.inf) -> snap.Snapshot:
-    """The same snapshot with its synonym edges (those of cosine below ``below``) subtracted from the adjacency."""
+    """The same snapshot with its synonym edges (those of cosine below ``below``) subtracted from
+    the adjacency."""
     adj = snapshot.adjacency
     pairs = np.asarray(snapshot.arrays["synonym_pairs"]).reshape(-1, 2)
     weights = np.asarray(snapshot.arrays["synonym_weights"], dtype=np.float32)

@@ -21,7 +21,8 @@ class Question:
 
 
 def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
-    """``json.loads`` with a :class:`DatasetError` naming the file and line (``line``: a JSON-lines row)."""
+    """``json.loads`` with a :class:`DatasetError` naming the file and line (``line``: a JSON-lines
+    row)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -80,7 +81,8 @@ def load_corpus(path: str | Path, domain: str = "default") -> list[Passage]:
 
 
 def _context_paragraphs(row: dict) -> list | None:
-    """HotpotQA / 2Wiki rows (``context`` [[title, [sentences]]], ``supporting_facts`` [[title, i]]) as paragraphs."""
+    """HotpotQA / 2Wiki rows (``context`` [[title, [sentences]]], ``supporting_facts`` [[title, i]])
+    as paragraphs."""
     context, facts = row.get("context"), row.get("supporting_facts")
     if not isinstance(context, list) or not isinstance(facts, list):
         return None
@@ -108,7 +110,8 @@ _HOP_REF = re.compile(r"#(\d+)")
 
 
 def single_hop_rows(rows: Sequence[object], path: str | Path) -> list[dict]:
-    """MuSiQue rows turned into their single-hop sub-questions, each with its one supporting paragraph.
+    """MuSiQue rows turned into their single-hop sub-questions, each with its one supporting
+    paragraph.
 
     A step's ``#n`` is replaced by the answer of step n; steps that stay symbolic
     (``#1 >> country``) or name no paragraph are left out.
@@ -204,7 +207,8 @@ def load_questions(path: str | Path, single_hop: bool = False) -> list[Question]
 
 
 def _loose_key(title: str, text: str) -> tuple[str, str]:
-    """Title and text without any whitespace, case-folded (joined sentences may lose or gain spaces)."""
+    """Title and text without any whitespace, case-folded (joined sentences may lose or gain
+    spaces)."""
     return "".join(title.split()).casefold(), "".join(text.split()).casefold()
 
 

@@ -1,4 +1,5 @@
-"""``qortex ablation``: the ablation table of docs/ablation.md, from a home built by ``qortex eval``."""
+"""``qortex ablation``: the ablation table of docs/ablation.md, from a home built by ``qortex
+eval``."""
 
 from __future__ import annotations
 

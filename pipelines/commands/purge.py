@@ -1,6 +1,6 @@
 """``qortex purge``: deleted documents (and forgotten memories) gone from every file of a home.
 
-The library part (:func:`qortex_core.storage.purge.purge`) prunes snapshots, drops orphans,
+The library part (:func:`qortex_core.ops.purge.purge`) prunes snapshots, drops orphans,
 rewrites the LanceDB tables and cleans their old versions. This command then cleans the
 Dagster instance under the home: runs that ended before the oldest retained snapshot are
 deleted (their previews quote chunk text) and every SQLite file is vacuumed, so freed pages
@@ -45,10 +45,10 @@ def clean_dagster(dagster_home: Path, before_iso: str) -> int:
 
 
 def purge_home(home, keep: int, dagster_home: Path | None = None):
-    """Purge ``home`` (see :mod:`qortex_core.storage.purge`) and its Dagster run history."""
+    """Purge ``home`` (see :mod:`qortex_core.ops.purge`) and its Dagster run history."""
+    from qortex_core.ops.purge import purge
     from qortex_core.settings import get_settings
     from qortex_core.storage import snapshot as snap
-    from qortex_core.storage.purge import purge
     from qortex_core.storage.writer_lock import writer_lock
 
     with writer_lock(home, "qortex purge"):

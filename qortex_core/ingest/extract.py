@@ -42,7 +42,8 @@ def extraction_from_triples(
     extractor: str,
     rules: Sequence[Rule] = (),
 ) -> Extraction:
-    """Extraction whose concepts are the triples' subjects and objects (HippoRAG 2's phrase nodes)."""
+    """Extraction whose concepts are the triples' subjects and objects (HippoRAG 2's phrase
+    nodes)."""
     facts: dict[str, Fact] = {}
     concepts: dict[str, Concept] = {}
     for s, p, o in triples:
@@ -146,7 +147,8 @@ class OfflineConfig:
 
 
 class OfflineExtractor:
-    """Deterministic, network-free extraction: capitalised names, numbers and the words between them.
+    """Deterministic, network-free extraction: capitalised names, numbers and the words between
+    them.
 
     Facts link consecutive names within a sentence (the predicate is the words
     between them) and link the passage title to each name it introduces.

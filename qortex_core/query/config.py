@@ -24,6 +24,13 @@ class FullTextConfig:
             BM25 (0: off).
         final_weight: the graph modes' final score adds this x min-max BM25 to min-max PPR
             + ``dense_fusion`` x min-max dense (0: off).
+        text_weight: the ``text`` mode's score: (1 - this) x min-max dense + this x min-max
+            BM25 (normalised-score fusion; dense alone when BM25 matches nothing).
+        text_first: the graph modes lift the best passage by that text score to first place
+            and the best dense passage to second (``RetrievalConfig.dense_first`` must be on;
+            off: the best dense passage first).
+        route_text: ``auto`` sends queries that link no fact, or only weakly, to ``text``
+            (dense + BM25) instead of ``dense`` / ``hybrid``.
     """
 
     enabled: bool = True
@@ -31,6 +38,9 @@ class FullTextConfig:
     hybrid_weight: float = 0.0
     seed_weight: float = 0.0
     final_weight: float = 0.0
+    text_weight: float = 0.5
+    text_first: bool = True
+    route_text: bool = True
 
 
 @dataclass(frozen=True)

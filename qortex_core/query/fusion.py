@@ -38,16 +38,26 @@ def fuse(
     return fused.astype(np.float32), float(confidence)
 
 
-def route(best_fact_cosine: float | None, config: FusionConfig = FusionConfig()) -> tuple[str, str]:
-    """The mode ``auto`` takes and why: graph when seeds are good, hybrid when weak, dense when none."""
+_HOW = {
+    "dense": "dense retrieval",
+    "hybrid": "dense + graph fused",
+    "text": "dense + BM25 fused",
+    "hipporag": "graph walk",
+}
+
+
+def route(
+    best_fact_cosine: float | None,
+    config: FusionConfig = FusionConfig(),
+    weak: str = "hybrid",
+    none: str = "dense",
+) -> tuple[str, str]:
+    """The mode ``auto`` takes and why: the graph walk when the best linked fact reaches
+    ``graph_threshold``, ``weak`` below it, ``none`` when no fact links."""
     if best_fact_cosine is None:
-        return "dense", "auto: no seed fact linked, dense retrieval"
+        return none, f"auto: no seed fact linked, {_HOW.get(none, none)}"
     if best_fact_cosine >= config.graph_threshold:
-        return (
-            "hipporag",
-            f"auto: best fact cosine {best_fact_cosine:.2f} >= {config.graph_threshold}, graph walk",
-        )
-    return (
-        "hybrid",
-        f"auto: best fact cosine {best_fact_cosine:.2f} < {config.graph_threshold}, dense + graph fused",
-    )
+        at = f"{best_fact_cosine:.2f} >= {config.graph_threshold}"
+        return "hipporag", f"auto: best fact cosine {at}, graph walk"
+    at = f"{best_fact_cosine:.2f} < {config.graph_threshold}"
+    return weak, f"auto: best fact cosine {at}, {_HOW.get(weak, weak)}"

@@ -340,45 +340,35 @@ class Retriever:
             self._components(prof),
         )
         passages = hits.passage_hits(view, final, parts, top_k, ctx.allowed, ranking.walked, rel)
+        rules = self._rules(ctx, ranking, top_k, domains)
         if ranking.walked is None:
-            rules = rank_rules(
-                view.rule_index,
-                self._phrase_cosine(ctx.vector),
-                view.node_ids,
-                view.node_names,
-                top_k,
-                domains,
-            )
             return QueryResult(
-                ctx.text,
-                ranking.mode,
-                view.name,
-                passages,
-                fallback=ranking.note,
-                rules=rules,
-                **extra,
-            )
-        node_scores = ranking.walked.node_scores
-        rules = rank_rules(
-            view.rule_index,
-            node_scores[: view.n_phrases],
-            view.node_ids,
-            view.node_names,
-            top_k,
-            domains,
-        )
+                ctx.text, ranking.mode, view.name, passages,
+                fallback=ranking.note, rules=rules, **extra,
+            )  # fmt: skip
         return QueryResult(
-            ctx.text,
-            ranking.mode,
-            view.name,
-            passages,
-            hits.concept_hits(view, node_scores, top_k),
+            ctx.text, ranking.mode, view.name, passages,
+            hits.concept_hits(view, ranking.walked.node_scores, top_k),
             hits.seed_list(view, ranking.walked.seeding),
-            rules=rules,
-            factors_version=self.memory.factors_version,
-            fallback=ranking.note,
+            rules=rules, factors_version=self.memory.factors_version, fallback=ranking.note,
             **extra,
+        )  # fmt: skip
+
+    def _rules(
+        self,
+        ctx: modes.QueryContext,
+        ranking: modes.Ranking,
+        top_k: int,
+        domains: Sequence[str] | None,
+    ) -> list:
+        """Rules by the walk's concept scores, or by concept cosine when nothing was walked."""
+        view = self.view
+        scores = (
+            self._phrase_cosine(ctx.vector)
+            if ranking.walked is None
+            else ranking.walked.node_scores[: view.n_phrases]
         )
+        return rank_rules(view.rule_index, scores, view.node_ids, view.node_names, top_k, domains)
 
     def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
         """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""

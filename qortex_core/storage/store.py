@@ -113,7 +113,8 @@ class StoreConfig:
 
 
 def _unreadable(name: str, exc: BaseException) -> HomeError:
-    """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance table)."""
+    """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance
+    table)."""
     detail = " ".join(str(exc).split())[:200]
     return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
 

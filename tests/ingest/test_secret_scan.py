@@ -1,7 +1,7 @@
-"""The secret scan (issue 13): every format through files, JSON corpora, a file name, a query to
-the recognition LLM and the logs (including an embedding endpoint URL with a password); then
-every byte under the data home and DAGSTER_HOME, every log line and every request body the LLM
-received is searched for every secret value."""
+"""The secret scan (issue 13): every format through files, JSON corpora, a file name, an agent
+write (consolidated into the graph), a query to the recognition LLM and the logs (including an
+embedding endpoint URL with a password); then every byte under the data home and DAGSTER_HOME,
+every log line and every request body the LLM received is searched for every secret value."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pipelines.run_local import run_ingest
 from qortex_core.embed import OpenAIEmbedder, OpenAIEmbedderConfig
 from qortex_core.errors import ConfigError
 from qortex_core.llm.client import LLMConfig
+from qortex_core.memory.api import open_memory
 from qortex_core.query.recognition import LLMRecognizer, RecognitionConfig
 from qortex_core.query.retriever import Retriever
 from qortex_core.redact import MARK
@@ -73,6 +74,9 @@ def test_no_secret_in_the_home_dagster_home_logs_or_llm_requests(
     root.setLevel(logging.DEBUG)
     try:
         EMBEDDERS["session"] = embedder
+        memo = "\n".join(["Velmora agent memo."] + secret_formats.lines(s))  # an agent write
+        written = open_memory(home, embedder=embedder).remember(memo)
+        assert "Velmora agent memo." in written.text and MARK in written.text
         run_ingest(source, home, resources={"embedder": SessionEmbedder()}, progress=True)
         with RecognitionLoopback({}, api_key=KEY) as srv:
             llm = LLMConfig(model="r", base_url=srv.base_url, api_key=KEY, max_retries=0)
@@ -102,6 +106,7 @@ def test_no_secret_in_the_home_dagster_home_logs_or_llm_requests(
     assert any(p.parts[-2:] == ("dagster", "dagster.yaml") for p in files)  # DAGSTER_HOME inside
     stored = b"".join(p.read_bytes() for p in files)
     assert b"Velmora operations notes" in stored  # plain text is findable, so a leak would be
+    assert b"Velmora agent memo." in stored
     leaks = [(where, k) for where, text in places.items() for k, v in values.items() if v in text]
     leaks += [
         (str(p.relative_to(home)), k)

@@ -80,11 +80,12 @@ def test_rejection_moves_down_acceptance_moves_up_and_factors_survive_restart(ho
 
 
 def test_dense_first_passage_yields_to_rejection(tmp_path, embedder):
-    """Default ranking lifts the best dense passage to first place, unless feedback judged it down."""
+    """Default ranking lifts the best text passage (dense + BM25, the ``text`` mode's top) to
+    first place, unless feedback judged it down."""
     home = tmp_path / "home"
     ingest(home, corpus(), embedder)
     r = Retriever.open(home, embedder=embedder, memory=LIVE)
-    dense_top = r.query(QUERY, top_k=1, mode="dense").passages[0].id
+    dense_top = r.query(QUERY, top_k=1, mode="text").passages[0].id
     assert r.query(QUERY, top_k=9, mode="hipporag").passages[0].id == dense_top
     judge(r, 30, rejected=dense_top)
     r.update_factors()

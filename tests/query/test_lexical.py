@@ -88,3 +88,39 @@ def test_bm25_term_in_the_graph_modes_final_score(toy_home, embedder):
     fused = mixed.query(text, top_k=8, mode="hipporag")
     assert "lexical" in fused.passages[0].breakdown
     assert [h.score for h in fused.passages] != [h.score for h in plain.passages]
+
+
+def test_text_mode_fuses_dense_and_bm25(toy_home, embedder):
+    retriever = Retriever.open(toy_home, embedder=embedder)
+    result = retriever.query(PAINTER, top_k=8, mode="text")
+    assert result.mode == "text" and result.passages[0].title == "Ivo Lark"
+    for hit in result.passages:
+        dense = [h.breakdown["dense"] for h in result.passages]
+        lexical = [h.breakdown["lexical"] for h in result.passages]
+        lo, hi = min(dense), max(dense)  # top_k covers every toy passage: min-max over all
+        expected = 0.5 * (hit.breakdown["dense"] - lo) / (hi - lo) + 0.5 * hit.breakdown[
+            "lexical"
+        ] / max(lexical)
+        assert abs(hit.score - expected) < 1e-5
+
+
+def test_graph_modes_lift_the_best_text_passage(toy_home, embedder):
+    text = "Where was Orlan Vesk born?"
+    on = Retriever.open(toy_home, embedder=embedder)
+    top = on.query(text, top_k=1, mode="text").passages[0].id
+    best_dense = on.query(text, top_k=1, mode="dense").passages[0].id
+    walked = [h.id for h in on.query(text, top_k=5, mode="hipporag").passages]
+    assert walked[0] == top and best_dense in walked[:2]  # the best dense passage stays in 2
+    off = Retriever.open(toy_home, embedder=embedder, config=_with(text_first=False))
+    dense_top = off.query(text, top_k=1, mode="dense").passages[0].id
+    assert off.query(text, top_k=5, mode="hipporag").passages[0].id == dense_top
+
+
+def test_auto_routes_weak_links_to_text(toy_home, embedder):
+    text = "zxqv blorf painter"  # links no fact above the threshold; BM25 matches "painter"
+    result = Retriever.open(toy_home, embedder=embedder).query(text, top_k=3)
+    assert result.mode == "text" and result.route.endswith("dense + BM25 fused")
+    assert result.passages[0].title == "Ivo Lark"
+    plain = Retriever.open(toy_home, embedder=embedder, config=_with(route_text=False))
+    old = plain.query(text, top_k=3)
+    assert old.mode in ("dense", "hybrid") and "BM25" not in old.route

@@ -11,6 +11,7 @@ from pathlib import Path
 from pipelines.cli import main
 from pipelines.resources import EmbedderResource
 from pipelines.run_local import run_ingest
+from qortex_core.memory.api import open_memory
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore
@@ -48,11 +49,16 @@ def test_purge_removes_a_deleted_documents_text_from_every_file(
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     EMBEDDERS["session"] = embedder
     resources = {"embedder": SessionEmbedder()}
+    memory = open_memory(home, embedder=embedder)
+    recalled = "Quennel" + secrets.token_hex(6)  # a written memory, forgotten below
+    record = memory.remember(f"{recalled} keeps the spare Orion Pump seals in locker 7.")
     run_ingest(source, home, resources=resources, progress=False)
-    assert _holders(home, word)  # stored: tables, snapshot, run history
+    assert _holders(home, word) and _holders(home, recalled)  # tables, snapshot, run history
     (source / "plans.md").unlink()
+    memory.forget(record.id)
     second = run_ingest(source, home, resources=resources, progress=False)
-    assert second.summary["deleted_documents"] == 1
+    assert second.summary["deleted_documents"] == 2  # the file and the forgotten memory
+    assert _holders(home, recalled)  # the forgotten memory's text lingers too
     lingering = _holders(home, word)
     assert any("lancedb" in p for p in lingering)  # old versions and fragments keep the text
     assert any(p.startswith("dagster") for p in lingering)  # and the run history's previews
@@ -63,6 +69,8 @@ def test_purge_removes_a_deleted_documents_text_from_every_file(
     assert report["removed"] and report["kept"] == [snap.latest_name(home)]
     assert report["orphans_removed"]["extractions"] >= 1
     assert _holders(home, word) == []  # gone from every file under the home
+    assert _holders(home, recalled) == [] and report["orphans_removed"]["memories"] >= 1
+    assert [r.op for r in open_memory(home, embedder=embedder).history(record.id)][-1] == "forget"
 
     retriever = Retriever.open(home, embedder=embedder)
     hits = retriever.query("Who services the Orion Pump?", top_k=1).passages

@@ -14,6 +14,7 @@ import numpy as np
 
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.linking import Seeding, seed
+from qortex_core.query.seeding import min_max
 from qortex_core.query.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:
@@ -90,6 +91,19 @@ class QueryContext:
             limit = self.config.fulltext.candidates
             self.extras["lexical"] = self.lexical_index.scores(self.text, limit)
         return self.extras["lexical"]
+
+    def text_scores(self) -> np.ndarray:
+        """(n_passages,) dense and BM25 fused (``fulltext.text_weight``); dense when BM25 is
+        off, absent or matches nothing."""
+        if "text" not in self.extras:
+            bm25, weight = self.lexical(), self.config.fulltext.text_weight
+            if bm25 is None or bm25.max() <= 0 or weight <= 0:
+                self.extras["text"] = self.dense
+            else:
+                self.extras["text"] = ((1.0 - weight) * min_max(self.dense)) + weight * min_max(
+                    bm25
+                )  # (n_passages,)
+        return self.extras["text"]
 
     def seeding(self) -> Seeding:
         """The walk's seeding for this query (linked facts, concept weights, teleport)."""

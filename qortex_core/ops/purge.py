@@ -1,21 +1,23 @@
-"""Purge: make deleted data gone from disk, not only from the next snapshot.
+"""Purge: make deleted and forgotten data gone from disk, not only from the next snapshot.
 
 LanceDB keeps old table versions, and a row deleted from a table stays in its data file
 (hidden by a deletion file) until the file is rewritten. ``purge`` therefore:
 
 1. prunes snapshots to the ``keep`` newest (LATEST always kept);
 2. deletes orphans: cached extractions of chunks that no longer exist (their concept and
-   fact names are text of the deleted document);
+   fact names are text of the deleted document), and blanks the text and vector of every
+   revision of a forgotten memory (the revision rows stay, as history);
 3. rewrites every table from its current rows (new data files hold only live rows; the
    full-text index of ``passage_text`` is rebuilt) and re-pins the latest snapshot to the
    rewritten ``passage_text`` version (same rows, so the same BM25 statistics);
 4. cleans old versions: every version older than the oldest version an older retained
    snapshot pins is removed (with ``keep`` 1, every old version).
 
-A process that has a table open at a cleaned version (a long-running retriever) reopens
-it to see the rewritten one. Text of a deleted document therefore survives only inside a retained older snapshot that
-still holds it. The Dagster run history (its previews quote chunk text) is cleaned by the
-``qortex purge`` command (``pipelines/commands/purge.py``): the library never imports Dagster.
+A process that has a table open at a cleaned version (a long-running retriever) reopens it
+to see the rewritten one. Text of a deleted document therefore survives only inside a retained
+older snapshot that still holds it. The Dagster run history (its previews quote chunk text) is
+cleaned by the ``qortex purge`` command (``pipelines/commands/purge.py``): the library never
+imports Dagster.
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.memory.records import MEMORIES
 from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.retention import prune_snapshots
-from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore
+from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore, vectors_to_arrow
 from qortex_core.storage.writer_lock import writer_lock
 
 
@@ -65,15 +72,55 @@ def _drop_orphans(store: LanceStore) -> dict[str, int]:
     return {EXTRACTIONS: len(dead)}
 
 
-def _rewrite(store: LanceStore, name: str) -> int:
-    """Rewrite ``name`` from its live rows (a new version with fresh data files)."""
-    rows = store.open_latest(name).to_arrow()
-    store.replace(name, rows)
-    table = store.open_latest(name)
-    if name == fulltext.PASSAGE_TEXT and rows.num_rows:
-        from lancedb.index import FTS
+def _scrub_forgotten(store: LanceStore) -> int:
+    """Forgotten memories' text and vectors blanked in every revision; rows scrubbed.
 
-        table.create_index("text", config=FTS(with_position=False), replace=True)
+    The revision rows stay (the history keeps that a record existed and was forgotten); their
+    ``text`` becomes "" and their vector zeros, so the words leave the table's live rows and,
+    after the rewrite and cleanup, every file.
+    """
+    if MEMORIES not in store.table_names():
+        return 0
+    rows = store.open_latest(MEMORIES).to_arrow()
+    newest: dict[str, tuple[int, str]] = {}
+    for rid, rev, op in zip(
+        rows["id"].to_pylist(), rows["revision"].to_pylist(), rows["op"].to_pylist()
+    ):
+        if rid not in newest or rev > newest[rid][0]:
+            newest[rid] = (rev, op)
+    gone = sorted(rid for rid, (_, op) in newest.items() if op == "forget")
+    mask = pc.and_(
+        pc.is_in(rows["id"], value_set=pa.array(gone, pa.string())),
+        pc.not_equal(rows["text"], ""),
+    )
+    scrubbed = int(pc.sum(mask).as_py() or 0)
+    if not scrubbed:
+        return 0
+    text = pc.if_else(mask, pa.scalar("", rows.schema.field("text").type), rows["text"])
+    vectors = rows["vector"].combine_chunks()
+    dim = vectors.type.list_size
+    flat = np.asarray(vectors.values.to_numpy(zero_copy_only=False)).reshape(-1, dim).copy()
+    flat[np.asarray(mask.to_numpy(zero_copy_only=False), bool)] = 0.0  # (n, dim)
+    rows = rows.set_column(rows.schema.get_field_index("text"), "text", text)
+    rows = rows.set_column(rows.schema.get_field_index("vector"), "vector", vectors_to_arrow(flat))
+    store.replace(MEMORIES, rows)
+    return scrubbed
+
+
+def _rewrite(store: LanceStore, name: str) -> int:
+    """Rewrite ``name`` from its live rows (a new version with fresh data files).
+
+    Full-text indexes are rebuilt on the same columns (an overwrite drops them).
+    """
+    from lancedb.index import FTS
+
+    table = store.open_latest(name)
+    fts = [list(i.columns) for i in table.list_indices() if i.index_type == "FTS"]
+    store.replace(name, table.to_arrow())
+    table = store.open_latest(name)
+    if table.count_rows():
+        for columns in fts:  # FTS() defaults, as the tables that have one build it
+            table.create_index(columns[0], config=FTS(), replace=True)
         table = store.open_latest(name)
     return int(table.version)
 
@@ -117,7 +164,7 @@ def purge(home: str | Path, keep: int = 1) -> PurgeReport:
     with writer_lock(home, "qortex purge"):
         pruned = prune_snapshots(home, keep, optimize=False)
         store = LanceStore.open(home)
-        orphans = _drop_orphans(store)
+        orphans = {**_drop_orphans(store), MEMORIES: _scrub_forgotten(store)}
         since = _older_created(home, pruned.kept)
         age = dt.timedelta(0)
         if since:
