@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from qortex_core.query import fusion
 from qortex_core.query.ppr import PPRConfig
+from qortex_core.query.relevance import RelevanceConfig
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class RetrievalConfig:
         recognition_candidates: facts shown to an optional recognition filter that does not say
             itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES;
             HippoRAG 2: 5).
+        relevance: the cosine -> [0, 1] relevance map every hit carries
+            (:mod:`qortex_core.query.relevance`).
+        min_relevance: a query whose best passage is less relevant than this answers
+            ``no_answer`` with no passages (0: never abstain); a query may set its own.
     """
 
     fact_top_k: int = 3
@@ -89,3 +94,5 @@ class RetrievalConfig:
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
     recognition_candidates: int = 5
     fulltext: FullTextConfig = FullTextConfig()
+    relevance: RelevanceConfig = RelevanceConfig()
+    min_relevance: float = 0.5
