@@ -184,7 +184,8 @@ class Retriever:
         result = self.search(clean, vector, top_k, mode, domains, profile, since=since, until=until)
         if self.fresh is not None:  # the hook: written memories not yet in the snapshot
             window = validate_window(since, until)
-            found = self.fresh.search(vector, clean, top_k, domains, window)
+            with _blas_controller().limit(limits=1, user_api="blas"):
+                found = self.fresh.search(vector, clean, top_k, domains, window)
             result = self.fresh.merge(result, found, top_k)
         self.memory.record(
             result.query_id,
