@@ -16,6 +16,7 @@ BODIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BODIES))
 def test_a_malformed_dagster_yaml_is_one_line_naming_it(
     case, toy_home, tmp_path, capsys, monkeypatch
