@@ -76,9 +76,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ),
         progress=Progress(),
         recognizer=recognizer,
+        retrieval_config=_retrieval_config(args),
     )
+    if args.offtopic:
+        report["offtopic"] = _offtopic(args, home, report["results"])
     emit_report(report, args.json)
     return 0
+
+
+def _retrieval_config(args: argparse.Namespace):
+    """Retrieval defaults, with ``--min-relevance`` when given."""
+    from qortex_core.query.config import RetrievalConfig
+    from qortex_core.query.relevance import threshold
+
+    if args.min_relevance is None:
+        return RetrievalConfig()
+    return RetrievalConfig(min_relevance=threshold(args.min_relevance, 0.0))
+
+
+def _offtopic(args: argparse.Namespace, home: Path, results: dict) -> dict:
+    """``--offtopic [FILE]``: share of unanswerable queries each mode answers with no_answer."""
+    from qortex_bench.abstention import OFFTOPIC_QUERIES, abstention, load_queries
+    from qortex_core.query.retriever import Retriever
+
+    path = OFFTOPIC_QUERIES if args.offtopic == "bundled" else Path(args.offtopic)
+    queries = load_queries(path)
+    retriever = Retriever.open(home, config=_retrieval_config(args))
+    return {"file": str(path), **abstention(retriever, queries, tuple(results))}
 
 
 def _eval_locomo(args: argparse.Namespace) -> int:
@@ -87,15 +111,24 @@ def _eval_locomo(args: argparse.Namespace) -> int:
     from qortex_core.errors import ConfigError
     from qortex_core.query import modes
 
-    if args.questions or args.corpus or args.openie or args.extractor == "recorded":
-        raise ConfigError("--locomo takes no --questions, --corpus or --openie (offline extractor)")
+    if (
+        args.questions
+        or args.corpus
+        or args.openie
+        or args.offtopic
+        or args.extractor == "recorded"
+    ):
+        raise ConfigError(
+            "--locomo takes no --questions, --corpus, --openie or --offtopic (offline extractor)"
+        )
     setup = LocomoSetup(
         tuple(Path(f) for f in args.locomo),
         Path(args.home) if args.home else Path(".qortex-eval") / "locomo",
         args.modes or modes.names(),
         args.k,
     )
-    emit_report(run_locomo(setup, progress=Progress()), args.json)
+    report = run_locomo(setup, progress=Progress(), retrieval_config=_retrieval_config(args))
+    emit_report(report, args.json)
     return 0
 
 
@@ -131,6 +164,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         profile=args.profile,
         since=args.since,
         until=args.until,
+        min_relevance=args.min_relevance,
     )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
@@ -139,6 +173,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         from dataclasses import asdict
 
         print(json.dumps(asdict(result), indent=2))
+        return 0
+    if result.no_answer:  # one line: nothing relevant (the reason is in the note)
+        print(f"{result.fallback}")
         return 0
     print(
         f"query {result.query_id} on {result.snapshot} "
@@ -149,7 +186,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
         when = f" ({hit.time[:10]})" if hit.time else ""
-        print(f"{n:2d}. [{hit.score:.4f}] {hit.id}{when} {hit.title}: {hit.text[:100]}{via}")
+        head = f"{n:2d}. [{hit.score:.4f}] rel {hit.relevance:.2f} {hit.id}{when}"
+        print(f"{head} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
             f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via "
@@ -181,6 +219,19 @@ def _add_eval(sub: Any, modes: Any) -> None:
         f"{','.join(modes.eval_defaults())}; with --locomo: all)",
     )
     ev.add_argument("--k", type=csv_of(strict_int, "list of integers"), default=(1, 2, 5, 10))
+    ev.add_argument(
+        "--min-relevance",
+        type=float,
+        help="abstention threshold for every query (default: RetrievalConfig.min_relevance)",
+    )
+    ev.add_argument(
+        "--offtopic",
+        nargs="?",
+        const="bundled",
+        metavar="FILE",
+        help="also ask queries nothing answers (default file: 50 gibberish/off-topic) and "
+        "report the share answered with no_answer",
+    )
     ev.add_argument("--home")
     ev.add_argument("--json")
     ev.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
@@ -208,6 +259,12 @@ def _add_query(sub: Any, modes: Any) -> None:
     q.add_argument("--domain", action="append")
     q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
     q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
+    q.add_argument(
+        "--min-relevance",
+        type=float,
+        help="answer 'no answer' when no passage is this relevant (0..1; 0: never; "
+        "default: RetrievalConfig.min_relevance)",
+    )
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)

@@ -20,9 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
-from qortex_core.ingest.source_files import check_text, load_json, read_bounded
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
+from qortex_core.storage.source_files import check_text, load_json, read_bounded
 from qortex_core.storage.store import Store
 
 DOCUMENTS = "documents"

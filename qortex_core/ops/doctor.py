@@ -86,7 +86,7 @@ def check_tables(home: Path) -> tuple[list[Check], dict[str, int]]:
             )
         ], {}
     try:
-        store = LanceStore.open(home)
+        store = LanceStore.open_reader(home)  # a read-only home is diagnosed, not refused
         names = store.table_names()
     except (QortexError, OSError, RuntimeError, ValueError) as exc:
         return [Check("tables", False, f"cannot list the LanceDB tables: {_one_line(exc)}")], {}

@@ -1,7 +1,7 @@
 """Snapshots whose checksums pass but whose manifest lies: truncated, not an object, missing an
 array or table from its file list, missing or mistyped counts, counts that disagree with the
-arrays, a file entry that escapes the folder. The query falls back to the older good snapshot and says why; with none, one line, exit
-2; ``qortex doctor`` names the problem and exits 1.
+arrays, a file entry that escapes the folder. The query falls back to the older good snapshot
+and says why; with none, one line, exit 2; ``qortex doctor`` names the problem and exits 1.
 """
 
 from __future__ import annotations

@@ -103,6 +103,7 @@ def test_a_file_growing_past_the_limit_is_read_only_up_to_the_bound(tmp_path):
     assert str(box.get("error")) == "larger than 1000 bytes"
 
 
+@pytest.mark.slow
 def test_ingest_skips_hostile_files_and_publishes_the_rest(tmp_path, capsys, monkeypatch):
     src = tmp_path / "src"
     src.mkdir()
