@@ -80,7 +80,13 @@ def time_remember(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> d
         start = time.perf_counter()
         mem.remember(text)
         spent.append(time.perf_counter() - start)
-    return percentiles(spent)
+    embed = []
+    for n in range(config.writes):  # the embedder alone, on the same kind of text
+        text = synthetic_fact(50_000 + n, rng)
+        start = time.perf_counter()
+        mem.embedder.embed([text])
+        embed.append(time.perf_counter() - start)
+    return percentiles(spent) | {"embed_only_p50_ms": percentiles(embed)["p50_ms"]}
 
 
 def time_visible(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> dict:
@@ -128,7 +134,15 @@ def time_search(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> dic
             result = mem.search(query, top_k=10)
             spent.append(time.perf_counter() - begin)
             tiers.append(sum(h.tier == "fresh" for h in result.passages))
-        out[label] = percentiles(spent) | {"fresh_hits_per_query": float(np.mean(tiers))}
+        embed = []
+        for query in queries:
+            begin = time.perf_counter()
+            mem.embedder.embed([query])
+            embed.append(time.perf_counter() - begin)
+        out[label] = percentiles(spent) | {
+            "query_embed_p50_ms": percentiles(embed)["p50_ms"],
+            "fresh_hits_per_query": float(np.mean(tiers)),
+        }
     return out
 
 

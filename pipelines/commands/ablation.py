@@ -7,6 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+from pipelines.parsing import csv_of, strict_int
+
 
 def cmd_ablation(args: argparse.Namespace) -> int:
     from qortex_bench.ablation import default_variants, markdown_table, run_ablation
@@ -37,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--home", required=True, help="a data home built by `qortex eval` on the same corpus"
     )
-    p.add_argument("--k", type=lambda t: tuple(int(x) for x in t.split(",")), default=(1, 2, 5, 10))
+    p.add_argument("--k", type=csv_of(strict_int, "list of integers"), default=(1, 2, 5, 10))
     p.add_argument(
         "--single-hop",
         action="store_true",
