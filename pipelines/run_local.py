@@ -48,6 +48,9 @@ FALLBACK_YAML = """run_coordinator:
 concurrency:
   runs:
     max_concurrent_runs: 2
+    tag_concurrency_limits:
+      - key: qortex/writer
+        limit: 1
   pools:
     default_limit: 1
 telemetry:

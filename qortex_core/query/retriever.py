@@ -190,7 +190,8 @@ class Retriever:
         )  # fmt: skip
         if self.fresh is not None:  # the hook: written memories not yet in the snapshot
             window = validate_window(since, until)
-            found = self.fresh.search(vector, clean, top_k, domains, window)
+            with _blas_controller().limit(limits=1, user_api="blas"):
+                found = self.fresh.search(vector, clean, top_k, domains, window)
             rel = relevance.of_fresh(self.config.relevance)  # the same calibration
             result = self.fresh.merge(result, found, top_k, relevance=rel)
             result = relevance.settle(
