@@ -151,6 +151,7 @@ def run_memory_bench(config: MemoryBenchConfig, snapshot_dir: Path | None = None
     ``snapshot_dir`` so searches also walk a snapshot)."""
     import qortex_core
     from qortex_core.embed import make_embedder
+    from qortex_core.storage import snapshot as snap
 
     embedder = make_embedder()
     if snapshot_dir is not None:
@@ -160,7 +161,7 @@ def run_memory_bench(config: MemoryBenchConfig, snapshot_dir: Path | None = None
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "embedder": embedder.name,
-        "snapshot": snapshot_dir is not None,
+        "snapshot": bool(snap.list_versions(config.home)),
         "remember": time_remember(mem, config, rng),
         "remember_to_searchable": time_visible(mem, config, rng),
     }
