@@ -10,6 +10,7 @@ from typing import Sequence
 
 from qortex_core.errors import DatasetError
 from qortex_core.storage.model import Passage
+from qortex_core.storage.source_files import read_bounded
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,18 @@ def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
         raise DatasetError(f"{what} file {path} is JSON nested too deeply to parse") from None
 
 
+DATASET_MAX_BYTES = 4 << 30  # a dataset file larger than 4 GiB is refused, not read
+
+
 def _read_json_list(path: str | Path, what: str) -> list:
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{what} path is a directory, not a file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    if not path.exists():
+        raise DatasetError(f"{what} file not found: {path}")
+    if path.is_dir():
+        raise DatasetError(f"{what} path is a directory, not a file: {path}")
+    try:  # never blocks on a FIFO, never reads without a bound
+        raw = read_bounded(path, DATASET_MAX_BYTES).data.decode("utf-8")
+    except ValueError as exc:  # UnicodeDecodeError included
         raise DatasetError(f"{what} file {path} is not readable text: {exc}") from None
     data = (
         _parse_json(raw, path, what)
