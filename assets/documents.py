@@ -1,6 +1,8 @@
 """``documents``: the source directory's files and the agent's written memories, hashed, with
 additions, changes and deletions."""
 
+from pathlib import Path
+
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from assets.reporting import markdown_table
@@ -8,6 +10,7 @@ from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import DatasetError
 from qortex_core.ingest.documents import DocumentSet, load_documents, sync_documents
 from qortex_core.memory.consolidate import memory_documents, stored_file_documents
+from qortex_core.storage.writer_lock import ensure_no_other_writer
 
 
 def _files(source: SourceResource, db) -> DocumentSet:
@@ -35,6 +38,8 @@ def documents(
     source: SourceResource,
     store: StoreResource,
 ) -> MaterializeResult:
+    # a run from the UI, a schedule or a sensor stops here while `qortex ingest` writes the home
+    ensure_no_other_writer(store.home if "://" in store.home else Path(store.home).expanduser())
     db = store.open()
     found = _files(source, db)
     memories = memory_documents(db)

@@ -1,4 +1,5 @@
-"""``embeddings``: passages, concepts, facts and rules tables with vectors (cached by model and text)."""
+"""``embeddings``: passages, concepts, facts and rules tables with vectors (cached by model and
+text)."""
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
@@ -11,7 +12,8 @@ from qortex_core.ingest.stages import embed_index, upstream_of
     group_name="ingest",
     kinds={"lancedb"},
     deps=[upstream_of("embeddings")],
-    description="Vectors for passages, concepts, facts and rules; only texts never embedded before are sent.",
+    description="Vectors for passages, concepts, facts and rules; only texts never embedded before "
+    "are sent.",
 )
 def embeddings(
     context: AssetExecutionContext,

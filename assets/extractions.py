@@ -1,4 +1,5 @@
-"""``extractions``: concepts, typed relations and rules for every chunk not yet extracted (pool "llm")."""
+"""``extractions``: concepts, typed relations and rules for every chunk not yet extracted (pool
+"llm")."""
 
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
@@ -15,7 +16,8 @@ COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "cost_usd", "failures
     kinds={"openai", "lancedb"},
     deps=[upstream_of("extractions")],
     pool="llm",
-    description="OpenIE per chunk, cached by (chunk hash, model, prompt version); failures recorded and retried.",
+    description="OpenIE per chunk, cached by (chunk hash, model, prompt version); failures "
+    "recorded and retried.",
 )
 def extractions(
     context: AssetExecutionContext, store: StoreResource, extractor: ExtractorResource

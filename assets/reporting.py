@@ -1,4 +1,5 @@
-"""How assets report: throttled progress into the Dagster log, and markdown previews for metadata."""
+"""How assets report: throttled progress into the Dagster log, and markdown previews for
+metadata."""
 
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.json and (Path(args.json).is_dir() or not Path(args.json).resolve().parent.is_dir()):
         raise ConfigError(
-            f"cannot write the report to {args.json}: its folder does not exist or it is a directory"
+            f"cannot write the report to {args.json}: its folder does not exist or it is a "
+            "directory"
         )
     if args.locomo:
         return _eval_locomo(args)
@@ -75,9 +76,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ),
         progress=Progress(),
         recognizer=recognizer,
+        retrieval_config=_retrieval_config(args),
     )
+    if args.offtopic:
+        report["offtopic"] = _offtopic(args, home, report["results"])
     emit_report(report, args.json)
     return 0
+
+
+def _retrieval_config(args: argparse.Namespace):
+    """Retrieval defaults, with ``--min-relevance`` when given."""
+    from qortex_core.query.config import RetrievalConfig
+    from qortex_core.query.relevance import threshold
+
+    if args.min_relevance is None:
+        return RetrievalConfig()
+    return RetrievalConfig(min_relevance=threshold(args.min_relevance, 0.0))
+
+
+def _offtopic(args: argparse.Namespace, home: Path, results: dict) -> dict:
+    """``--offtopic [FILE]``: share of unanswerable queries each mode answers with no_answer."""
+    from qortex_bench.abstention import OFFTOPIC_QUERIES, abstention, load_queries
+    from qortex_core.query.retriever import Retriever
+
+    path = OFFTOPIC_QUERIES if args.offtopic == "bundled" else Path(args.offtopic)
+    queries = load_queries(path)
+    retriever = Retriever.open(home, config=_retrieval_config(args))
+    return {"file": str(path), **abstention(retriever, queries, tuple(results))}
 
 
 def _eval_locomo(args: argparse.Namespace) -> int:
@@ -86,20 +111,30 @@ def _eval_locomo(args: argparse.Namespace) -> int:
     from qortex_core.errors import ConfigError
     from qortex_core.query import modes
 
-    if args.questions or args.corpus or args.openie or args.extractor == "recorded":
-        raise ConfigError("--locomo takes no --questions, --corpus or --openie (offline extractor)")
+    if (
+        args.questions
+        or args.corpus
+        or args.openie
+        or args.offtopic
+        or args.extractor == "recorded"
+    ):
+        raise ConfigError(
+            "--locomo takes no --questions, --corpus, --openie or --offtopic (offline extractor)"
+        )
     setup = LocomoSetup(
         tuple(Path(f) for f in args.locomo),
         Path(args.home) if args.home else Path(".qortex-eval") / "locomo",
         args.modes or modes.names(),
         args.k,
     )
-    emit_report(run_locomo(setup, progress=Progress()), args.json)
+    report = run_locomo(setup, progress=Progress(), retrieval_config=_retrieval_config(args))
+    emit_report(report, args.json)
     return 0
 
 
 def _recognizer(args: argparse.Namespace):
-    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is configured), else None."""
+    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is
+    configured), else None."""
     if not getattr(args, "recognition", False):
         return None
     from qortex_core.query.recognition import require_recognizer
@@ -129,6 +164,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         profile=args.profile,
         since=args.since,
         until=args.until,
+        min_relevance=args.min_relevance,
     )
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
@@ -138,18 +174,25 @@ def cmd_query(args: argparse.Namespace) -> int:
 
         print(json.dumps(asdict(result), indent=2))
         return 0
+    if result.no_answer:  # one line: nothing relevant (the reason is in the note)
+        print(f"{result.fallback}")
+        return 0
     print(
-        f"query {result.query_id} on {result.snapshot} ({result.mode}){': ' + result.route if result.route else ''}"
+        f"query {result.query_id} on {result.snapshot} "
+        f"({result.mode}){': ' + result.route if result.route else ''}"
     )
     if result.fallback:
         print(f"note: {result.fallback}")
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
         when = f" ({hit.time[:10]})" if hit.time else ""
-        print(f"{n:2d}. [{hit.score:.4f}] {hit.id}{when} {hit.title}: {hit.text[:100]}{via}")
+        tier = " fresh" if hit.tier == "fresh" else ""  # written, not yet consolidated
+        head = f"{n:2d}. [{hit.score:.4f}] rel {hit.relevance:.2f}{tier} {hit.id}{when}"
+        print(f"{head} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
-            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via {', '.join(rule.concepts[:3])}"
+            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via "
+            f"{', '.join(rule.concepts[:3])}"
         )
     return 0
 
@@ -177,6 +220,19 @@ def _add_eval(sub: Any, modes: Any) -> None:
         f"{','.join(modes.eval_defaults())}; with --locomo: all)",
     )
     ev.add_argument("--k", type=csv_of(strict_int, "list of integers"), default=(1, 2, 5, 10))
+    ev.add_argument(
+        "--min-relevance",
+        type=float,
+        help="abstention threshold for every query (default: RetrievalConfig.min_relevance)",
+    )
+    ev.add_argument(
+        "--offtopic",
+        nargs="?",
+        const="bundled",
+        metavar="FILE",
+        help="also ask queries nothing answers (default file: 50 gibberish/off-topic) and "
+        "report the share answered with no_answer",
+    )
     ev.add_argument("--home")
     ev.add_argument("--json")
     ev.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
@@ -204,6 +260,12 @@ def _add_query(sub: Any, modes: Any) -> None:
     q.add_argument("--domain", action="append")
     q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
     q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
+    q.add_argument(
+        "--min-relevance",
+        type=float,
+        help="answer 'no answer' when no passage is this relevant (0..1; 0: never; "
+        "default: RetrievalConfig.min_relevance)",
+    )
     q.add_argument("--home")
     q.add_argument("--json", action="store_true")
     q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
@@ -232,7 +294,7 @@ def _one_line(message: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from qortex_core.errors import QortexError, StorageError, environment_errno
+    from qortex_core.errors import QortexError, StorageError, storage_error
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
@@ -249,9 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qortex: error: {_one_line(exc)}", file=sys.stderr)
         return 1 if isinstance(exc, StorageError) else 2  # 1: the machine refused, 2: bad input
     except OSError as exc:  # the environment (disk full, permissions, a path that is a file)
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"qortex: error: {_one_line(exc.strerror or exc)}{where}", file=sys.stderr)
-        return 1 if environment_errno(exc) else 2
+        named = getattr(exc, "filename", None)
+        refused = storage_error(str(named or "a file"), exc)
+        where = f" ({named})" if named else ""
+        text = str(refused) if refused else f"{exc.strerror or exc}{where}"
+        print(f"qortex: error: {_one_line(text)}", file=sys.stderr)
+        return 1 if refused else 2
     except KeyboardInterrupt:
         print("qortex: interrupted", file=sys.stderr)
         return 130

@@ -2,13 +2,17 @@
 
 Configuration is read from the environment when :func:`build_definitions` runs:
 
-- ``QORTEX_HOME``: data home (default ``~/.qortex``; a local path or ``s3://``/``gs://``/``az://`` URI);
+- ``QORTEX_HOME``: data home (default ``~/.qortex``; a local path or ``s3://``/``gs://``/``az://``
+URI);
   ``QORTEX_SNAPSHOT_HOME``: snapshot folder when the home is a URI.
-- ``QORTEX_SOURCE_DIR`` (default ``samples/docs``), ``QORTEX_DOMAIN`` (fixed domain; default: first folder).
-- ``QORTEX_EXTRACTOR``: ``auto`` (default: ``llm`` if a key or base URL is set, else ``offline``), ``llm``,
+- ``QORTEX_SOURCE_DIR`` (default ``samples/docs``), ``QORTEX_DOMAIN`` (fixed domain; default: first
+folder).
+- ``QORTEX_EXTRACTOR``: ``auto`` (default: ``llm`` if a key or base URL is set, else ``offline``),
+``llm``,
   ``offline``, ``recorded`` with ``QORTEX_OPENIE``; ``QORTEX_LLM_MODEL``, ``QORTEX_LLM_BASE_URL``,
   ``QORTEX_LLM_API_KEY`` (or ``OPENAI_API_KEY``) as Dagster ``EnvVar``.
-- ``QORTEX_EMBEDDER`` (``bundled``, ``st:PATH``, ``openai:MODEL``), ``QORTEX_EMBED_BASE_URL``, ``QORTEX_EMBED_API_KEY``.
+- ``QORTEX_EMBEDDER`` (``bundled``, ``st:PATH``, ``openai:MODEL``), ``QORTEX_EMBED_BASE_URL``,
+``QORTEX_EMBED_API_KEY``.
 - ``QORTEX_EXECUTOR`` (``in_process`` | ``multiprocess``), ``QORTEX_MAX_CONCURRENT``.
 - ``QORTEX_INGEST_CRON``, ``QORTEX_INGEST_TIMEZONE``, ``QORTEX_SCHEDULE=on``, ``QORTEX_SENSOR=on``,
   ``QORTEX_SENSOR_INTERVAL_S``.

@@ -50,6 +50,9 @@ def make_executor(env: Mapping[str, str]) -> ExecutorDefinition:
     )
 
 
+WRITER_TAG = "qortex/writer"  # dagster.yaml limits runs with this tag to one at a time
+
+
 def make_ingest_job(env: Mapping[str, str]) -> Any:
     """Every ingestion asset and its checks, on the configured executor.
 
@@ -61,4 +64,5 @@ def make_ingest_job(env: Mapping[str, str]) -> Any:
         selection=AssetSelection.groups("ingest"),
         executor_def=make_executor(env),
         description=" -> ".join(STAGE_NAMES),
+        tags={WRITER_TAG: "ingest"},  # queued runs of it go one at a time (dagster.yaml)
     )

@@ -11,7 +11,8 @@ from qortex_core.ingest.stages import STAGE_NAMES
 
 
 class _StderrProgress(logging.Handler):
-    """Asset step ends, check results, failures and the assets' own INFO/WARNING lines, compactly."""
+    """Asset step ends, check results, failures and the assets' own INFO/WARNING lines,
+    compactly."""
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "dagster_meta", None) or {}

@@ -30,7 +30,8 @@ _embedders_lock = threading.Lock()
 
 
 def shared_embedder(spec: str, base_url: str = "", api_key: str = "") -> Embedder:
-    """One embedder per (spec, endpoint) per process, so a model loads once however many runs use it."""
+    """One embedder per (spec, endpoint) per process, so a model loads once however many runs use
+    it."""
     with _embedders_lock:
         key = (spec, base_url)
         if key not in _embedders:
@@ -46,7 +47,8 @@ def shared_embedder(spec: str, base_url: str = "", api_key: str = "") -> Embedde
 
 
 class StoreResource(ConfigurableResource):
-    """The data home: LanceDB tables (a local folder or an object-store URI) and the snapshot folder.
+    """The data home: LanceDB tables (a local folder or an object-store URI) and the snapshot
+    folder.
 
     Attributes:
         home: local path or URI (``s3://``, ``gs://``, ``az://``) of the data home.
@@ -59,10 +61,12 @@ class StoreResource(ConfigurableResource):
     def open(self) -> LanceStore:
         """Open the LanceDB store under the data home."""
         home = self.home if "://" in self.home else str(Path(self.home).expanduser())
-        return LanceStore(StoreConfig(home=home))  # type: ignore[arg-type]  # a URI must stay a string
+        # type: ignore[arg-type]  # a URI must stay a string
+        return LanceStore(StoreConfig(home=home))
 
     def snapshots(self) -> Path:
-        """The folder that holds ``snapshots/`` (a POSIX path: publishing relies on an atomic rename)."""
+        """The folder that holds ``snapshots/`` (a POSIX path: publishing relies on an atomic
+        rename)."""
         if "://" not in self.home:
             return Path(self.snapshot_home or self.home).expanduser()
         if not self.snapshot_home or "://" in self.snapshot_home:
@@ -160,7 +164,8 @@ def make_extractor(settings: ExtractorSettings, env: Mapping[str, str] | None = 
 
 
 class ExtractorResource(ConfigurableResource):
-    """The extractor: ``llm`` (openai + instructor), ``offline``, ``recorded`` (OpenIE replay) or ``auto``."""
+    """The extractor: ``llm`` (openai + instructor), ``offline``, ``recorded`` (OpenIE replay) or
+    ``auto``."""
 
     kind: str = "auto"
     openie_path: str = ""

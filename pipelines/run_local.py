@@ -48,6 +48,9 @@ FALLBACK_YAML = """run_coordinator:
 concurrency:
   runs:
     max_concurrent_runs: 2
+    tag_concurrency_limits:
+      - key: qortex/writer
+        limit: 1
   pools:
     default_limit: 1
 telemetry:
@@ -262,7 +265,8 @@ def run_ingest(
     Args:
         source: the source directory; None: no folder (consolidate written memories and keep the
             file documents already stored).
-        home: the qortex data home: a local folder or an object-store URI (then ``$QORTEX_SNAPSHOT_HOME``
+        home: the qortex data home: a local folder or an object-store URI (then
+        ``$QORTEX_SNAPSHOT_HOME``
             must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
         dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
         resources: replacements for the configured resources (the embedder, say).
@@ -280,7 +284,8 @@ def run_ingest(
     remote = "://" in str(home)
     if remote and not (dagster_home or settings.dagster_home):
         raise ConfigError(
-            f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster instance"
+            f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster "
+            "instance"
         )
     dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
     check_dagster_home(Path(dagster_home))  # before anything is written, the home included

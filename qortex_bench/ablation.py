@@ -38,7 +38,8 @@ class Variant:
 
 
 def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]:
-    """The rows the docs show: the defaults, each component removed, damping and passage-weight sweeps."""
+    """The rows the docs show: the defaults, each component removed, damping and passage-weight
+    sweeps."""
     r = dataclasses.replace
     rows = [
         Variant("dense (same embedder)", base, mode="dense"),
@@ -109,7 +110,8 @@ def lexical_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
 
 
 def without_synonyms(snapshot: snap.Snapshot, below: float = np.inf) -> snap.Snapshot:
-    """The same snapshot with its synonym edges (those of cosine below ``below``) subtracted from the adjacency."""
+    """The same snapshot with its synonym edges (those of cosine below ``below``) subtracted from
+    the adjacency."""
     adj = snapshot.adjacency
     pairs = np.asarray(snapshot.arrays["synonym_pairs"]).reshape(-1, 2)
     weights = np.asarray(snapshot.arrays["synonym_weights"], dtype=np.float32)

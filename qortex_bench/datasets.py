@@ -10,6 +10,7 @@ from typing import Sequence
 
 from qortex_core.errors import DatasetError
 from qortex_core.storage.model import Passage
+from qortex_core.storage.source_files import read_bounded
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class Question:
 
 
 def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
-    """``json.loads`` with a :class:`DatasetError` naming the file and line (``line``: a JSON-lines row)."""
+    """``json.loads`` with a :class:`DatasetError` naming the file and line (``line``: a JSON-lines
+    row)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -32,15 +34,18 @@ def _parse_json(text: str, path: Path, what: str, line: int = 0) -> object:
         raise DatasetError(f"{what} file {path} is JSON nested too deeply to parse") from None
 
 
+DATASET_MAX_BYTES = 4 << 30  # a dataset file larger than 4 GiB is refused, not read
+
+
 def _read_json_list(path: str | Path, what: str) -> list:
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{what} file not found: {path}") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{what} path is a directory, not a file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    if not path.exists():
+        raise DatasetError(f"{what} file not found: {path}")
+    if path.is_dir():
+        raise DatasetError(f"{what} path is a directory, not a file: {path}")
+    try:  # never blocks on a FIFO, never reads without a bound
+        raw = read_bounded(path, DATASET_MAX_BYTES).data.decode("utf-8")
+    except ValueError as exc:  # UnicodeDecodeError included
         raise DatasetError(f"{what} file {path} is not readable text: {exc}") from None
     data = (
         _parse_json(raw, path, what)
@@ -80,7 +85,8 @@ def load_corpus(path: str | Path, domain: str = "default") -> list[Passage]:
 
 
 def _context_paragraphs(row: dict) -> list | None:
-    """HotpotQA / 2Wiki rows (``context`` [[title, [sentences]]], ``supporting_facts`` [[title, i]]) as paragraphs."""
+    """HotpotQA / 2Wiki rows (``context`` [[title, [sentences]]], ``supporting_facts`` [[title, i]])
+    as paragraphs."""
     context, facts = row.get("context"), row.get("supporting_facts")
     if not isinstance(context, list) or not isinstance(facts, list):
         return None
@@ -108,7 +114,8 @@ _HOP_REF = re.compile(r"#(\d+)")
 
 
 def single_hop_rows(rows: Sequence[object], path: str | Path) -> list[dict]:
-    """MuSiQue rows turned into their single-hop sub-questions, each with its one supporting paragraph.
+    """MuSiQue rows turned into their single-hop sub-questions, each with its one supporting
+    paragraph.
 
     A step's ``#n`` is replaced by the answer of step n; steps that stay symbolic
     (``#1 >> country``) or name no paragraph are left out.
@@ -204,7 +211,8 @@ def load_questions(path: str | Path, single_hop: bool = False) -> list[Question]
 
 
 def _loose_key(title: str, text: str) -> tuple[str, str]:
-    """Title and text without any whitespace, case-folded (joined sentences may lose or gain spaces)."""
+    """Title and text without any whitespace, case-folded (joined sentences may lose or gain
+    spaces)."""
     return "".join(title.split()).casefold(), "".join(text.split()).casefold()
 
 

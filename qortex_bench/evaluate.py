@@ -77,12 +77,14 @@ def check_openie_coverage(extractor, passages: Sequence[Passage], path: Path | N
     return covered
 
 
-# query_log is left out: it only traces queries (``qortex query`` or ``qortex bench query`` on an eval home)
+# query_log is left out: it only traces queries (``qortex query`` or ``qortex bench query`` on an
+# eval home)
 MEMORY_TABLES = ("documents", "feedback_events", "teleportation_factors")
 
 
 def check_home_is_for_eval(store, home: Path) -> None:
-    """Refuse a data home that holds ingested memory: evaluation replaces a home's chunks and snapshot.
+    """Refuse a data home that holds ingested memory: evaluation replaces a home's chunks and
+    snapshot.
 
     Raises:
         HomeError: the home has tables that only ``qortex ingest`` or feedback create.
@@ -90,7 +92,8 @@ def check_home_is_for_eval(store, home: Path) -> None:
     found = [name for name in MEMORY_TABLES if store.open_latest(name) is not None]
     if found:
         raise HomeError(
-            f"data home {home} holds ingested memory ({', '.join(found)}); qortex eval would replace "
+            f"data home {home} holds ingested memory ({', '.join(found)}); qortex eval would "
+            "replace "
             "its chunks and latest snapshot: pass another --home"
         )
 
@@ -106,7 +109,8 @@ STAGE_TIMINGS = {
 
 
 def _build_index(run, timings: dict[str, float]) -> dict[str, Any]:
-    """Every ingestion stage (:data:`qortex_core.ingest.stages.STAGES`); seconds into ``timings``."""
+    """Every ingestion stage (:data:`qortex_core.ingest.stages.STAGES`); seconds into
+    ``timings``."""
     import time
 
     from qortex_core.ingest.stages import run_stages

@@ -80,7 +80,13 @@ def time_remember(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> d
         start = time.perf_counter()
         mem.remember(text)
         spent.append(time.perf_counter() - start)
-    return percentiles(spent)
+    embed = []
+    for n in range(config.writes):  # the embedder alone, on the same kind of text
+        text = synthetic_fact(50_000 + n, rng)
+        start = time.perf_counter()
+        mem.embedder.embed([text])
+        embed.append(time.perf_counter() - start)
+    return percentiles(spent) | {"embed_only_p50_ms": percentiles(embed)["p50_ms"]}
 
 
 def time_visible(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> dict:
@@ -128,7 +134,15 @@ def time_search(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> dic
             result = mem.search(query, top_k=10)
             spent.append(time.perf_counter() - begin)
             tiers.append(sum(h.tier == "fresh" for h in result.passages))
-        out[label] = percentiles(spent) | {"fresh_hits_per_query": float(np.mean(tiers))}
+        embed = []
+        for query in queries:
+            begin = time.perf_counter()
+            mem.embedder.embed([query])
+            embed.append(time.perf_counter() - begin)
+        out[label] = percentiles(spent) | {
+            "query_embed_p50_ms": percentiles(embed)["p50_ms"],
+            "fresh_hits_per_query": float(np.mean(tiers)),
+        }
     return out
 
 
@@ -137,6 +151,7 @@ def run_memory_bench(config: MemoryBenchConfig, snapshot_dir: Path | None = None
     ``snapshot_dir`` so searches also walk a snapshot)."""
     import qortex_core
     from qortex_core.embed import make_embedder
+    from qortex_core.storage import snapshot as snap
 
     embedder = make_embedder()
     if snapshot_dir is not None:
@@ -146,7 +161,7 @@ def run_memory_bench(config: MemoryBenchConfig, snapshot_dir: Path | None = None
     report = {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "embedder": embedder.name,
-        "snapshot": snapshot_dir is not None,
+        "snapshot": bool(snap.list_versions(config.home)),
         "remember": time_remember(mem, config, rng),
         "remember_to_searchable": time_visible(mem, config, rng),
     }

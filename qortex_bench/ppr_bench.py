@@ -5,7 +5,8 @@ Engines (each prepared once, then timed per query):
 - ``qortex``: :func:`qortex_core.query.ppr.personalized_pagerank` on a :class:`SymmetricWalk`;
 - ``qortex_batched``: the same, all queries in one (n, q) call (throughput);
 - ``scipy_power``: plain float32 scipy power iteration to an L1 change of 1e-7;
-- ``igraph_prpack``: ``Graph.personalized_pagerank(..., implementation="prpack")`` as HippoRAG 2 calls it;
+- ``igraph_prpack``: ``Graph.personalized_pagerank(..., implementation="prpack")`` as HippoRAG 2
+calls it;
 - ``networkx``: ``networkx.pagerank`` with personalization (small graphs only).
 
 The exact solution is float64 power iteration to an L1 change of 1e-12.

@@ -25,7 +25,8 @@ STEPS = ("embed_ms", "seed_ms", "ppr_ms", "assembly_ms", "end_to_end_ms")
 
 @dataclass(frozen=True)
 class Teleport:
-    """What seeding produced for one query: the dense scores and, when the walk runs, its teleport."""
+    """What seeding produced for one query: the dense scores and, when the walk runs, its
+    teleport."""
 
     dense: np.ndarray
     teleport: np.ndarray | None
@@ -112,7 +113,8 @@ def recall_fast_vs_exact(
     ks: Sequence[int] = (2, 5),
     exact_tol: float = 1e-10,
 ) -> dict:
-    """Recall@k of ``Retriever.search`` (hipporag) with its own PPR and with exact PPR (``exact_tol``).
+    """Recall@k of ``Retriever.search`` (hipporag) with its own PPR and with exact PPR
+    (``exact_tol``).
 
     Also the largest L1 distance between the two PPR vectors over the questions' teleports.
     """

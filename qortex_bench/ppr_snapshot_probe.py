@@ -1,4 +1,5 @@
-"""Resident memory of a loaded snapshot: publish a synthetic graph, load it in a fresh process, query it.
+"""Resident memory of a loaded snapshot: publish a synthetic graph, load it in a fresh process,
+query it.
 
 The probe process loads the snapshot exactly as the retriever does (``snapshot.load``,
 arrays memory-mapped), wraps the adjacency in a :class:`SymmetricWalk` without
@@ -87,7 +88,8 @@ def _status() -> dict[str, float]:
 
 
 def probe(home: str, teleports_path: str, scores_path: str, tol: float, threads: int = 1) -> dict:
-    """In this process: load the latest snapshot under ``home``, run PPR per teleport column, report RSS.
+    """In this process: load the latest snapshot under ``home``, run PPR per teleport column, report
+    RSS.
 
     The teleports and the score buffer are allocated before the baseline is taken, so
     ``snapshot_rss_mb`` is what loading the snapshot, wrapping its graph and querying it add
@@ -142,7 +144,8 @@ def run_probe(
         np.save(tpath, teleports)
         code = (
             "import json, sys; from qortex_bench.ppr_snapshot_probe import probe; "
-            "print(json.dumps(probe(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))))"
+            "print(json.dumps(probe(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), "
+            "int(sys.argv[5]))))"
         )
         done = subprocess.run(
             [sys.executable, "-c", code, str(home), tpath, spath, repr(tol), str(threads)],

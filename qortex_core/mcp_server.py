@@ -97,7 +97,7 @@ def _call(fn, *args, **kwargs):
         raise ToolError(" ".join(str(exc).split())) from exc
 
 
-def _read_tools(server: MCPServer, session: _Session, config: MCPConfig) -> None:
+def _query_tool(server: MCPServer, session: _Session, config: MCPConfig) -> None:
     @_tool(server)
     def qortex_query(
         query: Annotated[str, Field(description="What to recall, in natural language.")],
@@ -140,6 +140,8 @@ def _read_tools(server: MCPServer, session: _Session, config: MCPConfig) -> None
         )
         return result_payload(result, config.max_text_chars)
 
+
+def _feedback_tool(server: MCPServer, session: _Session) -> None:
     @_tool(server)
     def qortex_feedback(
         query_id: Annotated[str, Field(description="The query_id returned by qortex_query.")],
@@ -203,7 +205,8 @@ def build_server(config: MCPConfig = MCPConfig(), session: _Session | None = Non
     """An MCPServer whose tools read, teach and write one tenant's memory."""
     server = MCPServer(name="qortex", instructions=INSTRUCTIONS)
     session = session or _Session(config)
-    _read_tools(server, session, config)
+    _query_tool(server, session, config)
+    _feedback_tool(server, session)
     _write_tools(server, session)
     return server
 

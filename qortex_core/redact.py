@@ -251,8 +251,8 @@ def redact(text: str, config: RedactionConfig = RedactionConfig()) -> str:
     )
     out = _replace_spans(out, list(_plugin_spans(out)) + list(_keyword_spans(out)))
     out = _replace_spans(out, list(_entropy_spans(out, config.entropy_limit)))
-    for pattern in config.extra_patterns:
-        out = _compiled(pattern).sub(MARK, out)
+    for extra in config.extra_patterns:
+        out = _compiled(extra).sub(MARK, out)
     return out
 
 

@@ -180,3 +180,49 @@ def toy_home(_toy_home_session, tmp_path: Path) -> Path:
 def toy_report(_toy_home_session) -> dict:
     """The report of ``run_evaluation`` on the toy dataset (recorded OpenIE, both modes)."""
     return _toy_home_session[1]
+
+
+# Modules whose tests start real servers, SIGKILL processes, run the CLI in subprocesses,
+# materialise the whole asset graph or read the benchmark data: the `slow` tier. The fast tier
+# (`bash scripts/test.sh -m "not slow"`) runs everything else. A module can also mark itself
+# with `pytestmark = pytest.mark.slow`.
+SLOW_MODULES = {
+    "bench/test_eval.py",
+    "bench/test_eval_gold.py",
+    "bench/test_locomo.py",
+    "bench/test_ablation.py",
+    "bench/test_bench_query.py",
+    "ingest/test_llm_extract.py",
+    "ingest/test_secret_scan.py",
+    "memory/test_agent_cli.py",
+    "memory/test_agent_consolidate.py",
+    "memory/test_memory_cli.py",
+    "memory/test_memory_dagster.py",
+    "memory/test_memory_factors.py",
+    "memory/test_memory_scenario.py",
+    "pipelines/test_cli_errors.py",
+    "pipelines/test_failure_budget.py",
+    "pipelines/test_mcp.py",
+    "pipelines/test_mcp_memory.py",
+    "pipelines/test_one_home.py",
+    "pipelines/test_pipeline_assets.py",
+    "pipelines/test_pipeline_cli.py",
+    "pipelines/test_pipeline_llm.py",
+    "pipelines/test_pipeline_webserver.py",
+    "query/test_recognition.py",
+    "reliability/test_faults_config.py",
+    "reliability/test_faults_sources.py",
+    "reliability/test_reliability_concurrency.py",
+    "reliability/test_reliability_kill.py",
+    "reliability/test_reliability_query.py",
+    "storage/test_purge.py",
+    "storage/test_writer_lock.py",
+    "test_imports.py",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if Path(item.fspath).resolve().relative_to(here).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -55,3 +55,28 @@ def test_definitions_refuse_a_typo_before_building_anything() -> None:
 
     with pytest.raises(ConfigError, match=r"^QORTEX_EXECUTOR='threads' is not one of"):
         build_definitions({"QORTEX_EXECUTOR": "threads"})
+
+
+def test_configuration_is_read_only_through_settings() -> None:
+    """No ``os.environ.get``, ``os.getenv`` or ``os.environ[...]`` read outside settings.py."""
+    import ast
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    reads = []
+    for package in ("qortex_core", "pipelines", "assets", "qortex_bench"):
+        for path in (repo / package).rglob("*.py"):
+            if path.name == "settings.py" and path.parent.name == "qortex_core":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                text = ast.unparse(node) if isinstance(node, (ast.Call, ast.Subscript)) else ""
+                if (
+                    isinstance(node, ast.Call)
+                    and (text.startswith("os.environ.get(") or text.startswith("os.getenv("))
+                ) or (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.ctx, ast.Load)
+                    and text.startswith("os.environ[")
+                ):
+                    reads.append(f"{path.relative_to(repo)}:{node.lineno}: {text[:60]}")
+    assert reads == []

@@ -1,10 +1,13 @@
-"""``qortex ablation``: the ablation table of docs/ablation.md, from a home built by ``qortex eval``."""
+"""``qortex ablation``: the ablation table of docs/ablation.md, from a home built by ``qortex
+eval``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+
+from pipelines.parsing import csv_of, strict_int
 
 
 def cmd_ablation(args: argparse.Namespace) -> int:
@@ -36,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--home", required=True, help="a data home built by `qortex eval` on the same corpus"
     )
-    p.add_argument("--k", type=lambda t: tuple(int(x) for x in t.split(",")), default=(1, 2, 5, 10))
+    p.add_argument("--k", type=csv_of(strict_int, "list of integers"), default=(1, 2, 5, 10))
     p.add_argument(
         "--single-hop",
         action="store_true",

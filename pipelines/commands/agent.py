@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -94,8 +93,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     from qortex_core.storage.store import default_home
     from qortex_core.storage.tenants import tenant_home
 
-    raw = args.home or os.environ.get("QORTEX_HOME") or ""
-    home = tenant_home(Path(raw) if raw else default_home(), args.tenant)
+    home = tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
     from qortex_core.memory.records import MemoryTable
     from qortex_core.storage.store import LanceStore
 

@@ -1,4 +1,5 @@
-"""``qortex bench ingest``: ingestion speed end to end and per stage, against plain sentence-transformers.
+"""``qortex bench ingest``: ingestion speed end to end and per stage, against plain
+sentence-transformers.
 
 One run of the real ``ingest`` job over a corpus in a fresh data home, then
 plain ``SentenceTransformer.encode`` of exactly the texts the embedding stage
@@ -27,7 +28,8 @@ from qortex_core.ingest.stages import STAGE_NAMES
 
 
 def _write_source(corpus: Path, limit: int | None, folder: Path) -> int:
-    """Copy (the first ``limit`` entries of) ``corpus`` into ``folder/bench/``; returns the entry count."""
+    """Copy (the first ``limit`` entries of) ``corpus`` into ``folder/bench/``; returns the entry
+    count."""
     from qortex_bench.datasets import load_corpus
 
     passages = load_corpus(corpus)[: limit or None]
@@ -38,7 +40,8 @@ def _write_source(corpus: Path, limit: int | None, folder: Path) -> int:
 
 
 def _embedded_texts(home: Path) -> list[list[str]]:
-    """The texts the embedding stage sends, one list per table, deduplicated as the embedding cache does."""
+    """The texts the embedding stage sends, one list per table, deduplicated as the embedding cache
+    does."""
     from qortex_core.ingest.stages import read_chunks
     from qortex_core.storage.store import CONCEPTS, FACTS, RULES, LanceStore
 
@@ -74,7 +77,8 @@ def _plain_encode_seconds(model, groups: list[list[str]], batch_size: int) -> tu
 
 
 class _TimedEmbedder(EmbedderWrapper):
-    """The shared embedder, summing the seconds spent inside the model (the rest of the stage is overhead)."""
+    """The shared embedder, summing the seconds spent inside the model (the rest of the stage is
+    overhead)."""
 
     def __init__(self, inner) -> None:
         super().__init__(inner)

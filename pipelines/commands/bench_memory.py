@@ -13,16 +13,18 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     from qortex_core.errors import ConfigError
 
     home = Path(args.home)
-    if home.exists() and any(home.iterdir()):
+    reuse = home.exists() and any(home.iterdir()) and args.reuse
+    if home.exists() and any(home.iterdir()) and not reuse:
         if not args.fresh_home:
             raise ConfigError(
-                f"{home} is not empty: the benchmark needs a fresh home (--fresh-home)"
+                f"{home} is not empty: use --fresh-home (delete it) or --reuse (keep its memories)"
             )
         shutil.rmtree(home)
     config = MemoryBenchConfig(
         home, writes=args.writes, probes=args.probes, fresh=args.fresh, queries=args.queries
     )
-    report = run_memory_bench(config, Path(args.snapshot_from) if args.snapshot_from else None)
+    source = Path(args.snapshot_from) if args.snapshot_from and not reuse else None
+    report = run_memory_bench(config, source)
     text = json.dumps(report, indent=2)
     if args.json:
         Path(args.json).write_text(text + "\n")
@@ -36,6 +38,9 @@ def register(kinds: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--home", required=True, help="a fresh data home for the run")
     p.add_argument("--fresh-home", action="store_true", help="delete --home first if not empty")
+    p.add_argument(
+        "--reuse", action="store_true", help="keep an earlier run's home (its fresh memories)"
+    )
     p.add_argument("--snapshot-from", help="ingest this folder first, so searches walk a snapshot")
     p.add_argument("--writes", type=int, default=200)
     p.add_argument("--probes", type=int, default=20)

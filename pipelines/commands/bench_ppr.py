@@ -99,7 +99,8 @@ def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> lis
     if "networkx" in names:
         if graph.n_edges > nx_max:
             skipped["networkx"] = (
-                f"skipped: {graph.n_edges} edges > {nx_max} (it would not finish in reasonable time)"
+                f"skipped: {graph.n_edges} edges > {nx_max} (it would not finish in reasonable "
+                "time)"
             )
         else:
             out.append(pb.networkx_engine(graph.adjacency))
@@ -217,7 +218,7 @@ def _snapshot(home: str, graph, teleports, exact, config) -> dict:
 def _print_ppr(report: dict) -> None:
     print(f"nodes {report['nodes']}  edges {report['edges']}  queries {report['queries']}")
     print(
-        f"{'engine':16}{'p50 ms':>10}{'p95 ms':>10}{'cpu p50':>9}{'qps':>9}{'L1 err':>10}{'top20':>7}{'peak MB':>9}"
+        f"{'engine':16}{'p50 ms':>10}{'p95 ms':>10}{'cpu p50':>9}{'qps':>9}{'L1 err':>10}{'top20':>7}{'peak MB':>9}"  # noqa: E501
     )
     for name, e in report["engines"].items():
         peak = "-" if e["peak_mem_mb"] is None else f"{e['peak_mem_mb']:.1f}"
@@ -230,8 +231,10 @@ def _print_ppr(report: dict) -> None:
     if "snapshot" in report:
         s = report["snapshot"]
         print(
-            f"snapshot process: loaded snapshot adds {s['snapshot_rss_mb']} MB RSS (process {s['rss_after_queries_mb']} MB,"
-            f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables {s['tables_anon_mb']} MB anon,"
+            f"snapshot process: loaded snapshot adds {s['snapshot_rss_mb']} MB RSS (process "
+            f"{s['rss_after_queries_mb']} MB,"
+            f" baseline {s['rss_baseline_mb']} MB, peak {s['peak_rss_mb']} MB; tables "
+            f"{s['tables_anon_mb']} MB anon,"
             f" graph + PPR {s['graph_rss_mb']} MB),"
             f" p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}"
         )
@@ -302,7 +305,8 @@ def cmd_bench_query(args: argparse.Namespace) -> int:
         report["recall_fast_vs_exact"] = qb.recall_fast_vs_exact(retriever, questions)
     for mode, s in report["latency"].items():
         print(
-            f"{mode:9} end-to-end p50 {s['end_to_end_p50_ms']:.2f} ms p95 {s['end_to_end_p95_ms']:.2f} ms | "
+            f"{mode:9} end-to-end p50 {s['end_to_end_p50_ms']:.2f} ms p95 "
+            f"{s['end_to_end_p95_ms']:.2f} ms | "
             f"embed {s['embed_p50_ms']:.2f} seed {s['seed_p50_ms']:.2f} ppr {s['ppr_p50_ms']:.2f} "
             f"assembly {s['assembly_p50_ms']:.2f} (p50 ms)"
         )

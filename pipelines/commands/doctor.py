@@ -1,4 +1,5 @@
-"""``qortex doctor``: check a data home and report problems plainly (exit 0 healthy, 1 problems found)."""
+"""``qortex doctor``: check a data home and report problems plainly (exit 0 healthy, 1 problems
+found)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``qortex ingest SOURCE_DIR``: the Dagster ``ingest`` job, run in this process against the local instance."""
+"""``qortex ingest SOURCE_DIR``: the Dagster ``ingest`` job, run in this process against the local
+instance."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not found.documents:
         why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
         raise DatasetError(
-            f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was changed"
+            f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was "
+            "changed"
         )
     from qortex_core.settings import get_settings
 

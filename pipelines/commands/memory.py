@@ -1,4 +1,5 @@
-"""Memory commands: ``qortex feedback``, ``qortex factors update``, ``qortex snapshots [prune]``, ``qortex mcp``.
+"""Memory commands: ``qortex feedback``, ``qortex factors update``, ``qortex snapshots [prune]``,
+``qortex mcp``.
 
 None of them imports Dagster at import time; ``factors update`` imports it only
 when the pipeline's ``teleportation_factors`` asset is there to materialise.
@@ -20,7 +21,8 @@ def _home(args: argparse.Namespace):
 
 
 def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
-    """``--home`` and ``--tenant``; ``nested`` keeps a parent command's values when the subcommand omits them."""
+    """``--home`` and ``--tenant``; ``nested`` keeps a parent command's values when the subcommand
+    omits them."""
     default = argparse.SUPPRESS if nested else None
     p.add_argument("--home", default=default, help="data home (default: $QORTEX_HOME or ~/.qortex)")
     p.add_argument("--tenant", default=default, help="tenant namespace (default: the home itself)")
@@ -58,7 +60,8 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 
 def _fold_with_dagster(home, force: bool) -> dict | None:
-    """Materialise the ``teleportation_factors`` asset in-process, or None when the asset is not there."""
+    """Materialise the ``teleportation_factors`` asset in-process, or None when the asset is not
+    there."""
     try:
         from pipelines.run_local import materialize_factors
     except ImportError:
@@ -95,11 +98,13 @@ def cmd_factors_update(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     elif summary.get("skipped"):
         print(
-            f"factors already current (events version {summary['watermark']}, {summary['concepts']} concepts)"
+            f"factors already current (events version {summary['watermark']}, "
+            f"{summary['concepts']} concepts)"
         )
     else:
         print(
-            f"folded {summary['folded']} events into {summary['concepts']} concept factors via {summary['via']}"
+            f"folded {summary['folded']} events into {summary['concepts']} concept factors via "
+            f"{summary['via']}"
         )
         for label in ("boosted", "suppressed"):
             if summary[label]:
@@ -141,7 +146,8 @@ def cmd_snapshots_prune(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(report)))
     else:
         print(
-            f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; optimized {len(report.optimized)} table(s)"
+            f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; optimized "
+            f"{len(report.optimized)} table(s)"
         )
     return 0
 
@@ -181,7 +187,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--via",
         choices=["auto", "dagster", "library"],
         default="auto",
-        help="materialise the Dagster asset in-process (auto when available) or call the library fold",
+        help="materialise the Dagster asset in-process (auto when available) or call the library "
+        "fold",
     )
     up.add_argument("--force", action="store_true", help="re-fold even when no new event arrived")
     up.add_argument("--json", action="store_true")

@@ -46,9 +46,9 @@ def clean_dagster(dagster_home: Path, before_iso: str) -> int:
 
 def purge_home(home, keep: int, dagster_home: Path | None = None):
     """Purge ``home`` (see :mod:`qortex_core.ops.purge`) and its Dagster run history."""
+    from qortex_core.ops.purge import purge
     from qortex_core.settings import get_settings
     from qortex_core.storage import snapshot as snap
-    from qortex_core.ops.purge import purge
     from qortex_core.storage.writer_lock import writer_lock
 
     with writer_lock(home, "qortex purge"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -36,7 +36,7 @@ class ChunkReport:
     removed: int
 
 
-def _chunk_table(passages: Sequence[Passage], ingested: dict[str, str | None]) -> pa.Table:
+def _chunk_table(passages: Sequence[Passage], ingested: Mapping[str, str | None]) -> pa.Table:
     """Chunk rows; ``ingested``: passage id -> its ingest time (ISO 8601 UTC)."""
     return pa.table(
         {

@@ -1,4 +1,5 @@
-"""Source documents: loading a directory of ``.md``, ``.txt`` and HippoRAG corpus files, and tracking changes.
+"""Source documents: loading a directory of ``.md``, ``.txt`` and HippoRAG corpus files, and
+tracking changes.
 
 A document is one file. A text file has one section (its body); a corpus file
 (``.json`` list or ``.jsonl`` lines of ``{title, text}``) has one section per
@@ -19,9 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
-from qortex_core.ingest.source_files import check_text, load_json, read_bounded
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
+from qortex_core.storage.source_files import check_text, load_json, read_bounded
 from qortex_core.storage.store import Store
 
 DOCUMENTS = "documents"
@@ -141,7 +142,8 @@ def _candidates(root: Path) -> tuple[list[Path], list[Skipped]]:
 
 
 def fingerprint(config: SourceConfig) -> str:
-    """Hash of the file listing with sizes and modification times: changes when any source changes."""
+    """Hash of the file listing with sizes and modification times: changes when any source
+    changes."""
     root = Path(config.root)
     if not root.is_dir():
         raise DatasetError(f"source directory not found: {root}")
@@ -170,19 +172,20 @@ def _decode(raw: bytes) -> str:
 
 
 def _text_sections(path: Path, text: str, when: str | None = None) -> tuple[Section, ...]:
-    """One section: the title is a leading markdown H1 (else the file name); paragraphs kept, spaces collapsed."""
+    """One section: the title is a leading markdown H1 (else the file name); paragraphs kept, spaces
+    collapsed."""
     title = " ".join(path.stem.replace("_", " ").replace("-", " ").split())
     markdown = path.suffix.lower() == ".md"
     body = text.strip()
     first = body.splitlines()[0] if body else ""
-    if markdown and first.lstrip().startswith("# ") and _HEADING.match(first):
-        title = _HEADING.match(first).group(1).strip() or title
+    heading = _HEADING.match(first) if markdown and first.lstrip().startswith("# ") else None
+    if heading:
+        title = heading.group(1).strip() or title
         body = body[len(first) :]
     paragraphs = []
     for block in re.split(r"\n\s*\n", body):
         lines = [
-            (_HEADING.match(x).group(1) if markdown and _HEADING.match(x) else x)
-            for x in block.splitlines()
+            (m.group(1) if markdown and (m := _HEADING.match(x)) else x) for x in block.splitlines()
         ]
         para = " ".join(" ".join(lines).split())
         if para:
@@ -345,7 +348,8 @@ def _to_table(docs: list[Document]) -> pa.Table:
 def sync_documents(
     store: Store, documents: tuple[Document, ...] | list[Document]
 ) -> DocumentReport:
-    """Make the documents table hold exactly ``documents``: write new and changed ones, delete the rest."""
+    """Make the documents table hold exactly ``documents``: write new and changed ones, delete the
+    rest."""
     existing = store.read(DOCUMENTS)
     before = (
         dict(zip(existing["id"].to_pylist(), existing["signature"].to_pylist()))

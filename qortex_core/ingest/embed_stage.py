@@ -119,7 +119,8 @@ def embed_index(
         store.count(n) or n == RULES for n in outputs
     ):
         # same chunks, extractions and model as the tables were built from: nothing to read or write
-        return EmbedReport(*(store.count(n) for n in outputs), texts_embedded=0, cache_hits=0)
+        n = [store.count(name) for name in outputs]
+        return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
     cached = CachedEmbedder(embedder, store.cached_vectors, store.save_vectors)
     concepts, facts, rules = _nodes(chunks, payloads)
     progress("embed", 0, 4)

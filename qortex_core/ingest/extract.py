@@ -11,6 +11,9 @@ from typing import Protocol, Sequence
 from qortex_core.errors import DatasetError
 from qortex_core.storage import ids
 from qortex_core.storage.model import Concept, Extraction, Fact, Passage, Rule
+from qortex_core.storage.source_files import read_bounded
+
+OPENIE_MAX_BYTES = 4 << 30  # an OpenIE file larger than 4 GiB is refused, not read
 
 
 class Extractor(Protocol):
@@ -42,7 +45,8 @@ def extraction_from_triples(
     extractor: str,
     rules: Sequence[Rule] = (),
 ) -> Extraction:
-    """Extraction whose concepts are the triples' subjects and objects (HippoRAG 2's phrase nodes)."""
+    """Extraction whose concepts are the triples' subjects and objects (HippoRAG 2's phrase
+    nodes)."""
     facts: dict[str, Fact] = {}
     concepts: dict[str, Concept] = {}
     for s, p, o in triples:
@@ -146,7 +150,8 @@ class OfflineConfig:
 
 
 class OfflineExtractor:
-    """Deterministic, network-free extraction: capitalised names, numbers and the words between them.
+    """Deterministic, network-free extraction: capitalised names, numbers and the words between
+    them.
 
     Facts link consecutive names within a sentence (the predicate is the words
     between them) and link the passage title to each name it introduces.
@@ -200,10 +205,12 @@ def load_openie(path: str | Path) -> dict[str, list[tuple[str, str, str]]]:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        if not path.exists():
+            raise FileNotFoundError(path)
+        data = json.loads(read_bounded(path, OPENIE_MAX_BYTES).data.decode("utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"OpenIE file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError, read_bounded's
         raise DatasetError(f"OpenIE file {path} is not readable JSON: {exc}") from None
     except RecursionError:
         raise DatasetError(f"OpenIE file {path} is JSON nested too deeply to parse") from None

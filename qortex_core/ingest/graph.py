@@ -25,7 +25,8 @@ class GraphConfig:
         passage_weight: weight of a passage-contains-phrase edge.
         synonym_scale: synonym edge weight = cosine x this.
         relation_weights: (relation type, multiplier) pairs for typed facts (``is_a``,
-            ``part_of``, ... of :class:`~qortex_core.storage.model.RelationType`); unlisted types x 1.0.
+            ``part_of``, ... of :class:`~qortex_core.storage.model.RelationType`); unlisted types x
+            1.0.
             The recorded OpenIE and the offline extractor type every fact ``related``.
     """
 
@@ -113,7 +114,8 @@ def phrase_passage_counts(contains: np.ndarray, n_phrases: int) -> np.ndarray:
 def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[str]) -> np.ndarray:
     """How common each phrase is in the passage text: the least document frequency among its words.
 
-    An upper bound on the number of passages holding the whole phrase, counted on the passage text rather
+    An upper bound on the number of passages holding the whole phrase, counted on the passage text
+    rather
     than on extracted concepts, so a generic word ("war", "person") that was extracted in one
     passage still counts as common. 0 for a phrase with no word in any passage.
     """
@@ -130,7 +132,8 @@ def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[s
 def fact_passage_csr(
     passage_lists: Sequence[Sequence[str]], passage_at: dict[str, int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (indptr, indices) of the passages each fact was extracted from; unknown passage ids dropped."""
+    """CSR (indptr, indices) of the passages each fact was extracted from; unknown passage ids
+    dropped."""
     rows = [sorted({passage_at[p] for p in plist if p in passage_at}) for plist in passage_lists]
     indptr = np.zeros(len(rows) + 1, np.int64)
     indptr[1:] = np.cumsum([len(r) for r in rows])

@@ -45,10 +45,10 @@ class _Tally(threading.local):
     """Per-thread counts for the chunk being extracted on that thread."""
 
     def __init__(self) -> None:
-        self.calls = self.reasks = self.retries = self.prompt_tokens = self.completion_tokens = 0
+        self.reset()
 
     def reset(self) -> None:
-        self.__init__()
+        self.calls = self.reasks = self.retries = self.prompt_tokens = self.completion_tokens = 0
 
 
 _COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "retries", "reasks", "failures")

@@ -6,7 +6,8 @@ the retryable/fatal classification, key masking and the log filter that keeps ke
 Prompts, response models and parsing stay with their users (``ingest.llm_schema``,
 ``ingest.llm_extract``, ``query.recognition``).
 
-May import: ``errors``, ``settings``, ``redact``. Never ``storage``, ``ingest``, ``query`` or ``memory``.
+May import: ``errors``, ``settings``, ``redact``. Never ``storage``, ``ingest``, ``query`` or
+``memory``.
 """
 
 from qortex_core.llm.client import LLMConfig

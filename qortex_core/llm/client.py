@@ -268,7 +268,7 @@ def instructor_client(config: LLMConfig, hooks: Mapping[str, Callable[..., None]
     )
     client = instructor.from_openai(raw, mode=getattr(instructor.Mode, MODES[config.mode]))
     for event, handler in hooks.items():
-        client.on(event, handler)
+        client.on(event, handler)  # type: ignore[arg-type]  # instructor types events as Literal
     return client
 
 

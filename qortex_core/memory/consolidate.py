@@ -153,6 +153,7 @@ def memory_documents(
     state = load_state(store)
     merged = merge_duplicates(store, state, config)
     cached = seed_embedding_cache(store, state)
+    state.table.optimize()  # fold the appended rows into the full-text index (incremental)
     docs = []
     for rid in state.live_ids:
         row = state.current[rid]

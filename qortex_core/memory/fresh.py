@@ -275,7 +275,7 @@ def search_fresh(
                 lexical[at[rid]] = key_score / top
     score = cos + state.config.lexical_weight * lexical  # (n_live,)
     hits: list[FreshHit] = []
-    for i in np.argsort(-score, kind="stable").tolist():
+    for i in _best_first(score, top_k):
         rid = state.live_ids[i]
         row = state.current[rid]
         if rid in exclude or (domains and row["domain"] not in domains):
@@ -287,6 +287,17 @@ def search_fresh(
         if len(hits) == top_k:
             break
     return hits
+
+
+def _best_first(score: np.ndarray, top_k: int):
+    """Indices of ``score`` best first: a partial sort of the head, the rest only if needed."""
+    head = min(len(score), max(8 * top_k, 64))
+    first = np.argpartition(-score, head - 1)[:head] if head < len(score) else np.arange(len(score))
+    first = first[np.argsort(-score[first], kind="stable")]  # (head,) best first
+    yield from first.tolist()
+    if head < len(score):  # filters dropped most of the head: walk the rest in order
+        rest = np.setdiff1d(np.argsort(-score, kind="stable"), first, assume_unique=True)
+        yield from rest[np.argsort(-score[rest], kind="stable")].tolist()
 
 
 def _scores_by_record(state: MemoryState, bm25: dict[str, float]) -> dict[str, float]:

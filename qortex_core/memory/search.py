@@ -3,10 +3,13 @@ else the fresh tier alone (a home that has only written memories, not yet consol
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 
-from qortex_core.errors import QueryError
-from qortex_core.memory.tier import FreshTier, relevance_of
+from qortex_core.memory.tier import FreshTier
+from qortex_core.query import relevance
+from qortex_core.query.config import RetrievalConfig
 
 
 def search_memory(
@@ -19,30 +22,30 @@ def search_memory(
     profile: str | None,
     min_relevance: float | None,
 ):
-    """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`."""
+    """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`.
+
+    Without a snapshot the fresh tier answers alone, with the same relevance calibration and
+    abstention as the retriever (``no_answer`` when no record reaches ``min_relevance``).
+    """
     from qortex_core.query.retriever import QueryResult, validate
 
-    if min_relevance is not None and not (
-        isinstance(min_relevance, (int, float)) and 0.0 <= min_relevance <= 1.0
-    ):
-        raise QueryError(f"min_relevance must be a number in [0, 1], got {min_relevance!r}")
     retriever = mem.retriever()
     if retriever is not None:
-        result = retriever.query(
-            query, top_k, mode, domains, profile, since=window[0], until=window[1]
-        )
-    else:
-        clean = validate(query, top_k, mode)
-        tier = FreshTier(mem.store, _no_passages(), state=mem.state)
-        vector = mem.embedder.embed([clean])[0]
-        hits = tier.search(vector, clean, top_k, domains, window)
-        empty = QueryResult(clean, "dense", "", [], fallback="no snapshot yet: fresh memories only")
-        result = tier.merge(empty, hits, top_k)
-    if min_relevance is not None:
-        from dataclasses import replace
-
-        kept = [h for h in result.passages if relevance_of(h) >= min_relevance]
-        result = replace(result, passages=kept)
+        return retriever.query(
+            query, top_k, mode, domains, profile,
+            since=window[0], until=window[1], min_relevance=min_relevance,
+        )  # fmt: skip
+    clean = validate(query, top_k, mode)
+    config = RetrievalConfig()
+    minimum = relevance.threshold(min_relevance, config.min_relevance)
+    tier = FreshTier(mem.store, _no_passages(), state=mem.state)
+    hits = tier.search(mem.embedder.embed([clean])[0], clean, top_k, domains, window)
+    empty = QueryResult(clean, "dense", "", [], fallback="no snapshot yet: fresh memories only")
+    result = tier.merge(empty, hits, top_k, relevance=relevance.of_fresh(config.relevance))
+    best = max((h.relevance or 0.0 for h in result.passages), default=0.0)
+    if minimum > 0 and best < minimum:
+        note = relevance.abstention_note(best, minimum)
+        return replace(result, passages=[], no_answer=True, fallback=note)
     return result
 
 

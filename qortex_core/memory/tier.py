@@ -43,6 +43,7 @@ class FreshTier:
         self.state = state or MemoryState(MemoryTable(store), config)
         self._view: GraphView | None = None
         self._view_version = -2
+        self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
 
     def view(self) -> GraphView:
         """The graph view for the newest state (recomputed only when the table moved)."""
@@ -70,7 +71,10 @@ class FreshTier:
     def domains(self) -> set[str]:
         """Domains of live fresh records (a query may filter on them before consolidation)."""
         self.state.refresh()
-        return {self.state.current[r]["domain"] for r in self.state.live_ids}
+        if self._domains is None or self._domains[0] != self.state.generation:
+            live = {self.state.current[r]["domain"] for r in self.state.live_ids}
+            self._domains = (self.state.generation, live)
+        return self._domains[1]
 
     def search(
         self,

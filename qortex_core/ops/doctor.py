@@ -1,4 +1,5 @@
-"""Health checks of a data home: tables, snapshot checksums, the ``LATEST`` pointer, orphaned files, a probe query.
+"""Health checks of a data home: tables, snapshot checksums, the ``LATEST`` pointer, orphaned files,
+a probe query.
 
 Each check returns :class:`Check` rows; :func:`diagnose` runs them all and never
 raises for a damaged home: damage is what it reports. Only a home that does not
@@ -25,7 +26,8 @@ class DoctorConfig:
     """What counts as a problem.
 
     Attributes:
-        orphan_min_age_s: temporary files younger than this may belong to a publish in progress and are not reported.
+        orphan_min_age_s: temporary files younger than this may belong to a publish in progress and
+        are not reported.
         probe: run a query against the latest snapshot.
         probe_top_k: hits the probe asks for.
         probe_embeds: embed the probe text (finds vectors out of step with their passages);
@@ -84,7 +86,7 @@ def check_tables(home: Path) -> tuple[list[Check], dict[str, int]]:
             )
         ], {}
     try:
-        store = LanceStore.open(home)
+        store = LanceStore.open_reader(home)  # a read-only home is diagnosed, not refused
         names = store.table_names()
     except (QortexError, OSError, RuntimeError, ValueError) as exc:
         return [Check("tables", False, f"cannot list the LanceDB tables: {_one_line(exc)}")], {}
@@ -145,7 +147,8 @@ def check_pointer(home: Path) -> Check:
 
 
 def check_orphans(home: Path, config: DoctorConfig = DoctorConfig()) -> list[Check]:
-    """Leftovers of interrupted publishes under ``snapshots/``: ``.tmp-*`` folders, pointer temp files, strays."""
+    """Leftovers of interrupted publishes under ``snapshots/``: ``.tmp-*`` folders, pointer temp
+    files, strays."""
     root = snap.snapshots_dir(home)
     if not root.is_dir():
         return []
@@ -189,7 +192,8 @@ def _probe_answers(retriever: Any, probe: str, config: DoctorConfig) -> tuple[An
 
 
 def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorConfig()) -> Check:
-    """The latest snapshot (no fallback) answers a query made from its first passage, and finds that passage."""
+    """The latest snapshot (no fallback) answers a query made from its first passage, and finds that
+    passage."""
     from qortex_core.query.retriever import Retriever
 
     try:
@@ -204,7 +208,7 @@ def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorCon
             )
         retriever = Retriever(loaded, embedder)
         if not retriever.passages:
-            return Check("probe", False, f"snapshot {loaded.path.name} holds no passages")
+            return Check("probe", False, f"snapshot {loaded.manifest['name']} holds no passages")
         first = retriever.passages[0]
         probe = " ".join(f"{first['title']} {first['text']}".split())[:2000]
         result, dense = _probe_answers(retriever, probe, config)
@@ -218,7 +222,9 @@ def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorCon
         )
     if not result.passages:
         return Check(
-            "probe", False, f"snapshot {loaded.path.name} returned no passage for a probe query"
+            "probe",
+            False,
+            f"snapshot {loaded.manifest['name']} returned no passage for a probe query",
         )
     if (
         not dense.passages or dense.passages[0].text != first["text"]
@@ -226,13 +232,13 @@ def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorCon
         return Check(
             "probe",
             False,
-            f"snapshot {loaded.path.name}: a query made of passage {first['id']}'s own text "
+            f"snapshot {loaded.manifest['name']}: a query made of passage {first['id']}'s own text "
             f"does not rank it first in dense mode: its vectors do not match its passages",
         )
     return Check(
         "probe",
         True,
-        f"snapshot {loaded.path.name} answered a probe query ({len(result.passages)} hits, "
+        f"snapshot {loaded.manifest['name']} answered a probe query ({len(result.passages)} hits, "
         f"top: {result.passages[0].title[:60]!r})",
     )
 

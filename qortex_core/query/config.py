@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from qortex_core.query import fusion
 from qortex_core.query.ppr import PPRConfig
+from qortex_core.query.relevance import RelevanceConfig
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,9 @@ class FullTextConfig:
             + ``dense_fusion`` x min-max dense (0: off).
         text_weight: the ``text`` mode's score: (1 - this) x min-max dense + this x min-max
             BM25 (normalised-score fusion; dense alone when BM25 matches nothing).
-        text_first: the graph modes lift the best passage by that text score, not by dense
-            cosine alone (``RetrievalConfig.dense_first`` must be on).
+        text_first: the graph modes lift the best passage by that text score to first place
+            and the best dense passage to second (``RetrievalConfig.dense_first`` must be on;
+            off: the best dense passage first).
         route_text: ``auto`` sends queries that link no fact, or only weakly, to ``text``
             (dense + BM25) instead of ``dense`` / ``hybrid``.
     """
@@ -73,6 +75,10 @@ class RetrievalConfig:
         recognition_candidates: facts shown to an optional recognition filter that does not say
             itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES;
             HippoRAG 2: 5).
+        relevance: the cosine -> [0, 1] relevance map every hit carries
+            (:mod:`qortex_core.query.relevance`).
+        min_relevance: a query whose best passage is less relevant than this answers
+            ``no_answer`` with no passages (0: never abstain); a query may set its own.
     """
 
     fact_top_k: int = 3
@@ -88,3 +94,5 @@ class RetrievalConfig:
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
     recognition_candidates: int = 5
     fulltext: FullTextConfig = FullTextConfig()
+    relevance: RelevanceConfig = RelevanceConfig()
+    min_relevance: float = 0.5

@@ -48,8 +48,10 @@ def passage_hits(
     top_k: int,
     allowed: np.ndarray | None,
     walked: Walked | None,
+    relevance: np.ndarray | None = None,
 ) -> list[PassageHit]:
-    """The ``top_k`` passages by ``final`` (profiled) among ``allowed``, with their traces."""
+    """The ``top_k`` passages by ``final`` (profiled) among ``allowed``, with their traces;
+    ``relevance``: (n_passages,) in [0, 1] (:mod:`qortex_core.query.relevance`)."""
     ranking = np.asarray(final, dtype=np.float32).copy()  # (n_passages,)
     if allowed is not None:
         ranking[~allowed] = -np.inf
@@ -71,6 +73,7 @@ def passage_hits(
                 concepts,
                 via,
                 time=p.get("time"),
+                relevance=float(relevance[i]) if relevance is not None else 0.0,
             )
         )
     return out

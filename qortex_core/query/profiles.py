@@ -9,7 +9,6 @@ Built-in profiles can be extended or overridden by ``<home>/profiles.json``::
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,9 +17,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
+from qortex_core.storage.source_files import load_json, read_bounded
 
 COMPONENTS = ("relevance", "recency", "salience", "preference")
 PROFILE_FILE = "profiles.json"
+MAX_PROFILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,10 @@ def load_profiles(home: str | Path | None = None) -> dict[str, ScoringProfile]:
     path = Path(home) / PROFILE_FILE if home is not None and "://" not in str(home) else None
     if path is None or not path.is_file():
         return profiles
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read scoring profiles {path}: {exc}") from None
+    try:  # bounded, never blocking (a FIFO swapped in), nesting and bad UTF-8 are reasons
+        data = load_json(read_bounded(path, MAX_PROFILE_BYTES).data.decode("utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"cannot read scoring profiles {path}: {exc}; fix or remove it") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected an object of profile name -> weights")
     fields = set(asdict(ScoringProfile())) - {"name"}

@@ -189,12 +189,12 @@ def match_facts(
     out: list[int] = []
     for triple in answer:
         k = _key(triple)
-        n = exact.get(k)
-        if n is None:
+        at: int | None = exact.get(k)
+        if at is None:
             close = difflib.get_close_matches(k, list(exact), n=1, cutoff=close_match)
-            n = exact[close[0]] if close else None
-        if n is not None and n not in out:
-            out.append(n)
+            at = exact[close[0]] if close else None
+        if at is not None and at not in out:
+            out.append(at)
     return out
 
 
@@ -239,8 +239,9 @@ class LLMRecognizer:
             RecognitionError: the endpoint failed after the retries; the message is one line
                 without the key.
         """
-        shown = [
-            tuple(clean_text(x, NAME_CAP) for x in f) for f in list(facts)[: self.config.candidates]
+        shown: list[Triple] = [
+            (clean_text(s, NAME_CAP), clean_text(p, NAME_CAP), clean_text(o, NAME_CAP))
+            for s, p, o in list(facts)[: self.config.candidates]
         ]
         if not shown:
             return []

@@ -32,6 +32,7 @@ class PassageHit:
     concept_ids: tuple[str, ...] = ()  # the concepts this hit came through (what feedback adjusts)
     time: str | None = None  # event time, ISO 8601 UTC (None: the passage has none)
     tier: str = "graph"  # "graph": the snapshot; "fresh": a written memory not yet consolidated
+    # [0, 1], comparable across modes and tiers (:mod:`qortex_core.query.relevance`)
     relevance: float | None = None
 
 
@@ -61,3 +62,4 @@ class QueryResult:
     route: str | None = None  # why ``auto`` took its mode
     confidence: float | None = None  # hybrid: agreement of the dense and graph top-k
     factors_version: int = 0
+    no_answer: bool = False  # nothing reached min_relevance: passages is empty

@@ -20,7 +20,7 @@ from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory.fresh import MemoryState
 from qortex_core.memory.learned import LearnedMemory, MemoryConfig
 from qortex_core.memory.tier import FreshTier
-from qortex_core.query import hits, modes, profiles
+from qortex_core.query import hits, modes, profiles, relevance
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.embedder_check import check_embedder
 from qortex_core.query.lexical import LexicalIndex
@@ -169,6 +169,7 @@ class Retriever:
         *,
         since: str | None = None,
         until: str | None = None,
+        min_relevance: float | None = None,
     ) -> QueryResult:
         """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result
         came through.
@@ -176,16 +177,26 @@ class Retriever:
         ``since``/``until``: keep passages whose event time lies in that window (ISO 8601;
         a bare ``until`` date keeps its whole day); like domains they filter the results,
         never the walk. Fresh records (written, not yet consolidated) are filtered alike.
+        ``min_relevance`` (None: ``config.min_relevance``; 0: never): when no allowed passage
+        or fresh record is that relevant, the result is ``no_answer`` with no passages.
         """
         clean = validate(text, top_k, mode)
         known = set(self.view.passage_domains.tolist())
         domains = validate_domains(domains, known | (self.fresh.domains() if self.fresh else set()))
         vector = self.embedder.embed([clean])[0]
-        result = self.search(clean, vector, top_k, mode, domains, profile, since=since, until=until)
+        result = self.search(
+            clean, vector, top_k, mode, domains, profile,
+            since=since, until=until, min_relevance=min_relevance,
+        )  # fmt: skip
         if self.fresh is not None:  # the hook: written memories not yet in the snapshot
             window = validate_window(since, until)
-            found = self.fresh.search(vector, clean, top_k, domains, window)
-            result = self.fresh.merge(result, found, top_k)
+            with _blas_controller().limit(limits=1, user_api="blas"):
+                found = self.fresh.search(vector, clean, top_k, domains, window)
+            rel = relevance.of_fresh(self.config.relevance)  # the same calibration
+            result = self.fresh.merge(result, found, top_k, relevance=rel)
+            result = relevance.settle(
+                result, relevance.threshold(min_relevance, self.config.min_relevance)
+            )
         self.memory.record(
             result.query_id,
             result.snapshot,
@@ -229,13 +240,15 @@ class Retriever:
         *,
         since: str | None = None,
         until: str | None = None,
+        min_relevance: float | None = None,
     ) -> QueryResult:
         """Retrieve with a precomputed unit query vector (modes: :data:`MODES`)."""
         window = validate_window(since, until)
+        minimum = relevance.threshold(min_relevance, self.config.min_relevance)
         # one BLAS thread: a query is a few small mat-vecs, and a second thread only spin-waits
         # (12 ms instead of 1.4 ms per 17k x 384 product on a busy 2-core machine)
         with _blas_controller().limit(limits=1, user_api="blas"):
-            return self._search(text, vector, top_k, mode, domains, profile, window)
+            return self._search(text, vector, top_k, mode, domains, profile, window, minimum)
 
     def seed(self, text: str, vector: np.ndarray, dense: np.ndarray) -> Seeding:
         """Link facts, filter them (when a recognizer is set) and build the walk's teleport.
@@ -280,12 +293,26 @@ class Retriever:
         domains: Sequence[str] | None,
         profile: str | profiles.ScoringProfile | None,
         window: tuple[str | None, str | None] = (None, None),
+        minimum: float = 0.0,
     ) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
         ctx = self.context(text, vector, domains, window=window)
+        rel = relevance.score(ctx.dense, self.config.relevance)  # (n_passages,) in [0, 1]
+        best = relevance.best(rel, ctx.allowed)
+        if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
+            return QueryResult(
+                ctx.text,
+                mode,
+                self.view.name,
+                [],
+                fallback=relevance.abstention_note(best, minimum),
+                query_id=ids.query_id(ctx.text, self.view.name, now().isoformat()),
+                profile=prof.name,
+                no_answer=True,
+            )
         ranking = modes.get(mode).rank(ctx)
-        return self._result(ctx, ranking, top_k, domains, prof)
+        return self._result(ctx, ranking, top_k, domains, prof, rel)
 
     def _result(
         self,
@@ -294,8 +321,10 @@ class Retriever:
         top_k: int,
         domains: Sequence[str] | None,
         prof: profiles.ScoringProfile,
+        rel: np.ndarray | None = None,
     ) -> QueryResult:
-        """Hits, concepts, seeds and rules of a ranking, with its notes."""
+        """Hits, concepts, seeds and rules of a ranking, with its notes; ``rel``: (n_passages,)
+        relevance each hit carries."""
         view = self.view
         extra: dict = {
             "query_id": ids.query_id(ctx.text, view.name, now().isoformat()),
@@ -311,46 +340,36 @@ class Retriever:
             prof,
             self._components(prof),
         )
-        passages = hits.passage_hits(view, final, parts, top_k, ctx.allowed, ranking.walked)
+        passages = hits.passage_hits(view, final, parts, top_k, ctx.allowed, ranking.walked, rel)
+        rules = self._rules(ctx, ranking, top_k, domains)
         if ranking.walked is None:
-            rules = rank_rules(
-                view.rule_index,
-                self._phrase_cosine(ctx.vector),
-                view.node_ids,
-                view.node_names,
-                top_k,
-                domains,
-            )
             return QueryResult(
-                ctx.text,
-                ranking.mode,
-                view.name,
-                passages,
-                fallback=ranking.note,
-                rules=rules,
-                **extra,
-            )
-        node_scores = ranking.walked.node_scores
-        rules = rank_rules(
-            view.rule_index,
-            node_scores[: view.n_phrases],
-            view.node_ids,
-            view.node_names,
-            top_k,
-            domains,
-        )
+                ctx.text, ranking.mode, view.name, passages,
+                fallback=ranking.note, rules=rules, **extra,
+            )  # fmt: skip
         return QueryResult(
-            ctx.text,
-            ranking.mode,
-            view.name,
-            passages,
-            hits.concept_hits(view, node_scores, top_k),
+            ctx.text, ranking.mode, view.name, passages,
+            hits.concept_hits(view, ranking.walked.node_scores, top_k),
             hits.seed_list(view, ranking.walked.seeding),
-            rules=rules,
-            factors_version=self.memory.factors_version,
-            fallback=ranking.note,
+            rules=rules, factors_version=self.memory.factors_version, fallback=ranking.note,
             **extra,
+        )  # fmt: skip
+
+    def _rules(
+        self,
+        ctx: modes.QueryContext,
+        ranking: modes.Ranking,
+        top_k: int,
+        domains: Sequence[str] | None,
+    ) -> list:
+        """Rules by the walk's concept scores, or by concept cosine when nothing was walked."""
+        view = self.view
+        scores = (
+            self._phrase_cosine(ctx.vector)
+            if ranking.walked is None
+            else ranking.walked.node_scores[: view.n_phrases]
         )
+        return rank_rules(view.rule_index, scores, view.node_ids, view.node_names, top_k, domains)
 
     def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
         """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""

@@ -1,5 +1,6 @@
-"""The graph walk shared by the graph modes: PPR from the seeding, then the best text
-passage first (dense cosine, or dense + BM25 with ``fulltext.text_first``).
+"""The graph walk shared by the graph modes: PPR from the seeding, then the best dense
+passage first, or with ``fulltext.text_first`` the best text (dense + BM25) passage first and
+the best dense one second.
 
 :func:`no_walk_note` says when a query cannot walk (the mode then ranks densely);
 :func:`walked` runs Personalized PageRank once per query; :func:`graph_ranking`
@@ -46,8 +47,10 @@ def graph_ranking(
     w = walked(ctx)
     n = ctx.view.n_phrases
     if ctx.config.dense_first:  # learned feedback vetoes it: a passage judged down stays put
-        by = ctx.text_scores() if ctx.config.fulltext.text_first else ctx.dense
-        final = dense_first(final, by, ctx.allowed, ctx.preference() < 0.5)
+        vetoed = ctx.preference() < 0.5
+        final = dense_first(final, ctx.dense, ctx.allowed, vetoed)
+        if ctx.config.fulltext.text_first:  # the best text passage above it, dense's second
+            final = dense_first(final, ctx.text_scores(), ctx.allowed, vetoed)
     parts = {
         "ppr": w.node_scores[n:],
         "dense": ctx.dense,

@@ -57,7 +57,8 @@ def query_log_days() -> int:
 
 
 def prune_query_log(home: str | Path, days: int) -> int:
-    """Delete query traces older than ``days`` (feedback on those queries is then refused); rows removed."""
+    """Delete query traces older than ``days`` (feedback on those queries is then refused); rows
+    removed."""
     table = LanceStore.open(home).open_latest(QUERY_LOG)
     if table is None:
         return 0
@@ -94,7 +95,8 @@ def list_snapshots(home: str | Path) -> list[SnapshotInfo]:
 def prune_snapshots(
     home: str | Path, keep: int, optimize: bool = True, log_days: int | None = None
 ) -> PruneReport:
-    """Delete all but the ``keep`` newest snapshot directories (LATEST is always kept), then optimize.
+    """Delete all but the ``keep`` newest snapshot directories (LATEST is always kept), then
+    optimize.
 
     A directory is first renamed out of the version namespace, so a reader never
     resolves a half-deleted snapshot. Optimizing compacts every LanceDB table and
@@ -123,7 +125,8 @@ def prune_snapshots(
 
 
 def optimize_tables(home: str | Path, keep_since_iso: str = "") -> dict[str, int]:
-    """Compact every LanceDB table under ``home`` and clean versions older than ``keep_since_iso``."""
+    """Compact every LanceDB table under ``home`` and clean versions older than
+    ``keep_since_iso``."""
     store = LanceStore.open(home)
     age = dt.timedelta(days=7)
     if keep_since_iso:

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.snapshot_schema import check_manifest
+from qortex_core.storage.snapshot_shapes import shape_problems
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
@@ -106,13 +107,15 @@ def _sha256(path: Path) -> str:
 
 
 def _write_arrow(table: pa.Table, path: Path) -> None:
-    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory map."""
+    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory
+    map."""
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
 
 def _read_arrow(path: Path) -> pa.Table:
-    """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on use)."""
+    """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on
+    use)."""
     with pa.ipc.open_file(pa.memory_map(str(path), "r")) as reader:
         return reader.read_all()
 
@@ -209,7 +212,10 @@ def latest_name(home: str | Path) -> str:
             "choose another home with --home or QORTEX_HOME)"
         ) from None
     except NotADirectoryError:
-        raise HomeError(f"data home {home} is not a directory (or lies under a file)") from None
+        raise HomeError(
+            f"data home {home} is not a directory (or lies under a file): choose another with "
+            "--home or QORTEX_HOME"
+        ) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
     if not _NAME.fullmatch(name):
@@ -233,7 +239,9 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except FileNotFoundError:
-        raise SnapshotError(f"snapshot {name} not found under {home}") from None
+        raise SnapshotError(
+            f"snapshot {name} not found under {home} (`qortex snapshots` lists them)"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
@@ -253,11 +261,15 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
                 tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
+    lies = shape_problems(arrays, tables, manifest["counts"])  # counts that disagree with rows
+    if lies:
+        raise SnapshotError(f"snapshot {name} does not match its manifest: {'; '.join(lies)}")
     return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
 
 
 def _manifest_files(manifest: object, name: str) -> dict[str, str]:
-    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256 digests.
+    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256
+    digests.
 
     Raises:
         SnapshotError: the manifest is not an object or its file list is malformed.
@@ -265,7 +277,8 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if isinstance(manifest, dict) and manifest.get("format", FORMAT) != FORMAT:
         raise SnapshotError(
-            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format {FORMAT}: "
+            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format "
+            f"{FORMAT}: "
             "publish a new snapshot"
         )
     if not isinstance(files, dict) or not files:
@@ -287,9 +300,14 @@ def resolve_name(home: str | Path, name: str | int | None) -> str:
         for candidate in list_versions(home):
             if int(candidate[1:7]) == int(text):
                 return candidate
-        raise SnapshotError(f"no snapshot version {text} under {home}")
+        raise SnapshotError(
+            f"no snapshot version {text} under {home} (`qortex snapshots` lists them)"
+        )
     if not _NAME.fullmatch(text):
-        raise SnapshotError(f"not a snapshot name: {text!r}")
+        raise SnapshotError(
+            f"not a snapshot name: {text!r}: give a version number or a name from `qortex "
+            "snapshots`"
+        )
     return text
 
 
@@ -301,10 +319,12 @@ def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, l
         verify: check every file's SHA-256 against the manifest.
 
     Returns:
-        The loaded snapshot and one line per snapshot refused on the way (empty when the latest loaded).
+        The loaded snapshot and one line per snapshot refused on the way (empty when the latest
+        loaded).
 
     Raises:
-        SnapshotError: nothing published, or no snapshot under ``home`` loads (the message names each problem).
+        SnapshotError: nothing published, or no snapshot under ``home`` loads (the message names
+        each problem).
         HomeError: ``home`` is a file.
     """
     problems: list[str] = []
@@ -322,4 +342,7 @@ def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, l
             return load(home, name, verify=verify), problems
         except SnapshotError as exc:
             problems.append(str(exc))
-    raise SnapshotError(f"no usable snapshot under {home}: " + "; ".join(problems))
+    raise SnapshotError(
+        f"no usable snapshot under {home}: " + "; ".join(problems) + "; run `qortex ingest` to "
+        "publish a good one"
+    )

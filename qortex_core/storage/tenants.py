@@ -22,13 +22,15 @@ def validate_tenant(name: str | None) -> str:
     """The tenant name to use (``None`` -> ``default``).
 
     Raises:
-        ConfigError: not 1-64 lower-case letters, digits, ``_`` or ``-`` (starting with a letter or digit).
+        ConfigError: not 1-64 lower-case letters, digits, ``_`` or ``-`` (starting with a letter or
+        digit).
     """
     if name is None or name == DEFAULT:
         return DEFAULT
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(
-            f"bad tenant name {name!r}: use 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit"
+            f"bad tenant name {name!r}: use 1-64 of a-z, 0-9, '_' and '-', starting with a letter "
+            "or digit"
         )
     return name
 

@@ -81,6 +81,40 @@ def current_holder(home: str | Path) -> Holder | None:
     return holder if holder is not None and _alive(holder) else None
 
 
+def _ancestors(pid: int) -> set[int]:
+    """``pid`` and its parent, grandparent, ... (from /proc; just ``pid`` where there is none)."""
+    out = {pid}
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # field 4: the parent's pid
+        out.add(pid)
+    return out
+
+
+def ensure_no_other_writer(home: str | Path) -> None:
+    """Fail fast when a live process other than this one (or one it runs under) writes to ``home``.
+
+    For runs that do not take the lock themselves (launched from the UI, a schedule or a sensor):
+    while ``qortex ingest`` holds it, such a run stops here in one line instead of racing it.
+
+    Raises:
+        HomeBusyError: another live process holds the writer lock.
+    """
+    if "://" in str(home):
+        return
+    holder = current_holder(home)
+    if holder is None or holder.host != socket.gethostname():
+        return
+    if holder.pid not in _ancestors(os.getpid()):
+        raise HomeBusyError(
+            f"data home {home} is being written by {holder.describe()}; this run stops "
+            "here (launch it again when that one has finished)"
+        )
+
+
 @contextmanager
 def _guard(home: Path) -> Iterator[None]:
     with open(home / GUARD_NAME, "a") as guard:

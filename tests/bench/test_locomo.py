@@ -200,6 +200,34 @@ def test_cli_eval_locomo(tiny, tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["benchmark"] == "locomo" and set(report["results"]) == {"dense"}
     assert report["results"]["dense"]["recall@5"] == 1.0
+    assert report["abstention"]["dense"] == {
+        "adversarial_no_answer": 1.0,  # nobody in the tiny conversation speaks of a car
+        "answerable_no_answer": 0.0,
+    }
+    strict = ["--min-relevance", "1", "--json", str(out)]
+    base = ["eval", "--locomo", str(tiny), "--home", str(tmp_path / "h"), "--modes", "dense"]
+    assert main(base + strict) == 0  # nothing reaches relevance 1: every question abstains
+    report = json.loads(out.read_text())
+    assert report["abstention"]["dense"]["answerable_no_answer"] == 1.0
+    assert report["abstention"]["dense"]["adversarial_no_answer"] == 1.0
+    assert report["results"]["dense"]["recall@10"] == 0.0
+
+
+def test_cli_eval_offtopic_reports_abstention(toy_dataset, tmp_path, capsys):
+    queries = tmp_path / "q.txt"
+    queries.write_text("# two of each\nzxqv blorf\nqqq rrr sss\n" + "What does Ivo Lark paint?\n")
+    out = tmp_path / "r.json"
+    data = toy_dataset
+    args = ["eval", "--questions", str(data.questions), "--corpus", str(data.corpus),
+            "--openie", str(data.openie), "--home", str(tmp_path / "h"),
+            "--modes", "dense,hipporag", "--offtopic", str(queries),
+            "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads(out.read_text())
+    for mode in ("dense", "hipporag"):
+        assert report["offtopic"][mode]["queries"] == 3
+        assert report["offtopic"][mode]["no_answer"] == pytest.approx(2 / 3)
+    assert report["offtopic"]["file"] == str(queries)
 
 
 def test_cli_eval_locomo_errors(tiny, tmp_path, capsys):

@@ -66,7 +66,8 @@ def test_no_secret_in_the_home_dagster_home_logs_or_llm_requests(
     source, home = tmp_path / "src", tmp_path / "home"
     _write_sources(source, s, file_token)
     monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", "unset-after-the-test")  # run_ingest exports it
+    monkeypatch.delenv("DAGSTER_HOME")
     collect = Collect()
     root = logging.getLogger()
     old_level = root.level

@@ -161,3 +161,29 @@ def test_remember_many_is_one_batch_all_or_none(mem):
         with pytest.raises(RecordError):
             mem.remember_many(bad)
     assert _rows(mem) == before
+
+
+def test_consolidation_merges_near_duplicates_and_history_keeps_both(mem):
+    from qortex_core.memory.consolidate import memory_documents
+
+    first = mem.remember(PUMP)
+    same = mem.remember("  " + PUMP.replace(" ", "  ") + " ")  # identical text up to spaces
+    near = mem.remember(PUMP.replace("spring.", "spring!"))  # cosine >= 0.95
+    other = mem.remember(BREAD)
+    cos = float(
+        mem.state.vectors[mem.state.live_ids.index(near.id)] @ mem.embedder.embed([PUMP])[0]
+    )
+    assert cos >= 0.95
+    docs = memory_documents(LanceStore.open(mem.home))
+    assert set(docs.merged) == {(same.id, first.id), (near.id, first.id)}
+    assert sorted(d.doc_id for d in docs.documents) == sorted(
+        f"memory:{r.id}" for r in (first, other)
+    )
+    mem.state.refresh(force=True)
+    assert {r.id for r in mem.list()} == {first.id, other.id}
+    assert mem.get(same.id).merged_into == first.id and mem.get(same.id).forgotten
+    ops = [(h.id, h.op) for h in mem.history(first.id)]
+    assert (first.id, "remember") in ops and (same.id, "remember") in ops
+    assert (near.id, "remember") in ops and ops.count((first.id, "merge")) == 2
+    hits = [h.id for h in mem.search("Who services the Orion Pump?", top_k=5).passages]
+    assert first.id in hits and same.id not in hits and near.id not in hits

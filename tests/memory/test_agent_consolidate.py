@@ -101,6 +101,9 @@ def test_scenario_remember_revise_forget_consolidate(tmp_path, shared_model):
 
     outcome = run_ingest(None, home, progress=False)
     assert outcome.summary["memories"] == 2 and all(outcome.checks.values())
+    mem.table.version()  # the handle moves to the newest commit
+    fts = [i for i in mem.table._open().list_indices() if i.index_type == "FTS"]
+    assert fts and fts[0].num_unindexed_rows == 0  # consolidation folded writes into the index
     loaded = snap.load(home)
     assert loaded.manifest["name"] != first_snapshot
     texts = loaded.tables["passages"]["text"].to_pylist()

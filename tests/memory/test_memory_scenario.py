@@ -118,7 +118,10 @@ def test_rules_ranked_by_concept_ppr_and_domains_filter_results(home, embedder):
     assert "Orion Pump" in result.rules[0].concepts
     scores = [rule.score for rule in result.rules]
     assert scores == sorted(scores, reverse=True)
-    kitchen = r.query(QUERY, top_k=5, mode="hipporag", domains=["kitchen"])
+    # nothing in the kitchen is about the pump: by default the answer is "no answer" ...
+    assert r.query(QUERY, top_k=5, mode="hipporag", domains=["kitchen"]).no_answer
+    # ... and without abstention the walk from the pump still ranks the kitchen passages
+    kitchen = r.query(QUERY, top_k=5, mode="hipporag", domains=["kitchen"], min_relevance=0)
     assert kitchen.passages and all(h.domain == "kitchen" for h in kitchen.passages)
     assert all("Orion" not in rule.text and "Vega" not in rule.text for rule in kitchen.rules)
     assert kitchen.seeds and any(

@@ -60,6 +60,7 @@ def test_bad_key_fails_the_run_and_the_previous_snapshot_keeps_answering(
     for name in ("QORTEX_LLM_API_KEY", "OPENAI_API_KEY", "QORTEX_LLM_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))  # run_ingest exports it: restored
     first = run_ingest(source, home, dagster_home, resources, progress=False)
     assert first.summary["snapshot_status"] == "published"
     assert first.summary["extractor"].startswith("offline") and first.summary["llm_calls"] == 0

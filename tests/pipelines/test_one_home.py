@@ -55,7 +55,8 @@ def test_cli_ingest_runs_show_in_the_ui_instance_for_a_home_with_spaces_and_unic
     source = _source(tmp_path)
     home = tmp_path / "my home ünï"
     monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", "unset-after-the-test")  # run_ingest exports it
+    monkeypatch.delenv("DAGSTER_HOME")
     EMBEDDERS["session"] = embedder
     outcome = run_ingest(source, home, resources={"embedder": SessionEmbedder()}, progress=False)
     assert outcome.summary["documents"] == 1
@@ -77,7 +78,9 @@ def test_missing_snapshot_names_the_home_and_how_to_choose_another(tmp_path, cap
     assert "--home" in err and "QORTEX_HOME" in err and "\n" not in err
 
 
-def test_a_second_writer_fails_fast_with_one_line(tmp_path, capsys):
+def test_a_second_writer_fails_fast_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", "unset-after-the-test")  # run_ingest exports it
+    monkeypatch.delenv("DAGSTER_HOME")
     source, home = _source(tmp_path), tmp_path / "home"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.Popen(

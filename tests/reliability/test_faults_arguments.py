@@ -5,6 +5,9 @@ finds, the CLI answers or prints one ``qortex: error:`` line (exit 2), never a t
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import re
 import shutil
 
@@ -133,3 +136,67 @@ def test_writer_arguments_never_end_in_a_traceback(capsys, home, keep, tenant, q
             continue
         assert_answer_or_one_line(code, err)
     assert snap.latest_name(home)  # the published snapshot is still there
+
+
+def numeric_options() -> list[tuple[tuple[str, ...], str, str]]:
+    """(subcommand path, option, kind) of every numeric option of every ``qortex`` command."""
+    from pipelines.cli import build_parser
+
+    found = []
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, path + (name,))
+            elif action.option_strings and action.type is not None:
+                kind = getattr(action.type, "__name__", "")
+                if kind in ("int", "float", "list of integers"):
+                    found.append((path, action.option_strings[0], kind))
+
+    walk(build_parser(), ())
+    return found
+
+
+def test_every_numeric_option_is_strict():
+    """No numeric option is parsed by Python's lenient ``int``/``float`` through a lambda."""
+    options = numeric_options()
+    assert len(options) >= 20 and any(o == "--top-k" for _, o, _ in options)
+    from pipelines.cli import build_parser
+
+    lenient = []
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, path + (name,))
+            elif getattr(action.type, "__name__", "") == "<lambda>":
+                lenient.append((path, action.option_strings[0]))
+
+    walk(build_parser(), ())
+    assert all(option == "--modes" for _, option in lenient), lenient  # a list of names
+
+
+@given(text=numbers, which=st.integers(0, 10_000))
+@settings(max_examples=300)
+def test_every_numeric_option_parses_once_or_is_one_line(text, which):
+    """Parsing alone (nothing runs): a value is taken only in ASCII digits, else one line."""
+    from pipelines.cli import build_parser
+
+    options = numeric_options()
+    path, option, kind = options[which % len(options)]
+    positional = {"query": ["text"], "ingest": ["src"]}.get(path[0], [])
+    argv = [*path, *positional, f"{option}={text}"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:
+            lines = [x for x in err.getvalue().splitlines() if x.strip()]
+            assert exc.code == 2 and len(lines) == 1 and lines[0].startswith("qortex: error:")
+            assert "Traceback" not in err.getvalue()
+            return
+    value = getattr(args, option.lstrip("-").replace("-", "_"))
+    parts = text.split(",") if kind == "list of integers" else [text]
+    assert all(re.fullmatch(r"-?[0-9.eE+]+", p.strip()) for p in parts if p.strip()), (argv, value)

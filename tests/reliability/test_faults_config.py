@@ -16,6 +16,7 @@ BODIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BODIES))
 def test_a_malformed_dagster_yaml_is_one_line_naming_it(
     case, toy_home, tmp_path, capsys, monkeypatch
@@ -36,3 +37,21 @@ def test_a_malformed_dagster_yaml_is_one_line_naming_it(
     assert target.read_bytes() == (body if isinstance(body, bytes) else body.encode())
     answered = run_cli(capsys, "query", "Who is Ivo Lark?", "--home", toy_home)
     assert answered.code == 0, answered.stderr  # queries never open the instance
+
+
+PROFILES = {
+    "nested too deeply": ("[" * 100_000 + "]" * 100_000).encode(),
+    "not UTF-8": b'{"mine": {"relevance": 1.0}}\xff',
+    "larger than 1 MB": b'{"mine": {"relevance": 1.0}, "pad": "' + b"x" * (1 << 20) + b'"}',
+    "not JSON": b'{"mine": ',
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROFILES))
+def test_a_malformed_profiles_json_is_one_line_naming_it(case, toy_home, capsys):
+    target = toy_home / "profiles.json"
+    target.write_bytes(PROFILES[case])
+    asked = run_cli(capsys, "query", "Who is Orlan Vesk?", "--home", toy_home, "--profile", "mine")
+    error_line(asked, 2, str(target), "fix or remove it")
+    target.unlink()
+    assert run_cli(capsys, "query", "Who is Orlan Vesk?", "--home", toy_home).code == 0

@@ -117,6 +117,8 @@ def test_a_read_only_mount_still_answers_and_writers_fail_with_one_line(
         assert answer_ids(answered) == ranking
         assert answered.stderr.strip().startswith("qortex: note: query log skipped")
         assert "not writable" in answered.stderr
+        checked = cli("doctor", "--home", home)  # diagnosed read-only, not refused
+        assert checked.code == 0 and "healthy" in checked.stdout, checked.stdout + checked.stderr
         _writers_fail(cli, home, source, query_id, passage, "read-only", str(home))
         assert published(home) == before
 

@@ -103,6 +103,7 @@ def test_a_file_growing_past_the_limit_is_read_only_up_to_the_bound(tmp_path):
     assert str(box.get("error")) == "larger than 1000 bytes"
 
 
+@pytest.mark.slow
 def test_ingest_skips_hostile_files_and_publishes_the_rest(tmp_path, capsys, monkeypatch):
     src = tmp_path / "src"
     src.mkdir()
@@ -127,3 +128,17 @@ def test_a_source_of_only_hostile_files_is_one_line_naming_one(tmp_path, capsys)
     failed = run_cli(capsys, "ingest", src, "--home", tmp_path / "home")
     error_line(failed, 2, "no usable", "nested.json", "nested too deeply")
     assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("which", ["questions", "corpus", "openie"])
+def test_an_eval_dataset_file_that_is_a_fifo_is_one_line_not_a_hang(which, tmp_path, capsys):
+    from conftest import write_toy_dataset
+
+    data = write_toy_dataset(tmp_path / "data")
+    target = getattr(data, which)
+    target.unlink()
+    os.mkfifo(target)  # no writer, ever: a blocking open or read would hang here
+    argv = ["eval", "--questions", data.questions, "--corpus", data.corpus]
+    argv += ["--openie", data.openie, "--home", tmp_path / "home", "--modes", "dense"]
+    box = _finishes(lambda: run_cli(capsys, *argv), 120)
+    error_line(box["value"], 2, str(target), "FIFO")

@@ -46,7 +46,8 @@ def test_purge_removes_a_deleted_documents_text_from_every_file(
         f"quiet until spring.\n"
     )
     monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", "unset-after-the-test")  # run_ingest exports it
+    monkeypatch.delenv("DAGSTER_HOME")
     EMBEDDERS["session"] = embedder
     resources = {"embedder": SessionEmbedder()}
     memory = open_memory(home, embedder=embedder)

@@ -19,12 +19,15 @@ from qortex_core.storage.snapshot_schema import ARRAY_NAMES, COUNT_NAMES
 REPO = Path(__file__).resolve().parents[2]
 
 
-# the schema's other arrays and counts (qortex_core/storage/snapshot_schema.py), empty
+# the schema's other arrays and counts (qortex_core/storage/snapshot_schema.py): one phrase,
+# one passage, no fact, so the counts agree with the rows (snapshot_shapes checks they do)
+ONE_PHRASE = ("phrase_vectors", "phrase_passage_count", "phrase_text_frequency")
 EMPTY_ARRAYS = {
-    name: np.zeros(0, np.float32)
+    name: np.zeros(1 if name in ONE_PHRASE else 0, np.float32)
     for name in ARRAY_NAMES
     if name not in ("adj_indptr", "adj_indices", "adj_data", "passage_vectors")
 }
+EMPTY_ARRAYS["fact_passage_indptr"] = np.zeros(1, np.int64)
 COUNTS = dict.fromkeys(COUNT_NAMES, 0)
 
 
@@ -36,7 +39,7 @@ def make_snapshot(marker: int, size: int = 1000) -> snap.Snapshot:
         "adj_indices": np.array([1, 0], np.int32),
         "adj_data": np.array([2.5, 2.5], np.float32),
         "marker": np.full(size, marker, np.int64),
-        "passage_vectors": np.arange(12, dtype=np.float32).reshape(3, 4) + marker,
+        "passage_vectors": np.arange(4, dtype=np.float32).reshape(1, 4) + marker,
         **EMPTY_ARRAYS,
     }
     tables = {

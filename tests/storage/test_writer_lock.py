@@ -17,6 +17,7 @@ from qortex_core.storage.writer_lock import (
     LOCK_NAME,
     HomeBusyError,
     current_holder,
+    ensure_no_other_writer,
     process_start,
     read_holder,
     writer_lock,
@@ -73,3 +74,32 @@ def test_a_reused_pid_with_another_start_time_is_stale(tmp_path):
     assert current_holder(tmp_path) is None
     with writer_lock(tmp_path, "new") as holder:
         assert holder.what == "new"
+
+
+def test_a_run_not_holding_the_lock_stops_while_another_process_writes(tmp_path):
+    """What a run launched from the UI meets (its documents step) while `qortex ingest` runs."""
+    from dagster import build_asset_context
+
+    from assets.documents import documents
+    from pipelines.jobs import WRITER_TAG, make_ingest_job
+    from pipelines.resources import SourceResource, StoreResource
+
+    home, source = tmp_path / "home", tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# A\n\nAlpha is a letter.\n")
+    ensure_no_other_writer(home)  # nobody writes: fine
+    with writer_lock(home, "qortex ingest"):
+        ensure_no_other_writer(home)  # this process holds it (a CLI run around its job): fine
+    proc = _holder_process(home)
+    try:
+        with pytest.raises(HomeBusyError, match=f"pid {proc.pid}"):
+            documents(
+                build_asset_context(),
+                source=SourceResource(path=str(source)),
+                store=StoreResource(home=str(home)),
+            )
+        assert not (home / "lancedb").exists()  # stopped before writing anything
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert make_ingest_job({}).tags[WRITER_TAG] == "ingest"  # queued runs: one at a time

@@ -1,0 +1,68 @@
+"""Counts that lie: a manifest whose counts disagree with its arrays and tables.
+
+Checksums prove the files are the ones written, and the schema check proves the manifest names
+every file and count; neither proves they agree. A count that says 10**9 phrases over arrays of
+15 rows (or -1, or 0) would crash the first query on mismatched shapes. :func:`shape_problems`
+compares every count with the rows it describes, reading only shapes and one CSR pointer.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+
+# a graph-only snapshot (the PPR memory probe's) stores no vectors and no passage text
+MAY_BE_EMPTY = ("passage_vectors", "fact_vectors", "phrase_vectors", "passages")
+
+
+def _rows(found: Mapping[str, object], name: str) -> int | None:
+    item = found.get(name)
+    if isinstance(item, pa.Table):
+        return item.num_rows
+    return int(item.shape[0]) if isinstance(item, np.ndarray) and item.ndim >= 1 else None
+
+
+def shape_problems(
+    arrays: Mapping[str, np.ndarray], tables: Mapping[str, pa.Table], counts: Mapping[str, int]
+) -> list[str]:
+    """Where ``counts`` disagree with the arrays and tables (empty when they agree)."""
+    found = {**arrays, **tables}
+    problems = [f"count {k} is {v}" for k, v in counts.items() if isinstance(v, int) and v < 0]
+    nodes, phrases, passages = counts.get("nodes"), counts.get("phrases"), counts.get("passages")
+    if None not in (nodes, phrases, passages) and nodes != phrases + passages:
+        problems.append(f"nodes {nodes} != phrases {phrases} + passages {passages}")
+    expected = {  # item -> (count, extra rows: CSR pointers have one more)
+        "adj_indptr": ("nodes", 1),
+        "nodes": ("nodes", 0),
+        "phrase_vectors": ("phrases", 0),
+        "phrase_passage_count": ("phrases", 0),
+        "phrase_text_frequency": ("phrases", 0),
+        "passage_vectors": ("passages", 0),
+        "passages": ("passages", 0),
+        "fact_vectors": ("facts", 0),
+        "fact_nodes": ("facts", 0),
+        "fact_passage_indptr": ("facts", 1),
+        "facts": ("facts", 0),
+    }
+    for item, (count, extra) in expected.items():
+        rows = _rows(found, item)
+        if rows == 0 and item in MAY_BE_EMPTY:
+            continue
+        if rows is not None and count in counts and rows != counts[count] + extra:
+            problems.append(
+                f"{item} has {rows} rows but the manifest counts {count} {counts[count]}"
+            )
+    indptr, indices = arrays.get("adj_indptr"), arrays.get("adj_indices")
+    if indptr is not None and indices is not None and len(indptr):
+        if int(indptr[-1]) != len(indices) or len(arrays.get("adj_data", indices)) != len(indices):
+            problems.append("the adjacency's pointers, indices and weights disagree")
+    dims = {
+        int(arrays[n].shape[1])
+        for n in ("passage_vectors", "fact_vectors", "phrase_vectors")
+        if n in arrays and arrays[n].ndim == 2 and arrays[n].shape[0]
+    }
+    if len(dims) > 1:
+        problems.append(f"vectors of different widths {sorted(dims)}")
+    return problems
