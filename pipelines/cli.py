@@ -186,7 +186,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     for n, hit in enumerate(result.passages, 1):
         via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
         when = f" ({hit.time[:10]})" if hit.time else ""
-        head = f"{n:2d}. [{hit.score:.4f}] rel {hit.relevance:.2f} {hit.id}{when}"
+        tier = " fresh" if hit.tier == "fresh" else ""  # written, not yet consolidated
+        head = f"{n:2d}. [{hit.score:.4f}] rel {hit.relevance:.2f}{tier} {hit.id}{when}"
         print(f"{head} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(

@@ -27,6 +27,7 @@ FEEDBACK_EVENTS = "feedback_events"
 QUERY_LOG = "query_log"
 FACTORS = "teleportation_factors"
 STAGE_STATE = "stage_state"
+APPEND_ATTEMPTS = 4  # an append that raced a table's creation is retried on the created table
 
 
 def home_of(value: str | Path) -> Path | str:
@@ -266,13 +267,20 @@ class LanceStore:
         """Append rows (safe from several processes: Lance commits appends without conflict)."""
         if rows.num_rows == 0:
             return
-        table = self._table(name)
-        with self._writing(name):
-            if table is None:  # create empty first: a racing creator's table is opened
-                table = self._tables[name] = self._db.create_table(
-                    name, schema=rows.schema, exist_ok=True
-                )
-            table.add(rows)
+        for attempt in range(APPEND_ATTEMPTS):
+            table = self._table(name)
+            with self._writing(name):
+                if table is None:  # create empty first: a racing creator's table is opened
+                    table = self._tables[name] = self._db.create_table(
+                        name, schema=rows.schema, exist_ok=True
+                    )
+                try:
+                    table.add(rows)
+                    return
+                except RuntimeError as exc:  # raced a creator's commit: append to what it made
+                    if "ncompatible transaction" not in str(exc) or attempt + 1 == APPEND_ATTEMPTS:
+                        raise
+                    self._tables.pop(name, None)
 
     def latest(self, name: str) -> tuple[pa.Table, int]:
         """Whole table as committed now by any process, and its version (0 if it does not exist)."""
