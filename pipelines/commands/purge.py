@@ -30,18 +30,33 @@ def clean_dagster(dagster_home: Path, before_iso: str) -> int:
 
     cutoff = dt.datetime.fromisoformat(before_iso).timestamp() if before_iso else float("inf")
     instance = DagsterInstance.from_config(str(dagster_home))
-    removed = 0
+    removed: list[str] = []
     for record in instance.get_run_records():
         ended = record.end_time
         if ended is not None and ended < cutoff:
             instance.delete_run(record.dagster_run.run_id)
             shutil.rmtree(dagster_home / "storage" / record.dagster_run.run_id, ignore_errors=True)
-            removed += 1
+            removed.append(record.dagster_run.run_id)
     instance.dispose()
     for db in dagster_home.rglob("*.db"):
+        _drop_check_executions(db, removed)
         with sqlite3.connect(db) as conn:
             conn.execute("VACUUM")
-    return removed
+    return len(removed)
+
+
+def _drop_check_executions(db: Path, run_ids: list[str]) -> None:
+    """Delete the asset check results of deleted runs (``delete_run`` leaves them; their
+    metadata can quote passage text, e.g. the probe's top hit)."""
+    with sqlite3.connect(db) as conn:
+        table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'asset_check_executions'"
+        ).fetchone()
+        if table and run_ids:
+            conn.executemany(
+                "DELETE FROM asset_check_executions WHERE run_id = ?", [(r,) for r in run_ids]
+            )
+    conn.close()
 
 
 def purge_home(home, keep: int, dagster_home: Path | None = None):
