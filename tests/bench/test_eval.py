@@ -290,7 +290,7 @@ def test_rerun_is_incremental(toy_home, embedder, tmp_path):
         "recall@1",
         "recall@5",
     ]
-    assert report["snapshot"].startswith("v000002-")
+    assert report["snapshot"].startswith("v000001-")  # unchanged inputs: nothing new is published
 
 
 @pytest.mark.parametrize(

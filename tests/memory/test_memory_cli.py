@@ -58,15 +58,22 @@ def test_query_feedback_factors_round_trip(home, capsys):
     ids = [p["id"] for p in result["passages"]]
     assert result["query_id"].startswith("q_") and ids and all(i.startswith("p_") for i in ids)
     assert all(r["id"].startswith("r_") and r["concepts"] for r in result["rules"])
+    # accept the result that came through the fewest concepts and reject one that came through a
+    # concept it did not: that concept is suppressed, the accepted ones boosted
+    hits = sorted(result["passages"], key=lambda p: len(p["concept_ids"]))
+    accepted = hits[0]["id"]
+    rejected = next(
+        p["id"] for p in hits[1:] if set(p["concept_ids"]) - set(hits[0]["concept_ids"])
+    )
     code, out, _ = run(
         capsys,
         "feedback",
         "--query-id",
         result["query_id"],
         "--accept",
-        ids[0],
+        accepted,
         "--reject",
-        ids[1],
+        rejected,
         "--home",
         str(home),
         "--json",
