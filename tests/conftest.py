@@ -22,6 +22,18 @@ os.environ.setdefault(
     "HF_HUB_DISABLE_PROGRESS_BARS", "1"
 )  # as the CLI sets it: in-process CLI runs see its stderr
 
+
+@pytest.fixture(autouse=True)
+def _dagster_home_restored():
+    """``run_ingest`` exports DAGSTER_HOME for the instance it opens: no test sees another's."""
+    before = os.environ.get("DAGSTER_HOME")
+    yield
+    if before is None:
+        os.environ.pop("DAGSTER_HOME", None)
+    else:
+        os.environ["DAGSTER_HOME"] = before
+
+
 # A toy multi-hop corpus of invented names (so the embedder has no prior knowledge).
 # The bridge question needs "Ostrania", which never names Orlan Vesk nor says "capital";
 # distractors about other countries' capitals say both "capital" and "country".
