@@ -9,12 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import stdio_client
 
 from qortex_core.memory.feedback import read_events
 from qortex_core.storage.store import LanceStore
 
 sys.path.insert(0, str(Path(__file__).parent))
+from mcp_stdio import server_params  # noqa: E402
 from memory_corpus import corpus, ingest  # noqa: E402
 
 
@@ -26,17 +27,7 @@ def home(tmp_path_factory, embedder):
 
 
 async def _round_trip(home: Path) -> dict:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "pipelines.cli", "mcp", "--home", str(home)],
-        env={
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        },
-        cwd=str(Path(__file__).parents[2]),
-    )
+    params = server_params(home)
     out: dict = {}
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):

@@ -9,23 +9,16 @@ from pathlib import Path
 
 import anyio
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import stdio_client
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from mcp_stdio import server_params  # noqa: E402
 
 FACT = "The Ventra Bridge was painted red by the Osk Brothers."
 
 
 async def _session_run(home: Path) -> dict:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "pipelines.cli", "mcp", "--home", str(home)],
-        env={
-            "PYTHONPATH": os.pathsep.join(sys.path),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        },
-        cwd=str(Path(__file__).parents[2]),
-    )
+    params = server_params(home)
     out: dict = {}
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
