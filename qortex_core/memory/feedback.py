@@ -291,7 +291,8 @@ def read_events(store: LanceStore) -> tuple[list[FeedbackEvent], int]:
         )
         for r in table.to_pylist()
     ]
-    first = {}  # two processes may append the same judgement at once: it counts once
+    # two processes may append the same judgement at once: it counts once
+    first: dict[str, FeedbackEvent] = {}
     for event in sorted(events, key=lambda e: (e.ts, e.event_id)):
         first.setdefault(event.event_id, event)
     return list(first.values()), version
