@@ -287,8 +287,8 @@ class HashEmbedder:
             cols.extend(signed)
         signed_cols = np.asarray(cols, np.int64)  # (words,)
         flat = np.asarray(rows, np.int64) * dim + np.abs(signed_cols) - 1  # (words,)
-        out = np.bincount(flat, weights=np.sign(signed_cols), minlength=len(texts) * dim)
-        out = out.astype(np.float32).reshape(len(texts), dim)  # (n, dim)
+        counts = np.bincount(flat, weights=np.sign(signed_cols), minlength=len(texts) * dim)
+        out = counts.astype(np.float32).reshape(len(texts), dim)  # (n, dim)
         empty = ~out.any(axis=1)
         out[empty, 0] = 1.0  # a text with no word still gets a unit vector
         return _normalise(out)

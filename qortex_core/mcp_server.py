@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -20,7 +20,10 @@ from qortex_core.errors import QortexError
 from qortex_core.query import modes
 from qortex_core.query.validation import MAX_TOP_K
 
-ModeName = Literal[modes.names()]  # type: ignore[valid-type]  # the MCP enum: registered modes
+if TYPE_CHECKING:  # the Literal below is built at run time, which mypy cannot evaluate
+    ModeName = str
+else:
+    ModeName = Literal[modes.names()]  # the MCP enum: registered modes
 RecordId = Annotated[str, Field(description="A memory id (m_...) or a passage id (p_...).")]
 ISO_TIME = "ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T09:30:00Z"
 INSTRUCTIONS = (

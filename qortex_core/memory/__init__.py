@@ -1,4 +1,6 @@
-"""Memory: feedback events, the query log, learned teleportation factors (and agent-written records).
+"""Memory: feedback events, the query log, learned teleportation factors.
+
+(And agent-written records.)
 
 May import: ``storage``, ``embed``, ``redact``, ``errors``, ``settings``. Never imports ``query`` at
 module level.

@@ -9,6 +9,7 @@ memories too: :meth:`Memory.get`, :meth:`Memory.history` and :meth:`Memory.forge
 
 from __future__ import annotations
 
+import builtins
 import json
 import time as clock
 from dataclasses import dataclass, replace
@@ -252,7 +253,7 @@ class Memory:
         graph = self._in_graph()
         return [self._record(r, graph) for r in rows[:limit]]
 
-    def history(self, record_id: str) -> list[Revision]:
+    def history(self, record_id: str) -> builtins.list[Revision]:
         """Every revision of a record, oldest first (with those of records merged into it).
 
         Raises:

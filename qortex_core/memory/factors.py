@@ -56,7 +56,8 @@ class FactorConfig:
     def __post_init__(self) -> None:
         if not 0 < self.lower <= 1.0 <= self.upper:
             raise ConfigError(
-                f"factor clamp must satisfy 0 < lower <= 1 <= upper, got [{self.lower}, {self.upper}]"
+                "factor clamp must satisfy 0 < lower <= 1 <= upper, "
+                f"got [{self.lower}, {self.upper}]"
             )
         if not 0 < self.rejected <= 1:
             raise ConfigError(f"rejected multiplier must be in (0, 1], got {self.rejected}")

@@ -165,7 +165,8 @@ class QueryLog:
     def _flush_at_exit(self) -> None:
         try:
             self.flush()
-        except Exception:  # noqa: BLE001 - the home may be gone at exit; the log is best effort, events are not
+        # the home may be gone at exit; the log is best effort, events are not
+        except Exception:  # noqa: BLE001
             pass
 
     def resolve(self, query_id: str) -> dict[str, tuple[str, ...]]:
@@ -191,7 +192,8 @@ class QueryLog:
         )
         if not rows:
             raise QueryError(
-                f"unknown query id {query_id!r} (run the query first; ids come from `qortex query --json`)"
+                f"unknown query id {query_id!r} "
+                "(run the query first; ids come from `qortex query --json`)"
             )
         return {r["result_id"]: tuple(r["concept_ids"] or ()) for r in rows}
 
@@ -289,7 +291,8 @@ def read_events(store: LanceStore) -> tuple[list[FeedbackEvent], int]:
         )
         for r in table.to_pylist()
     ]
-    first = {}  # two processes may append the same judgement at once: it counts once
+    # two processes may append the same judgement at once: it counts once
+    first: dict[str, FeedbackEvent] = {}
     for event in sorted(events, key=lambda e: (e.ts, e.event_id)):
         first.setdefault(event.event_id, event)
     return list(first.values()), version

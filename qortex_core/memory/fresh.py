@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -282,7 +283,7 @@ def search_fresh(
             continue
         if not in_window(row["time"], *window):
             continue
-        record = state.record(rid)
+        record = cast(MemoryRecord, state.record(rid))  # live ids always have a record
         hits.append(FreshHit(record, float(cos[i]), float(lexical[i]), float(score[i])))
         if len(hits) == top_k:
             break

@@ -127,7 +127,10 @@ class LearnedMemory:
         return record_feedback(self.store, self.log, query_id, accepted, rejected, partial)
 
     def update_factors(self, force: bool = False) -> FoldReport:
-        """Fold every feedback event into the factors table, and use the result from the next query."""
+        """Fold every feedback event into the factors table.
+
+        The result is used from the next query.
+        """
         if self.store is None:
             raise QueryError(
                 "factors need a data home: open the retriever with Retriever.open(home)"

@@ -60,7 +60,8 @@ def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     adj = sp.csr_matrix(adjacency, dtype=np.float32)
     out_weight = np.asarray(adj.sum(axis=1)).ravel()  # (n,)
     inv = np.divide(1.0, out_weight, out=np.zeros_like(out_weight), where=out_weight > 0)
-    # (n, n)^T @ diag(n): column j is j's out-edges over its out-weight; row i sums what arrives at i
+    # (n, n)^T @ diag(n): column j is j's out-edges over its out-weight;
+    # row i sums what arrives at i
     return sp.csr_matrix(adj.T @ sp.diags(inv.astype(np.float32)), dtype=np.float32)
 
 

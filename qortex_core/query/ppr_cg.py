@@ -80,7 +80,8 @@ class SymmetricWalk:
 
     Attributes:
         adjacency: the (n, n) float32 CSR adjacency, arrays shared with the caller.
-        degree: (n,) float32 weighted degrees, 1 for isolated nodes (so ``y = D z`` keeps their teleport).
+        degree: (n,) float32 weighted degrees, 1 for isolated nodes (so ``y = D z`` keeps
+            their teleport).
         inv_degree: (n,) float32 ``1 / degree``.
         isolated: indices of nodes without edges (their PageRank is their teleport).
         background: optional (n,) non-negative vector most teleports contain a multiple of
@@ -157,7 +158,10 @@ class SymmetricWalk:
         return out
 
     def _background_rows(self) -> tuple[int, int, sp.csc_matrix] | None:
-        """(lo, hi, rows lo:hi transposed, a CSC view) when the background is non-zero exactly on ``[lo, hi)``."""
+        """(lo, hi, rows lo:hi transposed, a CSC view).
+
+        Only when the background is non-zero exactly on ``[lo, hi)``.
+        """
         if "background" not in self._blocks:
             span = None
             support = (
@@ -193,7 +197,10 @@ class SymmetricWalk:
 
 
 def _looks_symmetric(adj: sp.csr_matrix, rng: np.random.Generator) -> bool:
-    """Probabilistic test ``u^T A v == v^T A u`` with random u, v: two products, no transpose copy."""
+    """Probabilistic test ``u^T A v == v^T A u`` with random u, v.
+
+    Two products, no transpose copy.
+    """
     u, v = rng.random(adj.shape[0]).astype(np.float32), rng.random(adj.shape[0]).astype(np.float32)
     left, right = float(u @ (adj @ v)), float(v @ (adj @ u))
     return abs(left - right) <= 1e-4 * max(abs(left), abs(right), 1e-30)
@@ -303,7 +310,7 @@ def conjugate_gradient(
         (Z, number of matrix products) with Z (n, q) float32, corrected by the last residual
         (``D Z = D Z_cg + R``, see :func:`unconverged`).
     """
-    d, dinv = walk.degree[:, None], walk.inv_degree[:, None]  # (n, 1)
+    dinv = walk.inv_degree[:, None]  # (n, 1)
     alpha = np.float32(damping)
     z, r = _start(walk, t, damping) if use_background else (np.zeros_like(t), t.copy())
     started = bool(
@@ -312,36 +319,72 @@ def conjugate_gradient(
     h = r * dinv
     p = h.copy()
     rh = np.einsum("ij,ij->j", r, h)  # (q,)
-    tmp = h  # scratch: h is dead from the end of one step (p += h) to its recomputation
     live = t.sum(axis=0) > 0  # (q,)
     products = 0
     for products in range(max_iter + 1):
-        if (
-            products == max_iter
-            or (started or products)
-            and not np.any(live & unconverged(walk, z, r, damping, tol, tmp))
-        ):
+        if _cg_stop(walk, z, r, h, live, damping, tol, products, max_iter, started):
             break
-        ap = (
-            walk.sparse_product(p, threads) if products == 0 else walk.product(p, threads)
-        )  # (n, n) @ (n, q)
-        ap *= -alpha
-        np.multiply(p, d, out=tmp)
-        ap += tmp  # (D - aA) p
-        pq = np.einsum("ij,ij->j", p, ap)
-        step = np.divide(rh, pq, out=np.zeros_like(rh), where=pq > 0)
-        np.multiply(p, step, out=tmp)
-        z += tmp
-        ap *= step
-        r -= ap
-        np.multiply(r, dinv, out=h)
-        rh_new = np.einsum("ij,ij->j", r, h)
-        beta = np.divide(rh_new, rh, out=np.zeros_like(rh), where=rh > 0)
-        p *= beta
-        p += h
-        rh = rh_new
+        rh = _cg_step(walk, z, r, h, p, rh, alpha, threads, products == 0)
     z += r * dinv  # y = D z + r: the residual correction the certificate counts on
     return z, products
+
+
+def _cg_stop(
+    walk: SymmetricWalk,
+    z: np.ndarray,
+    r: np.ndarray,
+    tmp: np.ndarray,
+    live: np.ndarray,
+    damping: float,
+    tol: float,
+    products: int,
+    max_iter: int,
+    started: bool,
+) -> bool:
+    """Whether :func:`conjugate_gradient` stops before product number ``products``.
+
+    ``tmp`` is scratch (the caller's ``h``, dead at this point).
+    """
+    return bool(
+        products == max_iter
+        or (started or products)
+        and not np.any(live & unconverged(walk, z, r, damping, tol, tmp))
+    )
+
+
+def _cg_step(
+    walk: SymmetricWalk,
+    z: np.ndarray,
+    r: np.ndarray,
+    h: np.ndarray,
+    p: np.ndarray,
+    rh: np.ndarray,
+    alpha: np.float32,
+    threads: int,
+    first: bool,
+) -> np.ndarray:
+    """One conjugate-gradient step, updating ``z``, ``r``, ``h`` and ``p`` in place.
+
+    Returns the new ``rh`` (the (q,) products ``r . D^-1 r``).
+    """
+    d, dinv = walk.degree[:, None], walk.inv_degree[:, None]  # (n, 1)
+    tmp = h  # scratch: h is dead from the end of one step (p += h) to its recomputation
+    ap = walk.sparse_product(p, threads) if first else walk.product(p, threads)  # (n, n) @ (n, q)
+    ap *= -alpha
+    np.multiply(p, d, out=tmp)
+    ap += tmp  # (D - aA) p
+    pq = np.einsum("ij,ij->j", p, ap)
+    step = np.divide(rh, pq, out=np.zeros_like(rh), where=pq > 0)
+    np.multiply(p, step, out=tmp)
+    z += tmp
+    ap *= step
+    r -= ap
+    np.multiply(r, dinv, out=h)
+    rh_new = np.einsum("ij,ij->j", r, h)
+    beta = np.divide(rh_new, rh, out=np.zeros_like(rh), where=rh > 0)
+    p *= beta
+    p += h
+    return rh_new
 
 
 def symmetric_pagerank(

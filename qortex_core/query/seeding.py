@@ -64,8 +64,8 @@ def phrase_seed_weights(
 
 _STOP = frozenset(
     """a an the of in on at to for from by with and or is was were are be been who what which
-when where why how whose whom that this these those it its he she they his her their as do does did than then
-there here not no yes one two first second new old other same""".split()
+when where why how whose whom that this these those it its he she they his her their as do does
+did than then there here not no yes one two first second new old other same""".split()
 )
 
 
@@ -107,7 +107,10 @@ def lexical_seed_weights(
     max_passages: int,
     specificity: bool,
 ) -> np.ndarray:
-    """Seed weight per phrase for verbatim matches: ``weight`` (/ passage count), common phrases dropped."""
+    """Seed weight per phrase for verbatim matches.
+
+    ``weight`` (/ passage count), common phrases dropped.
+    """
     out = np.zeros(passage_count.shape[0], np.float32)
     idx = np.array([m for m in matches if passage_count[m] <= max_passages], dtype=np.int64)
     if idx.size:
@@ -137,7 +140,10 @@ def passage_context(
 
 
 def link_scores(fact_scores: np.ndarray, context: np.ndarray, weight: float) -> np.ndarray:
-    """Fact linking score: query-to-fact cosine + ``weight`` x the best cosine of the fact's passages."""
+    """Fact linking score.
+
+    Query-to-fact cosine + ``weight`` x the best cosine of the fact's passages.
+    """
     if weight <= 0 or context.shape != fact_scores.shape:
         return fact_scores
     return (fact_scores + weight * context).astype(np.float32)  # (n_facts,)
@@ -156,7 +162,8 @@ def dense_first(
     allowed: np.ndarray | None = None,
     vetoed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``final`` with the best dense passage (among ``allowed``) lifted just above every other score.
+    """``final`` with the best dense passage (among ``allowed``) lifted just above every other
+    score.
 
     The walk then orders the rest: recall@1 is dense retrieval's, and the graph adds from rank 2.
     When that passage is ``vetoed`` (judged down by feedback) nothing is lifted: the walk ranks all.

@@ -119,6 +119,6 @@ class SnapshotView:
         """(n_passages,) True for passages in ``domains`` with an event time in [since, until]
         (ISO 8601 UTC bounds); None when nothing is filtered. Results are filtered, never the walk.
         """
-        masks = [self.domain_mask(domains), times.window_mask(self.passage_times, since, until)]
-        masks = [m for m in masks if m is not None]
+        optional = [self.domain_mask(domains), times.window_mask(self.passage_times, since, until)]
+        masks = [m for m in optional if m is not None]
         return np.logical_and.reduce(masks) if masks else None

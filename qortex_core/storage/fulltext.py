@@ -111,7 +111,8 @@ def search(table, text: str, limit: int) -> tuple[list[str], np.ndarray]:
     if not text.strip():
         return [], np.zeros(0, np.float32)
     hits = (
-        table.search(MatchQuery(text, "text"), query_type="fts")
+        # pydantic dataclass: the other fields have defaults that mypy (no pydantic plugin) misses
+        table.search(MatchQuery(text, "text"), query_type="fts")  # type: ignore[call-arg]
         .limit(limit)
         .select(["id", "_score"])
         .to_arrow()

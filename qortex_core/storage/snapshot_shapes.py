@@ -31,7 +31,12 @@ def shape_problems(
     found = {**arrays, **tables}
     problems = [f"count {k} is {v}" for k, v in counts.items() if isinstance(v, int) and v < 0]
     nodes, phrases, passages = counts.get("nodes"), counts.get("phrases"), counts.get("passages")
-    if None not in (nodes, phrases, passages) and nodes != phrases + passages:
+    if (
+        nodes is not None
+        and phrases is not None
+        and passages is not None
+        and nodes != phrases + passages
+    ):
         problems.append(f"nodes {nodes} != phrases {phrases} + passages {passages}")
     expected = {  # item -> (count, extra rows: CSR pointers have one more)
         "adj_indptr": ("nodes", 1),

@@ -7,13 +7,13 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.errors import HomeError, storage_error
+from qortex_core.errors import HomeError, QortexError, StorageError, storage_error
 
 CHUNKS = "chunks"
 PASSAGES = "passages"
@@ -131,9 +131,12 @@ def prepare_folder(home: Path, label: str = "data home") -> None:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         where = f"cannot create {label} {home}"
-        raise storage_error(where, exc) or HomeError(f"{where}: {exc.strerror}") from None
+        error: QortexError = storage_error(where, exc) or HomeError(f"{where}: {exc.strerror}")
+        raise error from None
     if os.statvfs(home).f_flag & os.ST_RDONLY:
-        raise storage_error(f"{label} {home} cannot be written", OSError(errno.EROFS, "ro"))
+        # EROFS is an environment failure, so storage_error never returns None here
+        problem = storage_error(f"{label} {home} cannot be written", OSError(errno.EROFS, "ro"))
+        raise cast(StorageError, problem)
     if not os.access(home, os.W_OK | os.X_OK):
         raise HomeError(
             f"{label} {home} is not writable: fix its permissions or mount, or choose another"
