@@ -27,6 +27,14 @@ def min_max(scores: np.ndarray) -> np.ndarray:
     return np.ones_like(scores) if hi - lo < 1e-12 else (scores - lo) / (hi - lo)
 
 
+def blend_text(dense: np.ndarray, bm25: np.ndarray | None, weight: float) -> np.ndarray:
+    """(n_passages,) (1 - weight) x min-max dense + weight x min-max BM25; ``dense`` itself when
+    BM25 is absent, matches nothing or has no weight."""
+    if bm25 is None or bm25.max() <= 0 or weight <= 0:
+        return dense
+    return (1.0 - weight) * min_max(dense) + weight * min_max(bm25)
+
+
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest scores, best first."""
     k = min(k, scores.size)

@@ -14,7 +14,7 @@ import numpy as np
 
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.linking import Seeding, seed
-from qortex_core.query.seeding import min_max
+from qortex_core.query.seeding import blend_text
 from qortex_core.query.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:
@@ -96,13 +96,9 @@ class QueryContext:
         """(n_passages,) dense and BM25 fused (``fulltext.text_weight``); dense when BM25 is
         off, absent or matches nothing."""
         if "text" not in self.extras:
-            bm25, weight = self.lexical(), self.config.fulltext.text_weight
-            if bm25 is None or bm25.max() <= 0 or weight <= 0:
-                self.extras["text"] = self.dense
-            else:
-                self.extras["text"] = ((1.0 - weight) * min_max(self.dense)) + weight * min_max(
-                    bm25
-                )  # (n_passages,)
+            self.extras["text"] = blend_text(
+                self.dense, self.lexical(), self.config.fulltext.text_weight
+            )  # (n_passages,)
         return self.extras["text"]
 
     def seeding(self) -> Seeding:

@@ -14,7 +14,7 @@ import numpy as np
 
 from qortex_core.query import fusion
 from qortex_core.query.modes.base import QueryContext, Ranking, dense_ranking
-from qortex_core.query.seeding import min_max
+from qortex_core.query.seeding import blend_text
 from qortex_core.query.walk import graph_ranking, no_walk_note, walked
 
 
@@ -24,7 +24,7 @@ def text_scores(ctx: QueryContext) -> tuple[np.ndarray, np.ndarray | None]:
     bm25 = ctx.lexical() if weight > 0 else None
     if bm25 is None or bm25.max() <= 0:
         return ctx.dense, None
-    return (1.0 - weight) * min_max(ctx.dense) + weight * min_max(bm25), bm25
+    return blend_text(ctx.dense, bm25, weight), bm25
 
 
 @dataclass(frozen=True)
