@@ -50,6 +50,18 @@ def make_source_sensor(env: Mapping[str, str]) -> SensorDefinition:
     return source_changed
 
 
+def _run_per_version(
+    context: SensorEvaluationContext, version: int, *, none_yet: str, unchanged: str, run_key: str
+) -> SkipReason | RunRequest:
+    """One run per new version of a watched LanceDB table (the cursor); 0: no table yet."""
+    if not version:
+        return SkipReason(none_yet)
+    if str(version) == context.cursor:
+        return SkipReason(unchanged.format(version=version))
+    context.update_cursor(str(version))
+    return RunRequest(run_key=run_key.format(version=version))
+
+
 def make_feedback_sensor(env: Mapping[str, str]) -> SensorDefinition:
     """Sensor whose cursor is the ``feedback_events`` table version.
 
@@ -72,13 +84,13 @@ def make_feedback_sensor(env: Mapping[str, str]) -> SensorDefinition:
     )
     def feedback_events_arrived(context: SensorEvaluationContext, store: StoreResource):
         table = store.open().open_latest(FEEDBACK_EVENTS)
-        if table is None:
-            return SkipReason("no feedback yet")
-        version = str(table.version)
-        if version == context.cursor:
-            return SkipReason(f"no new feedback events (table version {version})")
-        context.update_cursor(version)
-        return RunRequest(run_key=f"feedback-v{version}")
+        return _run_per_version(
+            context,
+            table.version if table is not None else 0,
+            none_yet="no feedback yet",
+            unchanged="no new feedback events (table version {version})",
+            run_key="feedback-v{version}",
+        )
 
     return feedback_events_arrived
 
@@ -110,11 +122,12 @@ def make_memories_sensor(env: Mapping[str, str]) -> SensorDefinition:
             version = MemoryTable(store.open()).version()
         except QortexError as exc:
             return SkipReason(str(exc))
-        if version == 0:
-            return SkipReason("no memory written yet")
-        if str(version) == context.cursor:
-            return SkipReason(f"memories unchanged (version {version})")
-        context.update_cursor(str(version))
-        return RunRequest(run_key=f"memories-v{version}")
+        return _run_per_version(
+            context,
+            version,
+            none_yet="no memory written yet",
+            unchanged="memories unchanged (version {version})",
+            run_key="memories-v{version}",
+        )
 
     return memories_arrived
