@@ -12,8 +12,9 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from qortex_core.embed import CachedEmbedder, Embedder
+from qortex_core.embed import Embedder
 from qortex_core.ingest.chunk_stage import Progress, no_progress, read_chunks, read_extractions
+from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
@@ -46,6 +47,22 @@ def _with_vectors(columns: dict[str, list], vectors: np.ndarray) -> pa.Table:
         table.append_column("vector", vectors_to_arrow(vectors))
         if len(vectors)
         else table.append_column("vector", pa.array([], type=pa.list_(pa.float32(), 1)))
+    )
+
+
+def _passages_table(chunks: Sequence[Passage], vectors: np.ndarray) -> pa.Table:
+    """The passages table: one row per chunk with its (n, d) vectors."""
+    return _with_vectors(
+        {
+            "id": [p.id for p in chunks],
+            "doc_id": [p.doc_id for p in chunks],
+            "title": [p.title for p in chunks],
+            "text": [p.text for p in chunks],
+            "domain": [p.domain for p in chunks],
+            "time": pa.array([p.time for p in chunks], pa.string()),
+            "ingested_at": pa.array([p.ingested_at for p in chunks], pa.string()),
+        },
+        vectors,
     )
 
 
@@ -121,38 +138,26 @@ def embed_index(
         # same chunks, extractions and model as the tables were built from: nothing to read or write
         n = [store.count(name) for name in outputs]
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
-    cached = CachedEmbedder(embedder, store.cached_vectors, store.save_vectors)
+    cached = CachedEmbedder(embedder, LanceVectorCache(store))
     concepts, facts, rules = _nodes(chunks, payloads)
-    progress("embed", 0, 4)
-    p_vec = cached.embed([p.full_text for p in chunks])
-    store.replace(
-        PASSAGES,
-        _with_vectors(
-            {
-                "id": [p.id for p in chunks],
-                "doc_id": [p.doc_id for p in chunks],
-                "title": [p.title for p in chunks],
-                "text": [p.text for p in chunks],
-                "domain": [p.domain for p in chunks],
-                "time": pa.array([p.time for p in chunks], pa.string()),
-                "ingested_at": pa.array([p.ingested_at for p in chunks], pa.string()),
-            },
-            p_vec,
-        ),
-    )
-    progress("embed", 1, 4)
-    for name, rows, text_of in (
-        (CONCEPTS, concepts, lambda r: r["name"]),
-        (FACTS, facts, lambda r: fact_text(r["subject"], r["predicate"], r["object"])),
-        (RULES, rules, lambda r: r["text"]),
-    ):
-        keys = sorted(rows)
-        vectors = cached.embed([text_of(rows[k]) for k in keys])
+    nodes = [(CONCEPTS, concepts), (FACTS, facts), (RULES, rules)]
+    node_ids = [sorted(rows) for _, rows in nodes]
+    texts = [
+        [concepts[k]["name"] for k in node_ids[0]],
+        [
+            fact_text(facts[k]["subject"], facts[k]["predicate"], facts[k]["object"])
+            for k in node_ids[1]
+        ],
+        [rules[k]["text"] for k in node_ids[2]],
+    ]
+    # one model call path: all four tables' texts, cache-checked and length-sorted together
+    p_vec, *node_vecs = cached.embed_groups([[p.full_text for p in chunks], *texts], progress)
+    store.replace(PASSAGES, _passages_table(chunks, p_vec))
+    for (name, rows), keys, vectors in zip(nodes, node_ids, node_vecs):
         columns: dict[str, list] = {"id": keys}
         for field_name in next(iter(rows.values())).keys() if rows else []:
             columns[field_name] = [rows[k][field_name] for k in keys]
         store.replace(name, _with_vectors(columns, vectors))
-        progress("embed", 2 + (name != CONCEPTS) + (name == RULES), 4)
     store.set_stage_digest("embeddings", digest)
     return EmbedReport(
         len(chunks), len(concepts), len(facts), len(rules), cached.texts_embedded, cached.cache_hits
