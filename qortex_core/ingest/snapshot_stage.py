@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
 from qortex_core.ingest.graph import (
@@ -18,8 +19,8 @@ from qortex_core.ingest.graph import (
     fact_passage_csr,
     hub_first_tables,
     phrase_passage_counts,
-    phrase_text_frequency,
 )
+from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -139,6 +140,14 @@ def _synonym_edges(
     )
 
 
+def _text_frequency(stored: _Stored) -> np.ndarray:
+    """(n_phrases,) the least passage-text document frequency of each phrase's words."""
+    p, c = stored.passages, stored.concepts
+    if p.num_rows == 0 or c.num_rows == 0:
+        return np.zeros(c.num_rows, np.float32)
+    return phrase_text_frequency(pc.binary_join_element_wise(p["title"], p["text"], " "), c["name"])
+
+
 def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotArrays, int, int]:
     """Every array of the snapshot, the number of undirected edges and of passage links."""
     c_at, p_at = stored.ids()
@@ -158,7 +167,6 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale), graph_config
     )
     indptr, indices = fact_passage_csr(_column(stored.facts, "passage_ids"), p_at)
-    titles, texts = _column(stored.passages, "title"), _column(stored.passages, "text")
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
@@ -169,9 +177,7 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         fact_nodes=fact_nodes,
         phrase_vectors=_vectors(stored.concepts),
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
-        phrase_text_frequency=phrase_text_frequency(
-            [f"{t} {x}" for t, x in zip(titles, texts)], _column(stored.concepts, "name")
-        ),
+        phrase_text_frequency=_text_frequency(stored),
         fact_passage_indptr=indptr,
         fact_passage_indices=indices,
         synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
