@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
+from qortex_core.ingest.sequence import SequenceConfig
 from qortex_core.storage.model import RelationType
 
 
@@ -26,12 +27,15 @@ class GraphConfig:
             ``part_of``, ... of :class:`~qortex_core.storage.model.RelationType`); unlisted types x
             1.0.
             The recorded OpenIE and the offline extractor type every fact ``related``.
+        sequence: passage-to-passage edges between neighbouring items of one dated source
+            (turns of a conversation, :mod:`qortex_core.ingest.sequence`).
     """
 
     fact_weight: float = 1.0
     passage_weight: float = 1.0
     synonym_scale: float = 1.0
     relation_weights: tuple[tuple[str, float], ...] = ()
+    sequence: SequenceConfig = SequenceConfig()
 
     def __post_init__(self) -> None:
         if min(self.fact_weight, self.passage_weight, self.synonym_scale) < 0:
@@ -62,6 +66,8 @@ class GraphInput:
         fact_scale: (m,) weight multiplier of each occurrence (by relation type); None: all 1.
         contains: (c, 2) (passage index, phrase index) pairs.
         synonyms: rows, cols, weights of synonym pairs between phrases.
+        sequence: (a, b, weight) passage-index pairs of neighbouring items of one source;
+            None: no such edge.
     """
 
     n_phrases: int
@@ -70,10 +76,11 @@ class GraphInput:
     contains: np.ndarray
     synonyms: tuple[np.ndarray, np.ndarray, np.ndarray]
     fact_scale: np.ndarray | None = None
+    sequence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> sp.csr_matrix:
-    """Symmetric float32 CSR adjacency with relation, containment and synonym edges.
+    """Symmetric float32 CSR adjacency with relation, containment, synonym and sequence edges.
 
     Duplicate relation edges add up (weighted by count); self-loops are dropped.
     """
@@ -89,13 +96,16 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     ct = graph.contains.reshape(-1, 2).astype(np.int64)
     ct = np.unique(ct, axis=0) if len(ct) else ct  # a phrase twice in one passage is one edge
     sr, sc, sw = graph.synonyms
-    rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr])
-    cols = np.concatenate([fp[:, 1], ct[:, 1], sc])
+    empty = np.zeros(0, np.int64)
+    qa, qb, qw = graph.sequence if graph.sequence is not None else (empty, empty, empty)
+    rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr, qa + graph.n_phrases])
+    cols = np.concatenate([fp[:, 1], ct[:, 1], sc, qb + graph.n_phrases])
     weights = np.concatenate(
         [
             np.float32(config.fact_weight) * scale,
             np.full(len(ct), config.passage_weight, np.float32),
             np.asarray(sw, np.float32) * config.synonym_scale,
+            np.asarray(qw, np.float32),
         ]
     )
     upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n), dtype=np.float32).tocsr()

@@ -20,6 +20,7 @@ from qortex_core.ingest.graph import (
     hub_first_tables,
     phrase_passage_counts,
 )
+from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
 from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
@@ -148,8 +149,22 @@ def _text_frequency(stored: _Stored) -> np.ndarray:
     return phrase_text_frequency(pc.binary_join_element_wise(p["title"], p["text"], " "), c["name"])
 
 
-def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotArrays, int, int]:
-    """Every array of the snapshot, the number of undirected edges and of passage links."""
+def _sequence_edges(
+    stored: _Stored, graph_config: GraphConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, weight) passage-to-passage edges between neighbouring items of one dated source."""
+    p = stored.passages
+    a, b, distance = sequence_pairs(
+        _column(p, "doc_id"), _column(p, "time"), _column(p, "domain"), graph_config.sequence
+    )
+    return a, b, sequence_weights(distance, graph_config.sequence)
+
+
+def _graph_arrays(
+    stored: _Stored, graph_config: GraphConfig
+) -> tuple[SnapshotArrays, int, int, dict[str, int]]:
+    """Every array of the snapshot, the number of undirected edges and of passage links, and
+    the sequence counts (``edges``, ``passages`` in a sequence)."""
     c_at, p_at = stored.ids()
     n_phr, n_pas = len(c_at), len(p_at)
     fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, c_at, graph_config)
@@ -163,8 +178,10 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         dtype=np.int64,
     ).reshape(-1, 2)
     synonyms = _synonym_edges(stored, c_at)
+    sequence = _sequence_edges(stored, graph_config)
     adj = build_adjacency(
-        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale), graph_config
+        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale, sequence),
+        graph_config,
     )
     indptr, indices = fact_passage_csr(_column(stored.facts, "passage_ids"), p_at)
     arrays = SnapshotArrays(
@@ -183,7 +200,8 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
         synonym_weights=synonyms[2] * np.float32(graph_config.synonym_scale),
     )
-    return arrays, int(adj.nnz // 2), len(contains)
+    linked = len(np.union1d(sequence[0], sequence[1]))
+    return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
 
 
 def _rules_table(stored: _Stored) -> pa.Table:
@@ -265,7 +283,7 @@ def build_snapshot(
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     concepts, passages = hub_first_tables(store.read(CONCEPTS), passages, facts)
     stored = _Stored(passages, concepts, facts, store.read(RULES), store.read(SYNONYMS))
-    arrays, edges, contains = _graph_arrays(stored, graph_config)
+    arrays, edges, contains, sequence = _graph_arrays(stored, graph_config)
     tables = _snapshot_tables(stored)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
@@ -283,6 +301,7 @@ def build_snapshot(
         "table_versions": versions,
         "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
+        "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
     published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
     path = snap.publish(home, published)
