@@ -206,6 +206,7 @@ SLOW_MODULES = {
     "bench/test_bench_query.py",
     "ingest/test_llm_extract.py",
     "ingest/test_secret_scan.py",
+    "ingest/test_synonyms_minilm.py",
     "memory/test_agent_cli.py",
     "memory/test_agent_consolidate.py",
     "memory/test_memory_cli.py",

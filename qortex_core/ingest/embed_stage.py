@@ -15,6 +15,7 @@ import pyarrow as pa
 from qortex_core.embed import Embedder
 from qortex_core.ingest.chunk_stage import Progress, no_progress, read_chunks, read_extractions
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
+from qortex_core.ingest.node_tables import node_tables
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
@@ -41,8 +42,16 @@ class EmbedReport:
     cache_hits: int
 
 
-def _with_vectors(columns: dict[str, list], vectors: np.ndarray) -> pa.Table:
-    table = pa.table(columns)
+def _node_texts(name: str, rows: pa.Table) -> list[str]:
+    """The embedded text of each concept (its name), fact (:func:`fact_text`) or rule."""
+    if name == FACTS:
+        parts = (rows[c].to_pylist() for c in ("subject", "predicate", "object"))
+        return [fact_text(*t) for t in zip(*parts)]
+    return rows["name" if name == CONCEPTS else "text"].to_pylist()
+
+
+def _with_vectors(columns: dict[str, list] | pa.Table, vectors: np.ndarray) -> pa.Table:
+    table = columns if isinstance(columns, pa.Table) else pa.table(columns)
     return (
         table.append_column("vector", vectors_to_arrow(vectors))
         if len(vectors)
@@ -64,57 +73,6 @@ def _passages_table(chunks: Sequence[Passage], vectors: np.ndarray) -> pa.Table:
         },
         vectors,
     )
-
-
-def _nodes(chunks: Sequence[Passage], payloads: dict[str, dict]) -> tuple[dict, dict, dict]:
-    """Concept, fact and rule rows by id, merged over every chunk's extraction payload."""
-    concepts: dict[str, dict] = {}
-    facts: dict[str, dict] = {}
-    rules: dict[str, dict] = {}
-    for p in chunks:
-        payload = payloads.get(p.id, {})
-        for name, description in payload.get("concepts", []):
-            c = concepts.setdefault(
-                ids.concept_id(name),
-                {"name": name, "description": description, "passage_ids": [], "domains": []},
-            )
-            c["passage_ids"].append(p.id)
-            if p.domain not in c["domains"]:
-                c["domains"].append(p.domain)
-        for s, pred, o, relation in payload.get("facts", []):
-            f = facts.setdefault(
-                ids.fact_id(s, pred, o),
-                {
-                    "subject": s,
-                    "predicate": pred,
-                    "object": o,
-                    "relation": relation,
-                    "subject_id": ids.concept_id(s),
-                    "object_id": ids.concept_id(o),
-                    "passage_ids": [],
-                },
-            )
-            f["passage_ids"].append(p.id)
-            for name in (s, o):  # every fact endpoint is a concept node
-                c = concepts.setdefault(
-                    ids.concept_id(name),
-                    {"name": name, "description": "", "passage_ids": [], "domains": []},
-                )
-                if p.id not in c["passage_ids"]:
-                    c["passage_ids"].append(p.id)
-        for text, names, category, confidence in payload.get("rules", []):
-            r = rules.setdefault(
-                ids.rule_id(text),
-                {
-                    "text": text,
-                    "concepts": [ids.concept_id(n) for n in names],
-                    "category": category,
-                    "confidence": float(confidence),
-                    "passage_ids": [],
-                },
-            )
-            r["passage_ids"].append(p.id)
-    return concepts, facts, rules
 
 
 def embed_index(
@@ -139,29 +97,19 @@ def embed_index(
         n = [store.count(name) for name in outputs]
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
-    concepts, facts, rules = _nodes(chunks, payloads)
-    nodes = [(CONCEPTS, concepts), (FACTS, facts), (RULES, rules)]
-    node_ids = [sorted(rows) for _, rows in nodes]
-    texts = [
-        [concepts[k]["name"] for k in node_ids[0]],
-        [
-            fact_text(facts[k]["subject"], facts[k]["predicate"], facts[k]["object"])
-            for k in node_ids[1]
-        ],
-        [rules[k]["text"] for k in node_ids[2]],
-    ]
+    concepts, facts, rules = node_tables(chunks, payloads)
+    nodes = ((CONCEPTS, concepts), (FACTS, facts), (RULES, rules))
     # one model call path: all four tables' texts, cache-checked and length-sorted together
-    p_vec, *node_vecs = cached.embed_groups([[p.full_text for p in chunks], *texts], progress)
-    store.replace(PASSAGES, _passages_table(chunks, p_vec))
-    for (name, rows), keys, vectors in zip(nodes, node_ids, node_vecs):
-        columns: dict[str, list] = {"id": keys}
-        for field_name in next(iter(rows.values())).keys() if rows else []:
-            columns[field_name] = [rows[k][field_name] for k in keys]
-        store.replace(name, _with_vectors(columns, vectors))
-    store.set_stage_digest("embeddings", digest)
-    return EmbedReport(
-        len(chunks), len(concepts), len(facts), len(rules), cached.texts_embedded, cached.cache_hits
+    p_vec, *node_vecs = cached.embed_groups(
+        [[p.full_text for p in chunks], *(_node_texts(name, rows) for name, rows in nodes)],
+        progress,
     )
+    store.replace(PASSAGES, _passages_table(chunks, p_vec))
+    for (name, rows), vectors in zip(nodes, node_vecs):
+        store.replace(name, _with_vectors(rows, vectors))
+    store.set_stage_digest("embeddings", digest)
+    counts = (concepts.num_rows, facts.num_rows, rules.num_rows)
+    return EmbedReport(len(chunks), *counts, cached.texts_embedded, cached.cache_hits)
 
 
 # -- synonyms -----------------------------------------------------------------------------

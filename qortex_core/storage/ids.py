@@ -45,9 +45,15 @@ def concept_id(name: str) -> str:
 
 def fact_id(subject: str, predicate: str, obj: str) -> str:
     """Id of a (subject, predicate, object) fact from its normalised parts."""
-    return "f_" + digest(
+    return fact_id_normalized(
         normalize_phrase(subject), normalize_phrase(predicate), normalize_phrase(obj)
     )
+
+
+def fact_id_normalized(subject: str, predicate: str, obj: str) -> str:
+    """:func:`fact_id` of parts already passed through :func:`normalize_phrase` (bulk callers
+    normalise each distinct string once)."""
+    return "f_" + digest(subject, predicate, obj)
 
 
 def rule_id(text: str) -> str:
