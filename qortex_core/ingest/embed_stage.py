@@ -124,22 +124,11 @@ def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -
     concepts = store.read(CONCEPTS)
     if concepts.num_rows:
         dim = concepts.schema.field("vector").type.list_size
-        r, c, w = synonym_pairs(
-            arrow_to_vectors(concepts["vector"], dim), concepts["name"].to_pylist(), config
-        )
-        cid = np.array(concepts["id"].to_pylist(), dtype=object)
-        a, b = cid[r].tolist(), cid[c].tolist()
+        r, c, w = synonym_pairs(arrow_to_vectors(concepts["vector"], dim), concepts["name"], config)
+        a, b = concepts["id"].take(pa.array(r)), concepts["id"].take(pa.array(c))
     else:
-        a, b, w = [], [], np.zeros(0, np.float32)
-    store.replace(
-        SYNONYMS,
-        pa.table(
-            {
-                "a": pa.array(a, pa.string()),
-                "b": pa.array(b, pa.string()),
-                "weight": pa.array(np.asarray(w, np.float32)),
-            }
-        ),
-    )
+        a, b, w = pa.array([], pa.string()), pa.array([], pa.string()), np.zeros(0, np.float32)
+    edges = {"a": a, "b": b, "weight": pa.array(np.asarray(w, np.float32))}
+    store.replace(SYNONYMS, pa.table(edges))
     store.set_stage_digest("synonyms", digest)
     return len(a)
