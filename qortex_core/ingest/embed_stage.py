@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from qortex_core.embed import CachedEmbedder, Embedder
+from qortex_core.embed import Embedder
 from qortex_core.ingest.chunk_stage import Progress, no_progress, read_chunks, read_extractions
+from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.node_tables import node_tables
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import ids
-from qortex_core.storage.model import fact_text
+from qortex_core.storage.model import Passage, fact_text
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -57,6 +59,22 @@ def _with_vectors(columns: dict[str, list] | pa.Table, vectors: np.ndarray) -> p
     )
 
 
+def _passages_table(chunks: Sequence[Passage], vectors: np.ndarray) -> pa.Table:
+    """The passages table: one row per chunk with its (n, d) vectors."""
+    return _with_vectors(
+        {
+            "id": [p.id for p in chunks],
+            "doc_id": [p.doc_id for p in chunks],
+            "title": [p.title for p in chunks],
+            "text": [p.text for p in chunks],
+            "domain": [p.domain for p in chunks],
+            "time": pa.array([p.time for p in chunks], pa.string()),
+            "ingested_at": pa.array([p.ingested_at for p in chunks], pa.string()),
+        },
+        vectors,
+    )
+
+
 def embed_index(
     store: LanceStore, embedder: Embedder, extractor_key: str, progress: Progress = no_progress
 ) -> EmbedReport:
@@ -78,30 +96,17 @@ def embed_index(
         # same chunks, extractions and model as the tables were built from: nothing to read or write
         n = [store.count(name) for name in outputs]
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
-    cached = CachedEmbedder(embedder, store.cached_vectors, store.save_vectors)
+    cached = CachedEmbedder(embedder, LanceVectorCache(store))
     concepts, facts, rules = node_tables(chunks, payloads)
-    progress("embed", 0, 4)
-    p_vec = cached.embed([p.full_text for p in chunks])
-    store.replace(
-        PASSAGES,
-        _with_vectors(
-            {
-                "id": [p.id for p in chunks],
-                "doc_id": [p.doc_id for p in chunks],
-                "title": [p.title for p in chunks],
-                "text": [p.text for p in chunks],
-                "domain": [p.domain for p in chunks],
-                "time": pa.array([p.time for p in chunks], pa.string()),
-                "ingested_at": pa.array([p.ingested_at for p in chunks], pa.string()),
-            },
-            p_vec,
-        ),
+    nodes = ((CONCEPTS, concepts), (FACTS, facts), (RULES, rules))
+    # one model call path: all four tables' texts, cache-checked and length-sorted together
+    p_vec, *node_vecs = cached.embed_groups(
+        [[p.full_text for p in chunks], *(_node_texts(name, rows) for name, rows in nodes)],
+        progress,
     )
-    progress("embed", 1, 4)
-    for name, rows in ((CONCEPTS, concepts), (FACTS, facts), (RULES, rules)):
-        vectors = cached.embed(_node_texts(name, rows))
+    store.replace(PASSAGES, _passages_table(chunks, p_vec))
+    for (name, rows), vectors in zip(nodes, node_vecs):
         store.replace(name, _with_vectors(rows, vectors))
-        progress("embed", 2 + (name != CONCEPTS) + (name == RULES), 4)
     store.set_stage_digest("embeddings", digest)
     counts = (concepts.num_rows, facts.num_rows, rules.num_rows)
     return EmbedReport(len(chunks), *counts, cached.texts_embedded, cached.cache_hits)
@@ -119,22 +124,11 @@ def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -
     concepts = store.read(CONCEPTS)
     if concepts.num_rows:
         dim = concepts.schema.field("vector").type.list_size
-        r, c, w = synonym_pairs(
-            arrow_to_vectors(concepts["vector"], dim), concepts["name"].to_pylist(), config
-        )
-        cid = np.array(concepts["id"].to_pylist(), dtype=object)
-        a, b = cid[r].tolist(), cid[c].tolist()
+        r, c, w = synonym_pairs(arrow_to_vectors(concepts["vector"], dim), concepts["name"], config)
+        a, b = concepts["id"].take(pa.array(r)), concepts["id"].take(pa.array(c))
     else:
-        a, b, w = [], [], np.zeros(0, np.float32)
-    store.replace(
-        SYNONYMS,
-        pa.table(
-            {
-                "a": pa.array(a, pa.string()),
-                "b": pa.array(b, pa.string()),
-                "weight": pa.array(np.asarray(w, np.float32)),
-            }
-        ),
-    )
+        a, b, w = pa.array([], pa.string()), pa.array([], pa.string()), np.zeros(0, np.float32)
+    edges = {"a": a, "b": b, "weight": pa.array(np.asarray(w, np.float32))}
+    store.replace(SYNONYMS, pa.table(edges))
     store.set_stage_digest("synonyms", digest)
     return len(a)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -13,7 +12,6 @@ import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.sequence import SequenceConfig
-from qortex_core.storage import ids
 from qortex_core.storage.model import RelationType
 
 
@@ -119,24 +117,6 @@ def phrase_passage_counts(contains: np.ndarray, n_phrases: int) -> np.ndarray:
     """Number of distinct passages that contain each phrase (node specificity's denominator)."""
     ct = np.unique(contains.reshape(-1, 2), axis=0) if len(contains) else contains.reshape(-1, 2)
     return np.bincount(ct[:, 1], minlength=n_phrases).astype(np.float32)
-
-
-def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[str]) -> np.ndarray:
-    """How common each phrase is in the passage text: the least document frequency among its words.
-
-    An upper bound on the number of passages holding the whole phrase, counted on the passage text
-    rather
-    than on extracted concepts, so a generic word ("war", "person") that was extracted in one
-    passage still counts as common. 0 for a phrase with no word in any passage.
-    """
-    df: Counter[str] = Counter()
-    for text in passage_texts:
-        df.update(set(ids.normalize_phrase(text).split()))
-    out = np.zeros(len(phrase_names), np.float32)
-    for i, name in enumerate(phrase_names):
-        words = ids.normalize_phrase(name).split()
-        out[i] = min((df.get(w, 0) for w in words), default=0)
-    return out
 
 
 def fact_passage_csr(

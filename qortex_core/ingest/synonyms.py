@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
+_CELL_FLOATS = 1 << 24  # similarities of one block inside a cell (64 MB)
 
 
 @dataclass(frozen=True)
@@ -161,12 +162,13 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     parts = []
     for cell in range(cells):
         ix = vec_of[bounds[cell] : bounds[cell + 1]]  # (size,) members of this cell
-        if ix.size < 2:
-            continue
-        sims = v[ix] @ v[ix].T  # (size, size)
-        np.fill_diagonal(sims, -1.0)
-        r, c = np.nonzero(sims >= config.threshold)
-        parts.append((ix[r], ix[c], sims[r, c]))
+        members = v[ix]  # (size, d)
+        rows = max(1, _CELL_FLOATS // max(ix.size, 1))  # a crowded cell in blocks
+        for s in range(0, ix.size if ix.size > 1 else 0, rows):
+            sims = members[s : s + rows] @ members.T  # (rows, size)
+            np.fill_diagonal(sims[:, s : s + rows], -1.0)
+            r, c = np.nonzero(sims >= config.threshold)
+            parts.append((ix[r + s], ix[c], sims[r, c]))
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     r, c, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
