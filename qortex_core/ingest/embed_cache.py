@@ -2,9 +2,10 @@
 
 :class:`CachedEmbedder` takes every text the stage needs (passages, concepts, facts and rules
 at once), looks all their cache keys up in one read of the cache table, sends each distinct
-missing text to the model once, longest first, in slices of whole batches, writes the new
-vectors with one append, and scatters the vectors back to each group. The model therefore
-sees the same global length-sorted batches as one plain ``encode`` of the distinct texts.
+missing text to the model once, longest first, in slices of whole batches, appends the new
+vectors (one append per ``SAVE_TEXTS`` texts, so a killed stage keeps most of its work), and
+scatters the vectors back to each group. The model therefore sees the same global
+length-sorted batches as one plain ``encode`` of the distinct texts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from qortex_core.storage import ids
 from qortex_core.storage.store import EMBEDDINGS, LanceStore, arrow_to_vectors, vectors_to_arrow
 
 SLICE_TEXTS = 4096  # texts per model call: whole batches, a progress report after each
+SAVE_TEXTS = 32768  # new vectors are appended at least this often: a killed stage keeps them
 
 
 class VectorCache(Protocol):
@@ -73,10 +75,17 @@ class CachedEmbedder(EmbedderWrapper):
     ``calls``, ``texts_embedded`` and ``cache_hits`` count real work and saved work.
     """
 
-    def __init__(self, inner: Embedder, cache: VectorCache, slice_texts: int = SLICE_TEXTS) -> None:
+    def __init__(
+        self,
+        inner: Embedder,
+        cache: VectorCache,
+        slice_texts: int = SLICE_TEXTS,
+        save_texts: int = SAVE_TEXTS,
+    ) -> None:
         super().__init__(inner)
         self.cache = cache
         self.slice_texts = slice_texts
+        self.save_texts = save_texts
         self.calls = 0
         self.texts_embedded = 0
         self.cache_hits = 0
@@ -94,9 +103,7 @@ class CachedEmbedder(EmbedderWrapper):
         distinct = list(row_of)  # (u,) first-seen order
         hit, found = self.cache.find(distinct)  # (u,) bool, (hits, d)
         todo = [k for k, h in zip(distinct, hit) if not h]
-        new = self._embed_missing([texts[row_of[k]] for k in todo], progress)  # (misses, d)
-        if todo:
-            self.cache.add(todo, new)
+        new = self._embed_missing(todo, [texts[row_of[k]] for k in todo], progress)  # (misses, d)
         missed = set(todo)
         self.cache_hits += sum(1 for k in keys if k not in missed)
         return self._scatter(groups, keys, distinct, hit, found, new)
@@ -129,12 +136,14 @@ class CachedEmbedder(EmbedderWrapper):
             start += len(group)
         return out
 
-    def _embed_missing(self, texts: list[str], progress: Progress) -> np.ndarray:
-        """(len(texts), d) vectors: longest first in whole-batch slices, scattered back."""
+    def _embed_missing(self, keys: list[str], texts: list[str], progress: Progress) -> np.ndarray:
+        """(len(texts), d) vectors: longest first in whole-batch slices, scattered back, and
+        appended to the cache under ``keys`` every ``save_texts`` texts and at the end."""
         if not texts:
             return np.zeros((0, 1), np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")  # (m,) longest first
         vectors = np.zeros((0, 1), np.float32)
+        unsaved = 0
         for start in range(0, len(texts), self.slice_texts):
             rows = order[start : start + self.slice_texts]  # (slice,)
             part = np.asarray(self.inner.embed([texts[i] for i in rows]), np.float32)
@@ -142,6 +151,11 @@ class CachedEmbedder(EmbedderWrapper):
                 vectors = np.empty((len(texts), part.shape[1]), np.float32)  # (m, d)
             vectors[rows] = part  # scattered back to the caller's order
             self.calls += 1
-            progress("embed", min(start + self.slice_texts, len(texts)), len(texts))
+            done = min(start + self.slice_texts, len(texts))
+            if done - unsaved >= self.save_texts or done == len(texts):
+                saved = order[unsaved:done]  # (done - unsaved,)
+                self.cache.add([keys[i] for i in saved], vectors[saved])
+                unsaved = done
+            progress("embed", done, len(texts))
         self.texts_embedded += len(texts)
         return vectors

@@ -4,6 +4,7 @@ reaches the model once and longest first, the cache is read once and appended on
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
 from qortex_core.ingest import stages as index
@@ -97,6 +98,26 @@ def test_second_call_reads_hits_and_appends_only_new_texts(tmp_path):
     model.batches.clear()
     nothing = CachedEmbedder(model, LanceVectorCache(store)).embed_groups([["z"], []])
     assert model.batches == [] and nothing[0].shape == (1, 32) and len(nothing[1]) == 0
+
+
+class FailsOnSecondCall(Recording):
+    def embed(self, texts):
+        if self.batches:
+            raise RuntimeError("killed")
+        return super().embed(texts)
+
+
+def test_a_killed_run_keeps_the_saved_slices_and_the_next_run_resumes(tmp_path):
+    store, texts = LanceStore.open(tmp_path), ["aaaa", "bbb", "cc", "d"]
+    broken = CachedEmbedder(FailsOnSecondCall(), LanceVectorCache(store), 2, save_texts=2)
+    with pytest.raises(RuntimeError):
+        broken.embed_groups([texts])
+    assert store.count(EMBEDDINGS) == 2  # the first slice was appended before the failure
+    model = Recording()
+    out = CachedEmbedder(model, LanceVectorCache(store), 2, save_texts=2).embed_groups([texts])
+    assert model.batches == [["cc", "d"]]  # only what was lost is embedded again
+    np.testing.assert_array_equal(out[0], HashEmbedder(HashEmbedderConfig(32)).embed(texts))
+    assert store.count(EMBEDDINGS) == 4
 
 
 def test_batch_keys_equal_single_keys():
