@@ -49,7 +49,7 @@ def _with_vectors(columns: dict[str, list], vectors: np.ndarray) -> pa.Table:
     )
 
 
-def _nodes(chunks: Sequence[Passage], payloads: dict[str, dict]) -> tuple[dict, dict, dict]:
+def node_rows(chunks: Sequence[Passage], payloads: dict[str, dict]) -> tuple[dict, dict, dict]:
     """Concept, fact and rule rows by id, merged over every chunk's extraction payload."""
     concepts: dict[str, dict] = {}
     facts: dict[str, dict] = {}
@@ -122,7 +122,7 @@ def embed_index(
         n = [store.count(name) for name in outputs]
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
     cached = CachedEmbedder(embedder, store.cached_vectors, store.save_vectors)
-    concepts, facts, rules = _nodes(chunks, payloads)
+    concepts, facts, rules = node_rows(chunks, payloads)
     progress("embed", 0, 4)
     p_vec = cached.embed([p.full_text for p in chunks])
     store.replace(
