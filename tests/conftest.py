@@ -207,6 +207,7 @@ SLOW_MODULES = {
     "ingest/test_llm_extract.py",
     "ingest/test_secret_scan.py",
     "ingest/test_shards.py",
+    "ingest/test_synonyms_minilm.py",
     "memory/test_agent_cli.py",
     "memory/test_agent_consolidate.py",
     "memory/test_memory_cli.py",

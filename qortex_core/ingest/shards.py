@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from qortex_core.embed import CachedEmbedder, Embedder
+from qortex_core.embed import Embedder
 from qortex_core.errors import QortexError
 from qortex_core.ingest.chunk_stage import (
     ChunkReport,
@@ -32,8 +32,10 @@ from qortex_core.ingest.chunk_stage import (
     read_extractions,
     sync_chunks,
 )
-from qortex_core.ingest.embed_stage import EmbedReport, embed_index, node_rows
+from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
+from qortex_core.ingest.embed_stage import EmbedReport, embed_index
 from qortex_core.ingest.extract import Extractor
+from qortex_core.ingest.node_tables import node_tables
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
 from qortex_core.storage.store import EXTRACTIONS, LanceStore, arrow_to_vectors, vectors_to_arrow
@@ -192,13 +194,33 @@ def merge_extractions(store: LanceStore, count: int, token: str) -> ExtractRepor
 # -- embeddings ---------------------------------------------------------------------------
 def _texts(chunks: Sequence[Passage], payloads: dict[str, dict]) -> list[str]:
     """Every text :func:`embed_index` embeds for these chunks: passages, concepts, facts, rules."""
-    concepts, facts, rules = node_rows(chunks, payloads)
-    return (
-        [p.full_text for p in chunks]
-        + [concepts[k]["name"] for k in sorted(concepts)]
-        + [fact_text(f["subject"], f["predicate"], f["object"]) for _, f in sorted(facts.items())]
-        + [rules[k]["text"] for k in sorted(rules)]
-    )
+    concepts, facts, rules = node_tables(chunks, payloads)
+    texts = [p.full_text for p in chunks]
+    if concepts.num_rows:
+        texts += concepts["name"].to_pylist()
+    if facts.num_rows:
+        parts = (facts[c].to_pylist() for c in ("subject", "predicate", "object"))
+        texts += [fact_text(*t) for t in zip(*parts)]
+    if rules.num_rows:
+        texts += rules["text"].to_pylist()
+    return texts
+
+
+class _StagingCache:
+    """The shared embedding cache for lookups; the vectors a shard adds are kept for its
+    staging table instead of being written to the shared one."""
+
+    def __init__(self, store: LanceStore) -> None:
+        self.shared = LanceVectorCache(store)
+        self.keys: list[str] = []
+        self.vectors: list[np.ndarray] = []
+
+    def find(self, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self.shared.find(keys)
+
+    def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        self.keys += list(keys)
+        self.vectors.append(vectors)  # (n, d)
 
 
 def stage_embeddings(
@@ -211,17 +233,17 @@ def stage_embeddings(
     """
     chunks = _mine(read_chunks(store), shard)
     payloads = read_extractions(store, extractor_key, [p.id for p in chunks])
-    staged: dict[str, np.ndarray] = {}
-    cached = CachedEmbedder(embedder, store.cached_vectors, staged.update)
-    cached.embed(_texts(chunks, payloads))
-    keys = sorted(staged)
+    staging = _StagingCache(store)
+    cached = CachedEmbedder(embedder, staging)
+    cached.embed_groups([_texts(chunks, payloads)])
     matrix = (
-        np.stack([staged[k] for k in keys]).astype(np.float32)
-        if keys
-        else np.zeros((0, cached.dim), np.float32)
-    )  # (n, d)
-    rows = pa.table({"key": pa.array(keys, pa.string()), "vector": vectors_to_arrow(matrix)})
-    store.replace(staging_table("embeddings", shard), rows)
+        np.concatenate(staging.vectors) if staging.vectors else np.zeros((0, cached.dim))
+    ).astype(np.float32)  # (n, d)
+    keys = pa.array(staging.keys, pa.string())
+    store.replace(
+        staging_table("embeddings", shard),
+        pa.table({"key": keys, "vector": vectors_to_arrow(matrix)}),
+    )
     return cached.texts_embedded, cached.cache_hits
 
 
@@ -239,12 +261,16 @@ def merge_embeddings(
     Returns:
         :func:`embed_index`'s report, counting the shards' new vectors as embedded.
     """
-    vectors: dict[str, np.ndarray] = {}
+    vectors: dict[str, np.ndarray] = {}  # a text in several shards was embedded by each
     for table in _collect(store, "embeddings", count, token):
         if table.num_rows:
             dim = table.schema.field("vector").type.list_size
             vectors.update(zip(table["key"].to_pylist(), arrow_to_vectors(table["vector"], dim)))
-    store.save_vectors(vectors)
+    cache = LanceVectorCache(store)
+    hit, _ = cache.find(list(vectors))  # (n,) bool: none, unless a run stopped after this write
+    new = [k for k, h in zip(vectors, hit) if not h]
+    if new:
+        cache.add(new, np.stack([vectors[k] for k in new]))  # (new, d)
     _drop_staging(store, "embeddings")
     report = embed_index(store, embedder, extractor_key, progress)
     return EmbedReport(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
 from qortex_core.ingest.graph import (
@@ -18,8 +19,9 @@ from qortex_core.ingest.graph import (
     fact_passage_csr,
     hub_first_tables,
     phrase_passage_counts,
-    phrase_text_frequency,
 )
+from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
+from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -139,8 +141,30 @@ def _synonym_edges(
     )
 
 
-def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotArrays, int, int]:
-    """Every array of the snapshot, the number of undirected edges and of passage links."""
+def _text_frequency(stored: _Stored) -> np.ndarray:
+    """(n_phrases,) the least passage-text document frequency of each phrase's words."""
+    p, c = stored.passages, stored.concepts
+    if p.num_rows == 0 or c.num_rows == 0:
+        return np.zeros(c.num_rows, np.float32)
+    return phrase_text_frequency(pc.binary_join_element_wise(p["title"], p["text"], " "), c["name"])
+
+
+def _sequence_edges(
+    stored: _Stored, graph_config: GraphConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, weight) passage-to-passage edges between neighbouring items of one dated source."""
+    p = stored.passages
+    a, b, distance = sequence_pairs(
+        _column(p, "doc_id"), _column(p, "time"), _column(p, "domain"), graph_config.sequence
+    )
+    return a, b, sequence_weights(distance, graph_config.sequence)
+
+
+def _graph_arrays(
+    stored: _Stored, graph_config: GraphConfig
+) -> tuple[SnapshotArrays, int, int, dict[str, int]]:
+    """Every array of the snapshot, the number of undirected edges and of passage links, and
+    the sequence counts (``edges``, ``passages`` in a sequence)."""
     c_at, p_at = stored.ids()
     n_phr, n_pas = len(c_at), len(p_at)
     fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, c_at, graph_config)
@@ -154,11 +178,12 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         dtype=np.int64,
     ).reshape(-1, 2)
     synonyms = _synonym_edges(stored, c_at)
+    sequence = _sequence_edges(stored, graph_config)
     adj = build_adjacency(
-        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale), graph_config
+        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale, sequence),
+        graph_config,
     )
     indptr, indices = fact_passage_csr(_column(stored.facts, "passage_ids"), p_at)
-    titles, texts = _column(stored.passages, "title"), _column(stored.passages, "text")
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
@@ -169,15 +194,14 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         fact_nodes=fact_nodes,
         phrase_vectors=_vectors(stored.concepts),
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
-        phrase_text_frequency=phrase_text_frequency(
-            [f"{t} {x}" for t, x in zip(titles, texts)], _column(stored.concepts, "name")
-        ),
+        phrase_text_frequency=_text_frequency(stored),
         fact_passage_indptr=indptr,
         fact_passage_indices=indices,
         synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
         synonym_weights=synonyms[2] * np.float32(graph_config.synonym_scale),
     )
-    return arrays, int(adj.nnz // 2), len(contains)
+    linked = len(np.union1d(sequence[0], sequence[1]))
+    return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
 
 
 def _rules_table(stored: _Stored) -> pa.Table:
@@ -259,7 +283,7 @@ def build_snapshot(
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     concepts, passages = hub_first_tables(store.read(CONCEPTS), passages, facts)
     stored = _Stored(passages, concepts, facts, store.read(RULES), store.read(SYNONYMS))
-    arrays, edges, contains = _graph_arrays(stored, graph_config)
+    arrays, edges, contains, sequence = _graph_arrays(stored, graph_config)
     tables = _snapshot_tables(stored)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
@@ -277,6 +301,7 @@ def build_snapshot(
         "table_versions": versions,
         "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
+        "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
     published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
     path = snap.publish(home, published)

@@ -6,6 +6,7 @@ same content always gets the same id on every machine and in every run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -23,6 +24,7 @@ def digest(*parts: str, size: int = 8) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1 << 16)  # names recur across passages; bounded memory
 def normalize_phrase(text: str) -> str:
     """Lower-case, keep letters, digits and single spaces (HippoRAG's text processing)."""
     return _SPACES.sub(" ", _NON_ALNUM.sub(" ", text.lower())).strip()
@@ -38,6 +40,7 @@ def document_id(source: str) -> str:
     return "d_" + digest(source)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def concept_id(name: str) -> str:
     """Id of a concept from its normalised name."""
     return "c_" + digest(normalize_phrase(name))
@@ -45,9 +48,15 @@ def concept_id(name: str) -> str:
 
 def fact_id(subject: str, predicate: str, obj: str) -> str:
     """Id of a (subject, predicate, object) fact from its normalised parts."""
-    return "f_" + digest(
+    return fact_id_normalized(
         normalize_phrase(subject), normalize_phrase(predicate), normalize_phrase(obj)
     )
+
+
+def fact_id_normalized(subject: str, predicate: str, obj: str) -> str:
+    """:func:`fact_id` of parts already passed through :func:`normalize_phrase` (bulk callers
+    normalise each distinct string once)."""
+    return "f_" + digest(subject, predicate, obj)
 
 
 def rule_id(text: str) -> str:

@@ -98,6 +98,7 @@ def test_bench_ingest_reports_stages_overhead_and_rerun(
         == report["embedding_vs_plain"]["texts_embedded_by_stage"]
         > 5
     )
+    assert report["embedding_vs_plain"]["plain_texts_in_stage_cache"] == 1.0  # the same texts
     assert (
         report["embedding_vs_plain"]["plain_encode_s"] > 0
         and report["first_run"]["passages_per_s"] > 0
