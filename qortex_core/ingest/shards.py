@@ -106,11 +106,14 @@ def _collect(store: LanceStore, stage: str, count: int, token: str) -> list[pa.T
     return [store.read(name) for name in wanted]
 
 
-def _drop_staging(store: LanceStore, stage: str) -> None:
-    """Drop every staging table of ``stage`` (this run's, and any a failed run left)."""
-    for name in store.table_names():
-        if name.startswith(f"staging_{stage}_"):
-            store.drop(name)
+def drop_staging(store: LanceStore, stage: str = "") -> list[str]:
+    """Drop every staging table of ``stage`` (this run's and any a failed run left; every
+    stage's when ``stage`` is empty); returns their names."""
+    prefix = f"staging_{stage}_" if stage else "staging_"
+    names = [name for name in store.table_names() if name.startswith(prefix)]
+    for name in names:
+        store.drop(name)
+    return names
 
 
 # -- chunks -------------------------------------------------------------------------------
@@ -140,7 +143,7 @@ def merge_chunks(
     ]
     passages = [p for p in passages if p.id not in hidden]
     report = sync_chunks(store, passages)
-    _drop_staging(store, "chunks")
+    drop_staging(store, "chunks")
     return report, passages
 
 
@@ -181,7 +184,7 @@ def merge_extractions(store: LanceStore, count: int, token: str) -> ExtractRepor
     rows = pa.concat_tables(staged) if staged else _EMPTY_EXTRACTIONS
     store.upsert(EXTRACTIONS, rows, key="key")
     failed = sum(s != "ok" for s in rows["status"].to_pylist())
-    _drop_staging(store, "extractions")
+    drop_staging(store, "extractions")
     chunks = len(read_chunks(store))
     return ExtractReport(
         chunks=chunks,
@@ -271,7 +274,7 @@ def merge_embeddings(
     new = [k for k, h in zip(vectors, hit) if not h]
     if new:
         cache.add(new, np.stack([vectors[k] for k in new]))  # (new, d)
-    _drop_staging(store, "embeddings")
+    drop_staging(store, "embeddings")
     report = embed_index(store, embedder, extractor_key, progress)
     return EmbedReport(
         report.passages,

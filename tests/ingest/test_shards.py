@@ -83,6 +83,11 @@ def test_merge_refuses_a_missing_shard_and_changes_nothing(tmp_path: Path, embed
     with pytest.raises(sh.ShardError, match="shard\\(s\\) 1 of 2 did not run"):
         sh.merge_chunks(store, 2, "r1")
     assert CHUNKS not in store.table_names()  # nothing merged
+    assert sh.drop_staging(store, "extractions") == []
+    assert sh.drop_staging(store) == [sh.staging_table("chunks", sh.Shard(1, 2, "r0"))] + [
+        sh.staging_table("chunks", sh.Shard(0, 2, "r1"))
+    ]  # what `qortex purge` drops: text a failed run staged
+    sh.stage_chunks(store, passages, sh.Shard(0, 2, "r1"))
     sh.stage_chunks(store, passages, sh.Shard(1, 2, "r1"))
     report, merged = sh.merge_chunks(store, 2, "r1")
     assert report.total == store.count(CHUNKS) == len({p.id for p in passages})
