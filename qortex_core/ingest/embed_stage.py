@@ -13,7 +13,12 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.embed import Embedder
-from qortex_core.ingest.chunk_stage import Progress, no_progress, read_chunks, read_extractions
+from qortex_core.ingest.chunk_stage import (
+    Progress,
+    no_progress,
+    read_chunks,
+    read_extraction_json,
+)
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.node_tables import node_tables
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
@@ -81,7 +86,7 @@ def embed_index(
     """Rebuild the passages, concepts, facts and rules tables with vectors from the embedding
     cache."""
     chunks = read_chunks(store)
-    payloads = read_extractions(store, extractor_key, [p.id for p in chunks])
+    payloads = read_extraction_json(store, extractor_key, [p.id for p in chunks])
     digest = ids.digest(
         embedder.name,
         extractor_key,
@@ -124,22 +129,11 @@ def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -
     concepts = store.read(CONCEPTS)
     if concepts.num_rows:
         dim = concepts.schema.field("vector").type.list_size
-        r, c, w = synonym_pairs(
-            arrow_to_vectors(concepts["vector"], dim), concepts["name"].to_pylist(), config
-        )
-        cid = np.array(concepts["id"].to_pylist(), dtype=object)
-        a, b = cid[r].tolist(), cid[c].tolist()
+        r, c, w = synonym_pairs(arrow_to_vectors(concepts["vector"], dim), concepts["name"], config)
+        a, b = concepts["id"].take(pa.array(r)), concepts["id"].take(pa.array(c))
     else:
-        a, b, w = [], [], np.zeros(0, np.float32)
-    store.replace(
-        SYNONYMS,
-        pa.table(
-            {
-                "a": pa.array(a, pa.string()),
-                "b": pa.array(b, pa.string()),
-                "weight": pa.array(np.asarray(w, np.float32)),
-            }
-        ),
-    )
+        a, b, w = pa.array([], pa.string()), pa.array([], pa.string()), np.zeros(0, np.float32)
+    edges = {"a": a, "b": b, "weight": pa.array(np.asarray(w, np.float32))}
+    store.replace(SYNONYMS, pa.table(edges))
     store.set_stage_digest("synonyms", digest)
     return len(a)

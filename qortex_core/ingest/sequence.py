@@ -9,8 +9,12 @@ conversation is not the same sitting). The graph links neighbours passage to pas
 weight ``weight / distance``, so the walk can move from the turn the query names to the turns
 around it (the reply, the question it answers).
 
-Passages without ``#`` in their document id, or without a time, belong to no sequence: an
-encyclopedia corpus gets no edge and its graph is unchanged.
+Written memories (documents ``memory:<record id>``) with an event time are items of one
+sequence per domain: an agent's memories of one sitting (written within ``gap_s`` of each
+other) are each other's context, ordered by their event times.
+
+Passages without ``#`` in their document id that are no memory, or without a time, belong to
+no sequence: an encyclopedia corpus gets no edge and its graph is unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from qortex_core.errors import ConfigError
 from qortex_core.storage import times
 
 _DIGITS = re.compile(r"(\d+)")
+MEMORY_DOCS = "memory:"  # documents of written memories (memory.records.DOC_PREFIX; tested)
 
 
 @dataclass(frozen=True)
@@ -53,17 +58,27 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
 
 
+def source_item(doc_id: str) -> tuple[str, str] | None:
+    """(source, item) of an item of a sequence (``conv-26#D3:7``, ``memory:<id>``), else None."""
+    if doc_id.startswith(MEMORY_DOCS):
+        return MEMORY_DOCS, doc_id[len(MEMORY_DOCS) :]
+    source, sep, item = doc_id.rpartition("#")
+    return (source, item) if sep and source and item else None
+
+
 def _members(
     doc_ids: Sequence[str], when: np.ndarray, domains: Sequence[str]
 ) -> dict[tuple[str, str], list[int]]:
     """Passage indices of each (domain, source) sequence, in order (time, item)."""
     groups: dict[tuple[str, str], list[int]] = {}
+    items: dict[int, str] = {}
     for i, doc in enumerate(doc_ids):
-        source, sep, item = (doc or "").rpartition("#")
-        if sep and source and item and np.isfinite(when[i]):
-            groups.setdefault((domains[i], source), []).append(i)
-    for key, members in groups.items():
-        members.sort(key=lambda i: (when[i], _natural(doc_ids[i].rpartition("#")[2])))
+        found = source_item(doc or "")
+        if found is not None and np.isfinite(when[i]):
+            groups.setdefault((domains[i], found[0]), []).append(i)
+            items[i] = found[1]
+    for members in groups.values():
+        members.sort(key=lambda i: (when[i], _natural(items[i])))
     return groups
 
 

@@ -84,3 +84,13 @@ def test_snapshot_links_conversation_turns_and_leaves_documents_alone(tmp_path, 
     assert flat.manifest["sequence"] == {"edges": 0, "passages": 0}
     m = flat.n_phrases
     assert flat.adjacency[m:, m:].nnz == 0  # no passage-to-passage edge
+
+
+def test_written_memories_are_one_stream_per_domain_in_time_order():
+    from qortex_core.ingest.sequence import MEMORY_DOCS
+    from qortex_core.memory.records import DOC_PREFIX
+
+    assert MEMORY_DOCS == DOC_PREFIX
+    docs = ["memory:zz", "memory:aa", "memory:mm", "memory:no-time", "memory:later"]
+    when = ["2023-05-08T13:56:02Z", "2023-05-08T13:56:00Z", "2023-05-08T13:56:01Z", None, DAY9]
+    assert _pairs(docs, when, config=SequenceConfig(window=1)) == [(1, 2, 1), (2, 0, 1)]

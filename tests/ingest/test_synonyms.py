@@ -79,3 +79,17 @@ def test_cell_search_finds_the_exact_edges_of_hash_embedded_concepts():
     # weights are the same cosines where both find an edge
     at = {(a, b): w for a, b, w in zip(*exact)}
     assert all(abs(at[(a, b)] - w) < 1e-6 for a, b, w in zip(*found) if (a, b) in at)
+
+
+def test_crowded_cells_are_searched_in_blocks_with_the_same_edges(monkeypatch):
+    from qortex_core.ingest import synonyms
+
+    vectors = _clustered(1500, 16, seed=4)
+    names = [f"concept {i}" for i in range(len(vectors))]
+    config = SynonymConfig(top_k=10**6, exact_max=0, cell_size=300)
+    whole = synonym_pairs(vectors, names, config)
+    monkeypatch.setattr(synonyms, "_CELL_FLOATS", 7 * 300)  # a few rows per block
+    blocked = synonym_pairs(vectors, names, config)
+    assert len(whole[0]) > 1000
+    assert np.array_equal(whole[0], blocked[0]) and np.array_equal(whole[1], blocked[1])
+    np.testing.assert_allclose(whole[2], blocked[2], atol=1e-6)  # other product shapes
