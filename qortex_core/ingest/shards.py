@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,7 @@ from qortex_core.ingest.chunk_stage import (
     extract_chunks,
     no_progress,
     read_chunks,
-    read_extractions,
+    read_extraction_json,
     sync_chunks,
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
@@ -40,7 +40,6 @@ from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
 from qortex_core.storage.store import EXTRACTIONS, LanceStore, arrow_to_vectors, vectors_to_arrow
 
-SHARDED_STAGES = ("chunks", "extractions", "embeddings")
 _TOKEN = re.compile(r"[0-9a-z]{1,32}")
 
 
@@ -195,7 +194,7 @@ def merge_extractions(store: LanceStore, count: int, token: str) -> ExtractRepor
 
 
 # -- embeddings ---------------------------------------------------------------------------
-def _texts(chunks: Sequence[Passage], payloads: dict[str, dict]) -> list[str]:
+def _texts(chunks: Sequence[Passage], payloads: Mapping[str, str]) -> list[str]:
     """Every text :func:`embed_index` embeds for these chunks: passages, concepts, facts, rules."""
     concepts, facts, rules = node_tables(chunks, payloads)
     texts = [p.full_text for p in chunks]
@@ -235,7 +234,7 @@ def stage_embeddings(
         (texts embedded, cache hits).
     """
     chunks = _mine(read_chunks(store), shard)
-    payloads = read_extractions(store, extractor_key, [p.id for p in chunks])
+    payloads = read_extraction_json(store, extractor_key, [p.id for p in chunks])
     staging = _StagingCache(store)
     cached = CachedEmbedder(embedder, staging)
     cached.embed_groups([_texts(chunks, payloads)])
