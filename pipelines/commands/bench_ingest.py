@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from qortex_core.embed import EmbedderWrapper
+from qortex_core.errors import ConfigError
 from qortex_core.ingest.stages import STAGE_NAMES
 
 
@@ -116,14 +117,15 @@ def _rate(count: int, seconds: float) -> float:
     return round(count / seconds, 2) if seconds > 0 else 0.0
 
 
-def _warm_embedder(work: Path):
-    """The bundled model, loaded and warmed on the first corpus rows."""
+def _warm_embedder(work: Path, spec: str):
+    """The sentence-transformers model ``spec`` names, loaded and warmed on the first corpus
+    rows."""
     from pipelines.resources import shared_embedder
     from qortex_core.embed import SentenceTransformerEmbedder
 
-    embedder = shared_embedder("bundled")
+    embedder = shared_embedder(spec)
     if not isinstance(embedder, SentenceTransformerEmbedder):
-        raise TypeError("the benchmark compares against the bundled sentence-transformers model")
+        raise ConfigError(f"bench ingest needs a local sentence-transformers model, not {spec!r}")
     source_rows = json.loads((work / "source" / "bench" / "corpus.json").read_text())
     embedder.embed(
         [f"{r['title']}\n{r['text']}" for r in source_rows[:128]]
@@ -202,7 +204,7 @@ def run_bench(args: argparse.Namespace) -> dict:
     n = _write_source(Path(args.corpus), args.limit, work / "source")
     home = work / "home"
     t = time.perf_counter()
-    embedder = _warm_embedder(work)
+    embedder = _warm_embedder(work, args.embedder)
     load_s = time.perf_counter() - t
     timed = _TimedEmbedder(embedder)
     chosen = {
@@ -267,6 +269,11 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--extractor", choices=["offline", "recorded"], default="offline")
     p.add_argument("--openie", help="OpenIE results file for --extractor recorded")
     p.add_argument("--limit", type=int, help="only the first N passages")
+    p.add_argument(
+        "--embedder",
+        default="bundled",
+        help="a local sentence-transformers spec: bundled (default), minilm-int8 or st:PATH",
+    )
     p.add_argument(
         "--workdir",
         help="folder for the source copy, data home and instance (default: a new temp folder)",

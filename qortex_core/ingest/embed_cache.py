@@ -89,27 +89,43 @@ class CachedEmbedder(EmbedderWrapper):
     ) -> list[np.ndarray]:
         """One (len(group), d) array per group, every distinct text embedded at most once."""
         texts = [t for group in groups for t in group]  # (n,)
-        keys = [ids.embedding_key(self.name, t) for t in texts]
-        distinct_keys = list(dict.fromkeys(keys))  # (u,) first-seen order
-        first_text = dict(zip(keys, texts))
-        hit, found = self.cache.find(distinct_keys)  # (u,) bool, (hits, d)
-        todo = [k for k, h in zip(distinct_keys, hit) if not h]
-        new = self._embed_missing([first_text[k] for k in todo], progress)  # (misses, d)
+        keys = ids.embedding_keys(self.name, texts)
+        row_of = dict(zip(keys, range(len(keys))))  # key -> a position of its text
+        distinct = list(row_of)  # (u,) first-seen order
+        hit, found = self.cache.find(distinct)  # (u,) bool, (hits, d)
+        todo = [k for k, h in zip(distinct, hit) if not h]
+        new = self._embed_missing([texts[row_of[k]] for k in todo], progress)  # (misses, d)
         if todo:
             self.cache.add(todo, new)
         missed = set(todo)
-        self.cache_hits += len(keys) - sum(1 for k in keys if k in missed)
-        width = new.shape[1] if len(todo) else found.shape[1]
-        table = np.zeros((len(distinct_keys), width), np.float32)  # (u, d)
-        if len(found):
-            table[hit] = found
-        if len(todo):
-            table[~hit] = new
-        row_of = {k: i for i, k in enumerate(distinct_keys)}
-        at = np.fromiter((row_of[k] for k in keys), np.int64, len(keys))  # (n,)
+        self.cache_hits += sum(1 for k in keys if k not in missed)
+        return self._scatter(groups, keys, distinct, hit, found, new)
+
+    @staticmethod
+    def _scatter(
+        groups: Sequence[Sequence[str]],
+        keys: list[str],
+        distinct: list[str],
+        hit: np.ndarray,
+        found: np.ndarray,
+        new: np.ndarray,
+    ) -> list[np.ndarray]:
+        """Each group's rows from the distinct keys' vectors: ``found`` for the hits, ``new`` for
+        the misses (the arrays are views of one matrix when no text repeats)."""
+        if not len(found):
+            table = new  # (u, d): every distinct key missed, in order
+        elif not len(new):
+            table = found  # (u, d): every distinct key hit, in order
+        else:
+            table = np.empty((len(distinct), new.shape[1]), np.float32)  # (u, d)
+            table[hit], table[~hit] = found, new
+        if len(distinct) < len(keys):
+            index = {k: i for i, k in enumerate(distinct)}
+            at = np.fromiter((index[k] for k in keys), np.int64, len(keys))  # (n,)
+            table = table[at]  # (n, d)
         out, start = [], 0
         for group in groups:
-            out.append(table[at[start : start + len(group)]])  # (len(group), d)
+            out.append(table[start : start + len(group)])  # (len(group), d)
             start += len(group)
         return out
 
@@ -118,13 +134,14 @@ class CachedEmbedder(EmbedderWrapper):
         if not texts:
             return np.zeros((0, 1), np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")  # (m,) longest first
-        parts = []
+        vectors = np.zeros((0, 1), np.float32)
         for start in range(0, len(texts), self.slice_texts):
-            part = [texts[i] for i in order[start : start + self.slice_texts]]
-            parts.append(np.asarray(self.inner.embed(part), np.float32))  # (slice, d)
+            rows = order[start : start + self.slice_texts]  # (slice,)
+            part = np.asarray(self.inner.embed([texts[i] for i in rows]), np.float32)
+            if not start:
+                vectors = np.empty((len(texts), part.shape[1]), np.float32)  # (m, d)
+            vectors[rows] = part  # scattered back to the caller's order
             self.calls += 1
             progress("embed", min(start + self.slice_texts, len(texts)), len(texts))
-        vectors = np.empty((len(texts), parts[0].shape[1]), np.float32)  # (m, d)
-        vectors[order] = np.concatenate(parts)
         self.texts_embedded += len(texts)
         return vectors

@@ -13,7 +13,12 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.embed import Embedder
-from qortex_core.ingest.chunk_stage import Progress, no_progress, read_chunks, read_extractions
+from qortex_core.ingest.chunk_stage import (
+    Progress,
+    no_progress,
+    read_chunks,
+    read_extraction_json,
+)
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.node_tables import node_tables
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
@@ -81,7 +86,7 @@ def embed_index(
     """Rebuild the passages, concepts, facts and rules tables with vectors from the embedding
     cache."""
     chunks = read_chunks(store)
-    payloads = read_extractions(store, extractor_key, [p.id for p in chunks])
+    payloads = read_extraction_json(store, extractor_key, [p.id for p in chunks])
     digest = ids.digest(
         embedder.name,
         extractor_key,

@@ -17,8 +17,9 @@ Rows are sorted by id.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -43,10 +44,12 @@ class _Flat:
     r_rows: list[tuple[str, list[str], str, float]] = field(default_factory=list)
 
 
-def _flatten(chunks: Sequence[Passage], payloads: dict[str, dict]) -> _Flat:
+def _flatten(chunks: Sequence[Passage], payloads: Mapping[str, dict | str]) -> _Flat:
     flat = _Flat()
     for at, p in enumerate(chunks):
         payload = payloads.get(p.id)
+        if isinstance(payload, str):  # JSON text: parsed one chunk at a time
+            payload = json.loads(payload)
         if not payload:
             continue
         for name, description in payload.get("concepts", []):
@@ -209,13 +212,14 @@ def _rules(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
 
 
 def node_tables(
-    chunks: Sequence[Passage], payloads: dict[str, dict]
+    chunks: Sequence[Passage], payloads: Mapping[str, dict | str]
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """The concepts, facts and rules tables (no vectors) merged over the chunks' payloads.
 
     Args:
         chunks: the chunks, sorted by id (the merge order).
-        payloads: extraction payloads by chunk id (chunks without one add nothing).
+        payloads: extraction payloads (parsed, or their JSON text) by chunk id; chunks
+            without one add nothing.
 
     Returns:
         concepts (id, name, description, passage_ids, domains), facts (id, subject, predicate,

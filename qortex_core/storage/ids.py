@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from typing import Iterable
 
 _NON_ALNUM = re.compile(r"[^a-z0-9 ]")
 _SPACES = re.compile(r"\s+")
@@ -77,6 +78,22 @@ def event_id(query: str, result: str, kind: str) -> str:
 def embedding_key(model: str, text: str) -> str:
     """Cache key of one embedding: the model name and the exact text."""
     return "e_" + digest(model, text, size=12)
+
+
+def embedding_keys(model: str, texts: Iterable[str]) -> list[str]:
+    """:func:`embedding_key` of each text; the model's part is hashed once and copied."""
+    head = hashlib.blake2b(digest_size=12)
+    name = model.encode("utf-8", "surrogatepass")
+    head.update(len(name).to_bytes(8, "little"))
+    head.update(name)
+    keys = []
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        h = head.copy()
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+        keys.append("e_" + h.hexdigest())
+    return keys
 
 
 def memory_id(text: str, created_at: str, nonce: str) -> str:

@@ -99,6 +99,12 @@ def test_second_call_reads_hits_and_appends_only_new_texts(tmp_path):
     assert model.batches == [] and nothing[0].shape == (1, 32) and len(nothing[1]) == 0
 
 
+def test_batch_keys_equal_single_keys():
+    texts = ["", "Warsaw", "naïve café", "x" * 5000, "\udcff surrogate"]
+    assert ids.embedding_keys("m", texts) == [ids.embedding_key("m", t) for t in texts]
+    assert ids.embedding_keys("m", ["a"]) != ids.embedding_keys("n", ["a"])
+
+
 def test_a_model_of_another_width_starts_the_cache_over(tmp_path):
     store = LanceStore.open(tmp_path)
     CachedEmbedder(Recording(32), LanceVectorCache(store)).embed_groups([["one", "two"]])

@@ -87,6 +87,8 @@ def test_synthetic_corpus_tables_equal_the_row_merge():
     concepts, facts, rules = node_tables(chunks, payloads)
     assert concepts.num_rows > 500 and facts.num_rows > 500 and rules.num_rows > 0
     _assert_same(chunks, payloads)
+    as_json = {k: json.dumps(v) for k, v in payloads.items()}  # what the stage passes
+    assert [t.to_pylist() for t in node_tables(chunks, as_json)] == _reference(chunks, payloads)
 
 
 def test_edge_cases_equal_the_row_merge():
