@@ -126,6 +126,7 @@ def _eval_locomo(args: argparse.Namespace) -> int:
         Path(args.home) if args.home else Path(".qortex-eval") / "locomo",
         args.modes or modes.names(),
         args.k,
+        via=args.locomo_via,
     )
     report = run_locomo(setup, progress=Progress(), retrieval_config=_retrieval_config(args))
     emit_report(report, args.json)
@@ -209,6 +210,13 @@ def _add_eval(sub: Any, modes: Any) -> None:
         nargs="+",
         metavar="FILE",
         help="LoCoMo conversation files: evidence recall per category and abstention",
+    )
+    ev.add_argument(
+        "--locomo-via",
+        choices=["documents", "memory"],
+        default="documents",
+        help="turns indexed as dated passages (documents) or written as memories and "
+        "consolidated (memory)",
     )
     ev.add_argument("--openie")
     ev.add_argument("--extractor", choices=["recorded", "offline"], default=None)

@@ -86,6 +86,7 @@ def lexical_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
     rows = [
         Variant("lexical mode (BM25, LanceDB full-text index)", base, mode="lexical"),
         Variant(f"text mode (dense + BM25, share {ft.text_weight})", base, mode="text"),
+        Variant("textwalk mode (text passages seed the walk)", base, mode="textwalk"),
         Variant("auto mode (defaults)", base, mode="auto"),
         Variant("auto: weak links to hybrid, none to dense", fulltext(route_text=False), "auto"),
         Variant("dense-first instead of text-first", fulltext(text_first=False)),

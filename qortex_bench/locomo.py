@@ -17,17 +17,19 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from qortex_bench.locomo_score import CATEGORIES, evidence_recall
+from qortex_bench.locomo_score import Tally as _Tally
+from qortex_bench.locomo_score import summary as _summary
 from qortex_core.errors import DatasetError
 from qortex_core.query import modes as query_modes
 from qortex_core.storage.model import Passage
 
 ADVERSARIAL = 5
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _SESSION = re.compile(r"^session_(\d+)$")
 _TURN_ID = re.compile(r"^D:?(\d+):(\d+)$")
 
@@ -201,17 +203,6 @@ def turn_passage(turn: Turn, conversation: str, date_title: bool = True) -> Pass
     return Passage(turn.memory_text, title, doc_id, time=turn.time)
 
 
-# -- scoring -------------------------------------------------------------------------------
-def evidence_recall(ranked: Sequence[str], evidence: Sequence[str], where: dict, k: int) -> float:
-    """Share of evidence turns whose passage (``where``: turn id -> passage id) is in the top k."""
-    top = set(ranked[:k])
-    return sum(where[e] in top for e in evidence) / len(evidence)
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 @dataclass(frozen=True)
 class LocomoSetup:
     """What ``qortex eval --locomo`` runs: the conversation files, modes, cut-offs and data home."""
@@ -221,17 +212,7 @@ class LocomoSetup:
     modes: tuple[str, ...] = field(default_factory=query_modes.names)
     ks: tuple[int, ...] = (1, 2, 5, 10)
     date_title: bool = True  # see :func:`turn_passage`
-
-
-@dataclass
-class _Tally:
-    """Per mode: recall rows (category, {k: recall}) and abstention counts."""
-
-    rows: list
-    abstained_answerable: int = 0
-    abstained_adversarial: int = 0
-    fallbacks: int = 0
-    seconds: float = 0.0
+    via: str = "documents"  # or "memory": remember_many + consolidation (locomo_memory.py)
 
 
 def load_conversations(files: Sequence[Path]) -> list[Conversation]:
@@ -244,8 +225,11 @@ def load_conversations(files: Sequence[Path]) -> list[Conversation]:
     return out
 
 
-def index_conversation(conv: Conversation, home: Path, embedder, date_title: bool = True) -> dict:
-    """Index a conversation's turns into its own tenant through the stage functions.
+def index_conversation(
+    conv: Conversation, home: Path, embedder, date_title: bool = True, graph_config=None
+) -> dict:
+    """Index a conversation's turns into its own tenant through the stage functions
+    (``graph_config``: the snapshot's edge weights, default :class:`GraphConfig`).
 
     Returns ``{"tenant", "turns", "passages", "snapshot", "index_s"}``.
     """
@@ -260,7 +244,10 @@ def index_conversation(conv: Conversation, home: Path, embedder, date_title: boo
     store = LanceStore.open(where)
     check_home_is_for_eval(store, Path(where))
     passages = [turn_passage(turn, conv.name, date_title) for turn in conv.turns]
-    path = stages.build_index(store, where, passages, OfflineExtractor(), embedder)
+    run = stages.IngestRun(store, where, OfflineExtractor(), embedder, passages)
+    if graph_config is not None:
+        run = replace(run, graph_config=graph_config)
+    path = stages.run_stages(run)["graph_snapshot"].path
     return {
         "file": str(conv.path),
         "tenant": conv.name,
@@ -274,9 +261,14 @@ def index_conversation(conv: Conversation, home: Path, embedder, date_title: boo
     }
 
 
-def _ask(retriever, conv: Conversation, vectors, mode: str, setup: LocomoSetup, tally: _Tally):
-    """Ask every question of ``conv`` in ``mode``; add recall rows and abstentions to ``tally``."""
-    where = {t.dia_id: turn_passage(t, conv.name, setup.date_title).id for t in conv.turns}
+def ask_questions(
+    retriever, conv: Conversation, vectors, mode: str, setup: LocomoSetup, tally: _Tally,
+    where: dict[str, str] | None = None,
+):  # fmt: skip
+    """Ask every question of ``conv`` in ``mode``; add recall rows and abstentions to ``tally``
+    (``where``: turn id -> passage id, default the passages of :func:`turn_passage`)."""
+    if where is None:
+        where = {t.dia_id: turn_passage(t, conv.name, setup.date_title).id for t in conv.turns}
     top, ks = max(setup.ks), setup.ks
     asked = list(conv.questions) + list(conv.adversarial)
     t = time.perf_counter()
@@ -293,27 +285,6 @@ def _ask(retriever, conv: Conversation, vectors, mode: str, setup: LocomoSetup, 
             (q.category, {k: evidence_recall(ranked, q.evidence, where, k) for k in ks})
         )
     tally.seconds += time.perf_counter() - t
-
-
-def _summary(tally: _Tally, ks: Sequence[int], answerable: int, adversarial: int) -> dict:
-    def recall(rows) -> dict[str, float | None]:
-        return {f"recall@{k}": _mean([r[k] for _, r in rows]) for k in ks}
-
-    cats = sorted({c for c, _ in tally.rows})
-    return {
-        "recall": recall(tally.rows),
-        "by_category": {
-            f"{c} {CATEGORIES[c]}": recall([r for r in tally.rows if r[0] == c]) for c in cats
-        },
-        "abstention": {  # share of questions answered with no_answer
-            "adversarial_no_answer": tally.abstained_adversarial / adversarial
-            if adversarial
-            else None,
-            "answerable_no_answer": tally.abstained_answerable / answerable if answerable else None,
-        },
-        "ms_per_query": 1000 * tally.seconds / max(answerable + adversarial, 1),
-        "fallbacks": tally.fallbacks,
-    }
 
 
 def run_locomo(setup: LocomoSetup, progress=None, retrieval_config=None, embedder=None) -> dict:
@@ -337,7 +308,8 @@ def run_locomo(setup: LocomoSetup, progress=None, retrieval_config=None, embedde
     indexed = []
     for n, conv in enumerate(convs):
         say("index conversations", n, len(convs))
-        indexed.append(index_conversation(conv, setup.home, embedder, setup.date_title))
+        report, where = _index(conv, setup, embedder)
+        indexed.append(report)
         retriever = Retriever.open(
             setup.home, embedder=embedder, config=retrieval_config or RetrievalConfig(),
             tenant=conv.name,
@@ -346,7 +318,7 @@ def run_locomo(setup: LocomoSetup, progress=None, retrieval_config=None, embedde
         vectors = embedder.embed([q.text for q in conv.questions + conv.adversarial])
         timings["embed_queries_s"] = timings.get("embed_queries_s", 0.0) + time.perf_counter() - t
         for mode in setup.modes:
-            _ask(retriever, conv, vectors, mode, setup, tallies[mode])
+            ask_questions(retriever, conv, vectors, mode, setup, tallies[mode], where)
     say("index conversations", len(convs), len(convs))
     timings["index_s"] = sum(c["index_s"] for c in indexed)
     answerable = sum(len(c.questions) for c in convs)
@@ -369,8 +341,21 @@ def run_locomo(setup: LocomoSetup, progress=None, retrieval_config=None, embedde
         "conversations": indexed,
         "extractor": "offline",
         "date_title": setup.date_title,
+        "via": setup.via,
         "embedding_model": embedder.name,
     }
+
+
+def _index(conv: Conversation, setup: LocomoSetup, embedder) -> tuple[dict, dict | None]:
+    """Index a conversation by ``setup.via``; its report and turn -> passage map (None: the
+    passages of :func:`turn_passage`)."""
+    if setup.via == "memory":
+        from qortex_bench.locomo_memory import remember_conversation
+
+        return remember_conversation(conv, setup.home, embedder)
+    if setup.via != "documents":
+        raise DatasetError(f"LoCoMo via {setup.via!r}: use documents or memory")
+    return index_conversation(conv, setup.home, embedder, setup.date_title), None
 
 
 def _as_eval_setup(setup: LocomoSetup):

@@ -97,12 +97,48 @@ def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dic
     elif stage == "graph_snapshot":
         path = st.build_snapshot(store, home, f"hash-{dim}").path
         extra["snapshot_mb"] = round(_du(path) / 2**20, 2)
-    return {
+    out = {
         "seconds": round(time.perf_counter() - start, 3),
         "peak_rss_mb": round(_rss_mb("VmHWM"), 1),
         "rss_before_mb": round(before, 1),
         **extra,
     }
+    if stage == "synonym_edges":  # after the stage's time and memory are taken
+        out["edge_recall"] = synonym_recall(store)
+    return out
+
+
+def synonym_recall(store, sample: int = 500, seed: int = 0) -> dict:
+    """How many of the exact synonym edges of ``sample`` random eligible concepts the stored
+    edges hold (exact neighbours by a full product of the sampled rows; rows whose exact
+    neighbours exceed top-k are skipped, their pick among ties is arbitrary)."""
+    from qortex_core.ingest.synonyms import SynonymConfig, eligible_mask
+    from qortex_core.storage.store import CONCEPTS, SYNONYMS, arrow_to_vectors
+
+    config = SynonymConfig()
+    concepts = store.read(CONCEPTS).select(["id", "name", "vector"])
+    vectors = arrow_to_vectors(concepts["vector"], concepts.schema.field("vector").type.list_size)
+    idx = np.flatnonzero(eligible_mask(concepts["name"], config.min_chars))  # (m,)
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(idx, min(sample, idx.size), replace=False))  # (s,) concept rows
+    edges = store.read(SYNONYMS)
+    at = {cid: i for i, cid in enumerate(concepts["id"].to_pylist())}
+    stored: set[tuple[int, int]] = set()
+    for a, b in zip(edges["a"].to_pylist(), edges["b"].to_pylist()):
+        stored.update(((at[a], at[b]), (at[b], at[a])))
+    found = total = skipped = 0
+    step = max(1, (1 << 25) // max(idx.size, 1))
+    for s in range(0, rows.size, step):
+        sims = vectors[rows[s : s + step]] @ vectors[idx].T  # (step, m)
+        for r, line in zip(rows[s : s + step], sims):
+            near = {int(j) for j in idx[line >= config.threshold] if j != r}
+            if len(near) > config.top_k:
+                skipped += 1
+                continue
+            total += len(near)
+            found += sum((int(r), j) in stored for j in near)
+    recall = round(found / total, 4) if total else None
+    return {"sampled": int(rows.size), "exact_edges": total, "recall": recall, "skipped": skipped}
 
 
 def _percentiles(ms: list[float]) -> dict:

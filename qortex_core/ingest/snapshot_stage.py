@@ -9,17 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from qortex_core.errors import QortexError
+from qortex_core.errors import QortexError, SnapshotError
 from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
     build_adjacency,
-    fact_passage_csr,
     hub_first_tables,
     phrase_passage_counts,
-    phrase_text_frequency,
 )
+from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
+from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -103,21 +104,30 @@ def _column(table: pa.Table, name: str) -> list:
     return table[name].to_pylist() if table.num_rows else []
 
 
+def _positions(values: pa.ChunkedArray | pa.Array, keys: pa.ChunkedArray, what: str) -> np.ndarray:
+    """(n,) int64 row of each value in ``keys``.
+
+    Raises:
+        SnapshotError: a value is not among the keys (the tables disagree).
+    """
+    at = pc.index_in(values, value_set=keys)
+    if at.null_count:
+        raise SnapshotError(f"{at.null_count} {what} name a concept or passage that is not stored")
+    return np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
+
+
 def _fact_edges(
-    stored: _Stored, c_at: dict[str, int], graph_config: GraphConfig
+    stored: _Stored, graph_config: GraphConfig
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(n_facts, 2) fact endpoints; one (subject, object) row per (fact, source passage);
     the per-row relation multipliers (None when no relation weight is set)."""
-    facts = stored.facts
-    fact_nodes = np.array(
-        [
-            [c_at[s], c_at[o]]
-            for s, o in zip(_column(facts, "subject_id"), _column(facts, "object_id"))
-        ],
-        dtype=np.int32,
-    ).reshape(-1, 2)
-    counts = [len(x) for x in _column(facts, "passage_ids")]
-    fact_pairs = np.repeat(fact_nodes, counts, axis=0) if len(counts) else fact_nodes
+    facts, concept_ids = stored.facts, stored.concepts["id"] if stored.concepts.num_rows else None
+    if facts.num_rows == 0 or concept_ids is None:
+        return np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32), None
+    ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
+    fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
+    counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
+    fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
     relations = _column(facts, "relation") if "relation" in facts.schema.names else []
     fact_scale = (
         np.repeat(graph_config.relation_multipliers(relations), counts)
@@ -127,38 +137,78 @@ def _fact_edges(
     return fact_nodes, fact_pairs, fact_scale
 
 
-def _synonym_edges(
-    stored: _Stored, c_at: dict[str, int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _synonym_edges(stored: _Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a, b, weight) of every synonym edge, as phrase indices."""
-    rows = stored.synonyms.to_pylist() if stored.synonyms.num_rows else []
-    return (
-        np.array([c_at[r["a"]] for r in rows], np.int64),
-        np.array([c_at[r["b"]] for r in rows], np.int64),
-        np.array([r["weight"] for r in rows], np.float32),
+    syn = stored.synonyms
+    if syn.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    keys = stored.concepts["id"]
+    weights = np.asarray(syn["weight"].to_numpy(), np.float32)
+    return _positions(syn["a"], keys, "synonyms"), _positions(syn["b"], keys, "synonyms"), weights
+
+
+def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(row, passage index) pairs of ``table``'s ``passage_ids`` lists: stored passages only,
+    each pair once, sorted by row then passage."""
+    if table.num_rows == 0 or passages.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lists = table["passage_ids"].combine_chunks()
+    row = pc.list_parent_indices(lists).to_numpy().astype(np.int64)  # (listings,)
+    at = pc.index_in(pc.list_flatten(lists), value_set=passages["id"])  # null: not stored
+    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    passage = at.drop_null().to_numpy().astype(np.int64)  # (known listings,)
+    key = np.unique(row[known] * passages.num_rows + passage)  # (pairs,)
+    return key // passages.num_rows, key % passages.num_rows
+
+
+def _contains(stored: _Stored) -> np.ndarray:
+    """(n_links, 2) (passage index, phrase index): each stored passage a concept lists, once."""
+    phrase, passage = _listed_passages(stored.concepts, stored.passages)
+    return np.stack([passage, phrase], axis=1)
+
+
+def _fact_passages(stored: _Stored) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (indptr, indices) of the stored passages each fact came from, sorted per fact."""
+    fact, passage = _listed_passages(stored.facts, stored.passages)
+    indptr = np.zeros(stored.facts.num_rows + 1, np.int64)
+    indptr[1:] = np.cumsum(np.bincount(fact, minlength=stored.facts.num_rows))
+    return indptr, passage.astype(np.int32)
+
+
+def _text_frequency(stored: _Stored) -> np.ndarray:
+    """(n_phrases,) the least passage-text document frequency of each phrase's words."""
+    p, c = stored.passages, stored.concepts
+    if p.num_rows == 0 or c.num_rows == 0:
+        return np.zeros(c.num_rows, np.float32)
+    return phrase_text_frequency(pc.binary_join_element_wise(p["title"], p["text"], " "), c["name"])
+
+
+def _sequence_edges(
+    stored: _Stored, graph_config: GraphConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, weight) passage-to-passage edges between neighbouring items of one dated source."""
+    p = stored.passages
+    a, b, distance = sequence_pairs(
+        _column(p, "doc_id"), _column(p, "time"), _column(p, "domain"), graph_config.sequence
     )
+    return a, b, sequence_weights(distance, graph_config.sequence)
 
 
-def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotArrays, int, int]:
-    """Every array of the snapshot, the number of undirected edges and of passage links."""
-    c_at, p_at = stored.ids()
-    n_phr, n_pas = len(c_at), len(p_at)
-    fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, c_at, graph_config)
-    contains = np.array(  # (n_links, 2) passage index, phrase index
-        [
-            [p_at[pid], i]
-            for i, plist in enumerate(_column(stored.concepts, "passage_ids"))
-            for pid in set(plist)
-            if pid in p_at
-        ],
-        dtype=np.int64,
-    ).reshape(-1, 2)
-    synonyms = _synonym_edges(stored, c_at)
+def _graph_arrays(
+    stored: _Stored, graph_config: GraphConfig
+) -> tuple[SnapshotArrays, int, int, dict[str, int]]:
+    """Every array of the snapshot, the number of undirected edges and of passage links, and
+    the sequence counts (``edges``, ``passages`` in a sequence)."""
+    n_phr, n_pas = stored.concepts.num_rows, stored.passages.num_rows
+    fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, graph_config)
+    contains = _contains(stored)  # (n_links, 2) passage index, phrase index
+    synonyms = _synonym_edges(stored)
+    sequence = _sequence_edges(stored, graph_config)
     adj = build_adjacency(
-        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale), graph_config
+        GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale, sequence),
+        graph_config,
     )
-    indptr, indices = fact_passage_csr(_column(stored.facts, "passage_ids"), p_at)
-    titles, texts = _column(stored.passages, "title"), _column(stored.passages, "text")
+    indptr, indices = _fact_passages(stored)
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
@@ -169,15 +219,14 @@ def _graph_arrays(stored: _Stored, graph_config: GraphConfig) -> tuple[SnapshotA
         fact_nodes=fact_nodes,
         phrase_vectors=_vectors(stored.concepts),
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
-        phrase_text_frequency=phrase_text_frequency(
-            [f"{t} {x}" for t, x in zip(titles, texts)], _column(stored.concepts, "name")
-        ),
+        phrase_text_frequency=_text_frequency(stored),
         fact_passage_indptr=indptr,
         fact_passage_indices=indices,
         synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
         synonym_weights=synonyms[2] * np.float32(graph_config.synonym_scale),
     )
-    return arrays, int(adj.nnz // 2), len(contains)
+    linked = len(np.union1d(sequence[0], sequence[1]))
+    return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
 
 
 def _rules_table(stored: _Stored) -> pa.Table:
@@ -259,7 +308,7 @@ def build_snapshot(
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     concepts, passages = hub_first_tables(store.read(CONCEPTS), passages, facts)
     stored = _Stored(passages, concepts, facts, store.read(RULES), store.read(SYNONYMS))
-    arrays, edges, contains = _graph_arrays(stored, graph_config)
+    arrays, edges, contains, sequence = _graph_arrays(stored, graph_config)
     tables = _snapshot_tables(stored)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
@@ -277,6 +326,7 @@ def build_snapshot(
         "table_versions": versions,
         "inputs_digest": inputs,
         "params": dict(params or {}, graph=asdict(graph_config)),
+        "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
     published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
     path = snap.publish(home, published)

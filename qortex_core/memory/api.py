@@ -28,9 +28,11 @@ from qortex_core.memory.records import (
     MemoryTable,
     Revision,
     clean_text,
+    metadata_each,
     new_record_id,
     parse_time,
     revision_rows,
+    times_each,
     to_revision,
     utc_now,
     writer_name,
@@ -65,17 +67,6 @@ def _domain(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_DOMAIN_CHARS:
         raise RecordError(f"domain must be 1-{MAX_DOMAIN_CHARS} characters, got {value!r}")
     return value.strip()
-
-
-def _metadata(value: object) -> dict:
-    if value is None:
-        return {}
-    try:
-        if not isinstance(value, dict):
-            raise TypeError
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        raise RecordError("metadata must be a JSON-serialisable dict") from None
 
 
 class Memory:
@@ -132,12 +123,16 @@ class Memory:
         self,
         texts: list[str],
         *,
-        time: object = None,
+        time: object | Sequence[object] = None,
         source: str | None = None,
         domain: str | None = None,
-        metadata: dict | None = None,
+        metadata: dict | Sequence[dict] | None = None,
     ) -> list[MemoryRecord]:
         """Store several memories with one embedding batch and one append (all or none).
+
+        ``time`` and ``metadata``: one value for every text, or a list with one per text (the
+        times of the turns of a conversation; a turn id, a message id: what maps a record back
+        to where it came from).
 
         Raises:
             RecordError: any text, the time, domain, source or metadata is invalid (nothing
@@ -146,15 +141,16 @@ class Memory:
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
             raise RecordError("texts must be a non-empty list of strings")
         clean = [clean_text(t, self.options.redaction) for t in texts]
-        when, where, meta = parse_time(time), _domain(domain), _metadata(metadata)
+        when, where = times_each(time, len(texts)), _domain(domain)
+        meta = metadata_each(metadata, len(texts))
         if source is not None and not isinstance(source, str):
             raise RecordError("source must be a string")
         now = utc_now()
         revisions = [
-            Revision(new_record_id(t, now), 1, "remember", t, when, now, source, where, self.writer)
-            for t in clean
+            Revision(new_record_id(t, now), 1, "remember", t, at, now, source, where, self.writer)
+            for t, at in zip(clean, when)
         ]
-        self._write(revisions, [meta] * len(revisions))
+        self._write(revisions, meta)
         graph = self._in_graph()
         return [self._record(self.state.current[r.id], graph) for r in revisions]
 

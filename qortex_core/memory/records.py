@@ -274,3 +274,33 @@ def to_revision(row: dict) -> Revision:
         row["writer"],
         row["target"],
     )
+
+
+# -- what remember_many takes per text ---------------------------------------------------
+def _metadata(value: object) -> dict:
+    if value is None:
+        return {}
+    try:
+        if not isinstance(value, dict):
+            raise TypeError
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        raise RecordError("metadata must be a JSON-serialisable dict") from None
+
+
+def metadata_each(value: object, n: int) -> list[dict]:
+    """One metadata dict per text: a dict (or None) shared by all, or a list of ``n`` dicts."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise RecordError(f"metadata list has {len(value)} entries for {n} texts")
+        return [_metadata(v) for v in value]
+    return [_metadata(value)] * n
+
+
+def times_each(value: object, n: int) -> list[str | None]:
+    """One event time per text: one time (or None) for all, or a list of ``n`` times."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise RecordError(f"time list has {len(value)} entries for {n} texts")
+        return [parse_time(v) for v in value]
+    return [parse_time(value)] * n

@@ -44,6 +44,24 @@ class FullTextConfig:
 
 
 @dataclass(frozen=True)
+class TextWalkConfig:
+    """The ``textwalk`` mode (the best text passages seed the walk) and ``auto``'s use of it.
+
+    Attributes:
+        seeds: the best passages by the ``text`` score (dense + BM25) that seed the walk, each
+            with its min-max text score as restart mass.
+        walk_weight: final score = text score + this x min-max PPR mass.
+        route_share: ``auto`` answers with ``textwalk`` when at least this share of the
+            snapshot's passages are items of a conversation (linked to neighbouring turns,
+            :mod:`qortex_core.ingest.sequence`); above 1: never.
+    """
+
+    seeds: int = 20
+    walk_weight: float = 0.5
+    route_share: float = 0.5
+
+
+@dataclass(frozen=True)
 class RetrievalConfig:
     """Seeding, walk and ranking parameters.
 
@@ -72,6 +90,7 @@ class RetrievalConfig:
         hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.query.fusion`).
         fulltext: the lexical (BM25) channel: the ``lexical`` mode, its share in ``hybrid``
             and its teleport mass in the walk (:class:`FullTextConfig`).
+        textwalk: the walk seeded by the best text passages (:class:`TextWalkConfig`).
         recognition_candidates: facts shown to an optional recognition filter that does not say
             itself how many it takes (an LLMRecognizer does: QORTEX_RECOGNITION_CANDIDATES;
             HippoRAG 2: 5).
@@ -94,5 +113,6 @@ class RetrievalConfig:
     hybrid: fusion.FusionConfig = fusion.FusionConfig()
     recognition_candidates: int = 5
     fulltext: FullTextConfig = FullTextConfig()
+    textwalk: TextWalkConfig = TextWalkConfig()
     relevance: RelevanceConfig = RelevanceConfig()
     min_relevance: float = 0.5

@@ -44,6 +44,8 @@ class SnapshotView:
         phrase_vectors: (n_phrases, d) concept embeddings, or (0, 1) when the snapshot has none.
         rule_index: the snapshot's rules by concept.
         passage_times: (n_passages,) event time as epoch seconds, NaN where a passage has none.
+        sequenced: share of passages linked to a neighbouring item of their source (turns of a
+            conversation, :mod:`qortex_core.ingest.sequence`); 0 for a snapshot built before.
     """
 
     name: str
@@ -64,6 +66,7 @@ class SnapshotView:
     phrase_vectors: np.ndarray
     rule_index: RuleIndex
     passage_times: np.ndarray
+    sequenced: float = 0.0
 
     @classmethod
     def of(cls, snapshot: snap.Snapshot) -> "SnapshotView":
@@ -98,6 +101,7 @@ class SnapshotView:
             phrase_vectors=a.phrase_vectors,
             rule_index=RuleIndex.from_table(t.rules),
             passage_times=_epochs(t.passages),
+            sequenced=_sequenced(snapshot.manifest, t.passages.num_rows),
         )
 
     @property
@@ -157,3 +161,9 @@ def _epochs(passages: pa.Table) -> np.ndarray:
             for start in range(0, n, READ_CHUNK)
         ]
     )
+
+
+def _sequenced(manifest: dict, n_passages: int) -> float:
+    """Share of passages the manifest's ``sequence`` counts as linked to a neighbour."""
+    linked = (manifest.get("sequence") or {}).get("passages", 0)
+    return float(linked) / n_passages if n_passages and isinstance(linked, int) else 0.0

@@ -6,8 +6,10 @@ same content always gets the same id on every machine and in every run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+from typing import Iterable
 
 _NON_ALNUM = re.compile(r"[^a-z0-9 ]")
 _SPACES = re.compile(r"\s+")
@@ -23,6 +25,7 @@ def digest(*parts: str, size: int = 8) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=1 << 16)  # names recur across passages; bounded memory
 def normalize_phrase(text: str) -> str:
     """Lower-case, keep letters, digits and single spaces (HippoRAG's text processing)."""
     return _SPACES.sub(" ", _NON_ALNUM.sub(" ", text.lower())).strip()
@@ -38,6 +41,7 @@ def document_id(source: str) -> str:
     return "d_" + digest(source)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def concept_id(name: str) -> str:
     """Id of a concept from its normalised name."""
     return "c_" + digest(normalize_phrase(name))
@@ -45,9 +49,15 @@ def concept_id(name: str) -> str:
 
 def fact_id(subject: str, predicate: str, obj: str) -> str:
     """Id of a (subject, predicate, object) fact from its normalised parts."""
-    return "f_" + digest(
+    return fact_id_normalized(
         normalize_phrase(subject), normalize_phrase(predicate), normalize_phrase(obj)
     )
+
+
+def fact_id_normalized(subject: str, predicate: str, obj: str) -> str:
+    """:func:`fact_id` of parts already passed through :func:`normalize_phrase` (bulk callers
+    normalise each distinct string once)."""
+    return "f_" + digest(subject, predicate, obj)
 
 
 def rule_id(text: str) -> str:
@@ -68,6 +78,22 @@ def event_id(query: str, result: str, kind: str) -> str:
 def embedding_key(model: str, text: str) -> str:
     """Cache key of one embedding: the model name and the exact text."""
     return "e_" + digest(model, text, size=12)
+
+
+def embedding_keys(model: str, texts: Iterable[str]) -> list[str]:
+    """:func:`embedding_key` of each text; the model's part is hashed once and copied."""
+    head = hashlib.blake2b(digest_size=12)
+    name = model.encode("utf-8", "surrogatepass")
+    head.update(len(name).to_bytes(8, "little"))
+    head.update(name)
+    keys = []
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        h = head.copy()
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+        keys.append("e_" + h.hexdigest())
+    return keys
 
 
 def memory_id(text: str, created_at: str, nonce: str) -> str:

@@ -7,16 +7,26 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from qortex_bench.scale_bench import STAGES, ScaleConfig, growth, markdown, run_ladder
+from qortex_bench.scale_bench import (
+    STAGES,
+    ScaleConfig,
+    growth,
+    markdown,
+    run_ladder,
+    synonym_recall,
+)
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, vectors_to_arrow
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,6 +106,28 @@ def test_growth_exponents_from_rows():
     assert g["retriever_rss"] == 1.0 and g["hipporag_p50"] == 0.0
 
 
+def test_synonym_recall_counts_the_missing_edges(tmp_path):
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(40, 16))
+    v = centres[rng.integers(0, 40, 600)] + rng.normal(scale=0.2, size=(600, 16))
+    v = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    names = [f"concept {i}" for i in range(600)]
+    ids_ = [f"c_{i:04d}" for i in range(600)]
+    store = LanceStore.open(tmp_path)
+    store.replace(CONCEPTS, pa.table({"id": ids_, "name": names, "vector": vectors_to_arrow(v)}))
+    a, b, w = synonym_pairs(v, names, SynonymConfig(top_k=10**6))
+    keep = np.arange(len(a)) % 2 == 0  # store every other edge
+    store.replace(
+        SYNONYMS,
+        pa.table(
+            {"a": [ids_[i] for i in a[keep]], "b": [ids_[i] for i in b[keep]], "weight": w[keep]}
+        ),
+    )
+    check = synonym_recall(store, sample=200)
+    assert check["sampled"] == 200 and check["exact_edges"] > 100
+    assert 0.35 < check["recall"] < 0.65
+
+
 @pytest.mark.slow
 def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
     report = run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))
@@ -111,6 +143,8 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
     assert r["rss_after_open_mb"] > r["rss_before_open_mb"]
     assert r["hipporag"]["p95_ms"] >= r["hipporag"]["p50_ms"] > 0
     assert row["disk"]["bytes_per_passage_at_384_float32"] > row["disk"]["bytes_per_passage"]
+    check = row["stages"]["synonym_edges"]["edge_recall"]
+    assert check["sampled"] > 0 and check["recall"] in (None, 1.0)  # exact pass at this size
     assert report["growth"] == [] and "| 150 |" in markdown(report)
     with pytest.raises(ConfigError):  # the data home of a size must be fresh
         run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))

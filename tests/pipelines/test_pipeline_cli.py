@@ -62,6 +62,16 @@ def test_ingest_missing_source_is_one_line_exit_2(tmp_path: Path, capsys) -> Non
     assert err.startswith("qortex: error: source directory not found") and err.count("\n") == 1
 
 
+def test_bench_ingest_refuses_a_non_model_embedder_one_line_exit_2(
+    tmp_path: Path, toy_dataset, capsys
+) -> None:
+    args = ["bench", "ingest", "--corpus", str(toy_dataset.corpus), "--embedder", "hash:8"]
+    assert main([*args, "--workdir", str(tmp_path / "work")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qortex: error: bench ingest needs a local sentence-transformers")
+    assert err.count("\n") == 1 and not (tmp_path / "work" / "home").exists()
+
+
 def test_bench_ingest_reports_stages_overhead_and_rerun(
     tmp_path: Path, toy_dataset, capsys, shared_model
 ) -> None:
@@ -98,6 +108,7 @@ def test_bench_ingest_reports_stages_overhead_and_rerun(
         == report["embedding_vs_plain"]["texts_embedded_by_stage"]
         > 5
     )
+    assert report["embedding_vs_plain"]["plain_texts_in_stage_cache"] == 1.0  # the same texts
     assert (
         report["embedding_vs_plain"]["plain_encode_s"] > 0
         and report["first_run"]["passages_per_s"] > 0

@@ -9,7 +9,8 @@ import pytest
 from conftest import BRIDGE_QUESTION
 
 from qortex_core.errors import SnapshotError
-from qortex_core.ingest.graph import fact_passage_csr, phrase_text_frequency
+from qortex_core.ingest.graph import fact_passage_csr
+from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.query.retriever import RetrievalConfig, Retriever
 from qortex_core.query.seeding import dense_first, link_scores, passage_context, top_indices
 from qortex_core.storage import ids

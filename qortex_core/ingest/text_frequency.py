@@ -1,0 +1,118 @@
+"""How common each phrase's words are in the passage text, counted with Arrow kernels.
+
+Words are what :func:`qortex_core.storage.ids.normalize_phrase` leaves: lower-case runs of ASCII
+letters and digits. ASCII strings are lower-cased and split by Arrow (the same result as Python's
+``str.lower`` on ASCII); the non-ASCII ones go through ``normalize_phrase`` itself, so the words
+are the same for every string. Passages are counted in batches: memory is bounded by a batch's
+words plus the distinct words seen.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.storage import ids
+
+_BATCH = 100_000  # passages per counting batch
+
+
+def _as_strings(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+    return values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+
+
+def _byte_map() -> np.ndarray:
+    """(256,) uint8: ASCII letters lower-cased, digits kept, every other byte a space."""
+    out = np.full(256, ord(" "), np.uint8)
+    for c in "abcdefghijklmnopqrstuvwxyz0123456789":
+        out[ord(c)] = ord(c)
+    for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        out[ord(c)] = ord(c.lower())
+    return out
+
+
+_BYTE_MAP = _byte_map()
+
+
+def _words(values: pa.Array) -> pa.ListArray:
+    """Each string's words, as a list array (no empty words)."""
+    ascii_rows = pc.string_is_ascii(values).to_numpy(zero_copy_only=False)  # (n,)
+    if not ascii_rows.all():  # normalize_phrase's output is ASCII: every row is ASCII below
+        others = np.flatnonzero(~ascii_rows)
+        fixed = [ids.normalize_phrase(s) for s in values.take(pa.array(others)).to_pylist()]
+        values = pc.replace_with_mask(values, pa.array(~ascii_rows), pa.array(fixed, pa.string()))
+    values = pc.cast(values, pa.string())
+    validity, offsets, data = values.buffers()
+    mapped = _BYTE_MAP[np.frombuffer(data, np.uint8)] if data is not None else np.zeros(0, np.uint8)
+    spaced = pa.Array.from_buffers(
+        pa.string(), len(values), [validity, offsets, pa.py_buffer(mapped)], offset=values.offset
+    )
+    parts = pc.ascii_split_whitespace(spaced)  # (n,) lists of words
+    flat = pc.list_flatten(parts)
+    keep = pc.not_equal(flat, "")
+    parent = pc.list_parent_indices(parts).to_numpy()  # (words,) string index of each word
+    kept = pc.filter(flat, keep)
+    mask = keep.to_numpy(zero_copy_only=False)
+    counts = np.bincount(parent[mask], minlength=len(values))  # (n,)
+    starts = np.r_[0, np.cumsum(counts)].astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(starts), kept)
+
+
+def _batch_frequency(words: pa.ListArray) -> pa.Table:
+    """(word, df) over one batch of texts: distinct (text, word) pairs counted per word."""
+    encoded = pc.dictionary_encode(pc.list_flatten(words))
+    n_words = len(encoded.dictionary)
+    code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)  # (occurrences,)
+    doc = pc.list_parent_indices(words).to_numpy().astype(np.int64)  # (occurrences,)
+    key = np.sort(doc * max(n_words, 1) + code)  # (occurrences,) by text, then word
+    distinct = key[np.diff(key, prepend=-1) != 0] % max(n_words, 1)  # (pairs,) word codes
+    df = np.bincount(distinct, minlength=n_words)  # (n_words,)
+    return pa.table({"word": encoded.dictionary, "df": pa.array(df, pa.int64())})
+
+
+def document_frequency(texts: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Table:
+    """(word, df): in how many texts each word occurs."""
+    strings = _as_strings(texts)
+    counts = [
+        _batch_frequency(_words(strings.slice(start, _BATCH)))
+        for start in range(0, len(strings), _BATCH)
+    ]
+    if not counts:
+        return pa.table({"word": pa.array([], pa.string()), "df": pa.array([], pa.int64())})
+    if len(counts) == 1:
+        return counts[0]
+    merged = pa.concat_tables(counts).group_by("word").aggregate([("df", "sum")])
+    return pa.table({"word": merged["word"], "df": merged["df_sum"]})
+
+
+def phrase_text_frequency(
+    passage_texts: Sequence[str] | pa.Array | pa.ChunkedArray,
+    phrase_names: Sequence[str] | pa.Array | pa.ChunkedArray,
+) -> np.ndarray:
+    """How common each phrase is in the passage text: the least document frequency among its words.
+
+    An upper bound on the number of passages holding the whole phrase, counted on the passage
+    text rather than on extracted concepts, so a generic word ("war", "person") that was
+    extracted in one passage still counts as common. 0 for a phrase with no word in any passage.
+
+    Returns:
+        (n_phrases,) float32.
+    """
+    df = document_frequency(passage_texts)
+    words = _words(_as_strings(phrase_names))  # (phrases,) lists of words
+    at = pc.index_in(pc.list_flatten(words), value_set=df["word"])  # (words,) row in df or null
+    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    counts = df["df"].to_numpy()
+    per_word = np.zeros(len(known), np.float64)  # unknown words count 0
+    per_word[known] = counts[at.drop_null().to_numpy()]
+    offsets = words.offsets.to_numpy()  # (phrases+1,)
+    out = np.zeros(len(words), np.float32)
+    filled = np.flatnonzero(offsets[1:] > offsets[:-1])  # phrases with at least one word
+    if len(filled):
+        out[filled] = np.minimum.reduceat(per_word, offsets[filled])
+    return out

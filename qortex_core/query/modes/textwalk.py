@@ -1,0 +1,59 @@
+"""``textwalk``: the best text passages seed the graph walk; text and walk fused.
+
+The ``text`` score (dense + BM25) picks the ``textwalk.seeds`` best passages; each restarts
+the walk with its min-max text score. Personalized PageRank spreads that mass through the
+concepts those passages contain and, in a conversation, to the neighbouring turns
+(:mod:`qortex_core.ingest.sequence`): the reply to the turn the query names, the question
+it answers. Final score: text score + ``textwalk.walk_weight`` x min-max PPR.
+
+Unlike ``hipporag`` the walk starts from what the query's words and meaning match, not from
+linked facts, so it needs no extracted fact that names the question's detail. On the five
+LoCoMo conversations it ranks above ``text`` (docs/ablation.md); on musique_100, where the
+linked facts carry the bridge, ``hipporag`` stays the better walk, so ``auto`` takes
+``textwalk`` only for a snapshot that is mostly conversation (``textwalk.route_share``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qortex_core.query.modes.base import QueryContext, Ranking, dense_ranking
+from qortex_core.query.modes.lexical import NO_INDEX
+from qortex_core.query.ppr import personalized_pagerank
+from qortex_core.query.seeding import min_max, top_indices
+
+
+def text_teleport(text: np.ndarray, n_phrases: int, seeds: int) -> np.ndarray:
+    """(n_phrases + n_passages,) restart vector: min-max ``text`` on its ``seeds`` best passages.
+
+    Args:
+        text: (n_passages,) the text score.
+    """
+    teleport = np.zeros(n_phrases + text.size, np.float32)
+    best = top_indices(text, seeds)  # (seeds,)
+    teleport[n_phrases + best] = min_max(text)[best] + np.float32(1e-6)  # the worst seed too
+    return teleport
+
+
+@dataclass(frozen=True)
+class TextWalk:
+    name: str = "textwalk"
+    summary: str = "the best dense + BM25 passages seed the graph walk; text and walk fused"
+    in_eval: bool = False
+
+    def rank(self, ctx: QueryContext) -> Ranking:
+        bm25 = ctx.lexical()
+        if bm25 is None:
+            return dense_ranking(ctx, NO_INDEX)
+        text = ctx.text_scores()  # (n_passages,)
+        cfg = ctx.config.textwalk
+        teleport = text_teleport(text, ctx.view.n_phrases, cfg.seeds)
+        ppr = personalized_pagerank(ctx.walk, teleport, ctx.config.ppr)[ctx.view.n_phrases :]
+        final = text + np.float32(cfg.walk_weight) * min_max(ppr)  # (n_passages,)
+        parts = {"text": text, "ppr": ppr, "dense": ctx.dense, "lexical": bm25}
+        return Ranking(self.name, final.astype(np.float32), parts)
+
+
+MODE = TextWalk()

@@ -1,0 +1,124 @@
+"""The embedding stage's one model call path: vectors equal plain ``encode``, each distinct text
+reaches the model once and longest first, the cache is read once and appended once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
+from qortex_core.ingest import stages as index
+from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
+from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.storage import ids
+from qortex_core.storage.model import Passage, fact_text
+from qortex_core.storage.store import CONCEPTS, EMBEDDINGS, FACTS, PASSAGES, LanceStore
+
+DOCS = [
+    Passage("Marie Curie was born in Warsaw. She studied at the Sorbonne in Paris.", "Marie Curie"),
+    Passage(
+        "Pierre Curie married Marie Curie in Sceaux. He taught at the Sorbonne.", "Pierre Curie"
+    ),
+    Passage("Warsaw is the capital of Poland, on the Vistula River.", "Warsaw"),
+]
+
+
+class Recording(HashEmbedder):
+    """The hashing embedder, remembering every batch of texts it was sent."""
+
+    def __init__(self, dim: int = 32) -> None:
+        super().__init__(HashEmbedderConfig(dim=dim))
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts):
+        self.batches.append(list(texts))
+        return super().embed(texts)
+
+
+def _plain(embedder, texts: list[str]) -> np.ndarray:
+    """One plain sentence-transformers ``encode`` of ``texts``."""
+    return embedder._load().encode(
+        texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
+    )
+
+
+def test_stage_vectors_equal_plain_encode(tmp_path, embedder):
+    store = LanceStore.open(tmp_path)
+    index.build_index(store, tmp_path, DOCS, OfflineExtractor(), embedder)
+    passages, concepts, facts = (store.read(t) for t in (PASSAGES, CONCEPTS, FACTS))
+    chunks = {p.id: p.full_text for p in index.read_chunks(store)}
+    groups = [
+        (passages, [chunks[i] for i in passages["id"].to_pylist()]),
+        (concepts, concepts["name"].to_pylist()),
+        (
+            facts,
+            [
+                fact_text(*t)
+                for t in zip(*(facts[c].to_pylist() for c in ("subject", "predicate", "object")))
+            ],
+        ),
+    ]
+    assert all(table.num_rows for table, _ in groups)
+    stored = np.concatenate([np.array(t["vector"].to_pylist(), np.float32) for t, _ in groups])
+    plain = _plain(embedder, [text for _, texts in groups for text in texts])  # (n, 384)
+    assert stored.shape == plain.shape
+    np.testing.assert_allclose(stored, plain, atol=1e-5)
+
+
+def test_distinct_texts_reach_the_model_once_longest_first(tmp_path):
+    store, model = LanceStore.open(tmp_path), Recording()
+    cached = CachedEmbedder(model, LanceVectorCache(store), slice_texts=2)
+    groups = [["a b c", "a"], ["a b", "a b c d"], ["a"]]
+    out = cached.embed_groups(groups)
+    sent = [t for batch in model.batches for t in batch]
+    assert sent == ["a b c d", "a b c", "a b", "a"]  # each once, longest first, over all groups
+    assert [len(b) for b in model.batches] == [2, 2] and cached.calls == 2
+    assert (cached.texts_embedded, cached.cache_hits) == (4, 0)  # hits count cache reads only
+    for group, vectors in zip(groups, out):
+        np.testing.assert_array_equal(vectors, HashEmbedder(HashEmbedderConfig(32)).embed(group))
+    assert store.count(EMBEDDINGS) == 4
+    keys = set(store.read(EMBEDDINGS)["key"].to_pylist())
+    assert keys == {ids.embedding_key(model.name, t) for t in sent}
+
+
+def test_second_call_reads_hits_and_appends_only_new_texts(tmp_path):
+    store, model = LanceStore.open(tmp_path), Recording()
+    CachedEmbedder(model, LanceVectorCache(store)).embed_groups([["x y", "z"]])
+    version = store.versions()[EMBEDDINGS]
+    model.batches.clear()
+    again = CachedEmbedder(model, LanceVectorCache(store))
+    out = again.embed_groups([["z", "new text"], ["x y"]])
+    assert model.batches == [["new text"]]  # hits never reach the model
+    assert (again.texts_embedded, again.cache_hits) == (1, 2)
+    assert store.versions()[EMBEDDINGS] == version + 1  # one append
+    assert store.count(EMBEDDINGS) == 3
+    fresh = HashEmbedder(HashEmbedderConfig(32))
+    np.testing.assert_array_equal(out[0], fresh.embed(["z", "new text"]))
+    np.testing.assert_array_equal(out[1], fresh.embed(["x y"]))
+    model.batches.clear()
+    nothing = CachedEmbedder(model, LanceVectorCache(store)).embed_groups([["z"], []])
+    assert model.batches == [] and nothing[0].shape == (1, 32) and len(nothing[1]) == 0
+
+
+def test_batch_keys_equal_single_keys():
+    texts = ["", "Warsaw", "naïve café", "x" * 5000, "\udcff surrogate"]
+    assert ids.embedding_keys("m", texts) == [ids.embedding_key("m", t) for t in texts]
+    assert ids.embedding_keys("m", ["a"]) != ids.embedding_keys("n", ["a"])
+
+
+def test_a_model_of_another_width_starts_the_cache_over(tmp_path):
+    store = LanceStore.open(tmp_path)
+    CachedEmbedder(Recording(32), LanceVectorCache(store)).embed_groups([["one", "two"]])
+    wider = Recording(48)
+    out = CachedEmbedder(wider, LanceVectorCache(store)).embed_groups([["one"]])
+    assert out[0].shape == (1, 48) and wider.batches == [["one"]]
+    cache = store.read(EMBEDDINGS)
+    assert cache.num_rows == 1 and cache.schema.field("vector").type.list_size == 48
+
+
+def test_int8_backend_is_a_separate_model_close_to_the_exact_one(embedder):
+    texts = [p.full_text for p in DOCS] + ["Warsaw", "Sorbonne"]
+    int8 = make_embedder("minilm-int8")
+    assert int8.name != embedder.name  # its own cache keys and manifest name
+    exact, approx = embedder.embed(texts), int8.embed(texts)  # (n, 384) each
+    cosine = (exact * approx).sum(axis=1)
+    assert approx.shape == exact.shape and np.all(cosine > 0.7) and np.all(cosine < 1 - 1e-4)

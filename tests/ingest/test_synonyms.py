@@ -1,0 +1,95 @@
+"""Synonym kNN: the exact pass equals the all-pairs top-k it replaced, bit for bit; the cell
+search (used above ``exact_max``) finds the exact pass's edges."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.ingest.synonyms import SynonymConfig, eligible_mask, synonym_pairs
+
+_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def _all_pairs_reference(vectors, names, config):
+    """The blocked all-pairs top-k (argpartition over whole rows) as the stage ran it before."""
+    eligible = np.array([len(_ALNUM.sub("", s)) >= config.min_chars for s in names], dtype=bool)
+    idx = np.flatnonzero(eligible)
+    v = np.ascontiguousarray(vectors[idx], dtype=np.float32)
+    k = min(config.top_k + 1, idx.size)
+    rows, cols, weights = [], [], []
+    for start in range(0, idx.size, config.block):
+        sims = v[start : start + config.block] @ v.T
+        np.fill_diagonal(sims[:, start : start + config.block], -1.0)
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        top_sims = np.take_along_axis(sims, top, axis=1)
+        r, c = np.nonzero(top_sims >= config.threshold)
+        rows.append(r + start)
+        cols.append(top[r, c])
+        weights.append(top_sims[r, c])
+    r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
+    lo, hi = np.minimum(r, c), np.maximum(r, c)
+    _, first = np.unique(lo.astype(np.int64) * idx.size + hi, return_index=True)
+    return idx[lo[first]].astype(np.int32), idx[hi[first]].astype(np.int32), w[first]
+
+
+def _clustered(n: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors in tight clusters (many pairs above 0.8) with exact duplicates (ties)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n // 20, dim))
+    v = centres[rng.integers(0, len(centres), n)] + rng.normal(scale=0.25, size=(n, dim))
+    dup = np.arange(0, n - 1, 7)
+    v[dup] = v[dup + 1]  # duplicated rows: cosine ties of 1.0
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_exact_pass_equals_the_all_pairs_reference_bit_for_bit():
+    vectors = _clustered(3000, 32, seed=1)
+    names = [f"concept {i}" if i % 11 else "ab" for i in range(len(vectors))]  # some too short
+    config = SynonymConfig(top_k=5, block=512)  # top-k binds on many rows, across blocks
+    got = synonym_pairs(vectors, names, config)
+    want = _all_pairs_reference(vectors, names, config)
+    assert len(want[0]) > 1000
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert not eligible_mask(["ab", "a-b", "abc"], 3)[:2].any()
+
+
+def _recall(exact, found) -> tuple[float, int]:
+    e = set(zip(exact[0].tolist(), exact[1].tolist()))
+    f = set(zip(found[0].tolist(), found[1].tolist()))
+    return len(e & f) / len(e), len(f - e)
+
+
+def test_cell_search_finds_the_exact_edges_of_hash_embedded_concepts():
+    passages = SynthCorpus(SynthConfig(passages=500, seed=2)).passages()
+    names = sorted({c.name for ex in OfflineExtractor().extract(passages) for c in ex.concepts})
+    vectors = HashEmbedder(HashEmbedderConfig(64)).embed(names)
+    every = SynonymConfig(top_k=10**6)  # every pair above the threshold: no top-k ties
+    exact = synonym_pairs(vectors, names, every)
+    cells = SynonymConfig(top_k=10**6, exact_max=0, cell_size=64)
+    found = synonym_pairs(vectors, names, cells)
+    recall, extra = _recall(exact, found)
+    assert len(names) > 2000 and len(exact[0]) > 100
+    assert recall >= 0.95 and extra == 0  # a cell pair is a real pair: never an invented edge
+    # weights are the same cosines where both find an edge
+    at = {(a, b): w for a, b, w in zip(*exact)}
+    assert all(abs(at[(a, b)] - w) < 1e-6 for a, b, w in zip(*found) if (a, b) in at)
+
+
+def test_crowded_cells_are_searched_in_blocks_with_the_same_edges(monkeypatch):
+    from qortex_core.ingest import synonyms
+
+    vectors = _clustered(1500, 16, seed=4)
+    names = [f"concept {i}" for i in range(len(vectors))]
+    config = SynonymConfig(top_k=10**6, exact_max=0, cell_size=300)
+    whole = synonym_pairs(vectors, names, config)
+    monkeypatch.setattr(synonyms, "_CELL_FLOATS", 7 * 300)  # a few rows per block
+    blocked = synonym_pairs(vectors, names, config)
+    assert len(whole[0]) > 1000
+    assert np.array_equal(whole[0], blocked[0]) and np.array_equal(whole[1], blocked[1])
+    np.testing.assert_allclose(whole[2], blocked[2], atol=1e-6)  # other product shapes
