@@ -38,7 +38,7 @@ def test_view_holds_arrow_and_numpy_only(toy_home, embedder):
     allowed = (np.ndarray, sp.spmatrix, pa.Table, ArrowStrings, ArrowRows, HashLookup, Codes)
     for f in fields(view):
         value = getattr(view, f.name)
-        if f.name in ("name", "n_phrases", "rule_index"):
+        if f.name == "rule_index" or isinstance(value, (str, int, float)):
             continue
         if f.name == "fact_passages":
             assert all(isinstance(a, np.ndarray) for a in value)
