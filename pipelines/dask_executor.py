@@ -99,13 +99,11 @@ class QortexDaskExecutor(DaskExecutor):
     def execute(self, plan_context: Any, execution_plan: Any) -> Iterator[DagsterEvent]:
         """Submit every step (``plan_context``: Dagster's orchestration context of the run,
         ``execution_plan``: its plan), then yield each step's events as it finishes."""
-        import dask.distributed
-
         if not plan_context.instance.is_persistent:
             raise ConfigError("the dask executor needs a persistent Dagster instance")
         cluster = self._cluster(plan_context.job_name)
         try:
-            with dask.distributed.Client(cluster) as client:
+            with _client(cluster) as client:
                 workers = sorted(client.scheduler_info()["workers"])
                 futures: dict[str, Any] = {}
                 for level in execution_plan.get_steps_to_execute_by_level():
@@ -122,6 +120,24 @@ class QortexDaskExecutor(DaskExecutor):
         finally:
             if not isinstance(cluster, str):
                 cluster.close()
+
+
+def _client(cluster: Any) -> Any:
+    """A ``dask.distributed.Client`` of ``cluster`` (a scheduler address or a cluster).
+
+    Raises:
+        ConfigError: no scheduler answers at the address (or it is no address).
+    """
+    import dask.distributed
+
+    try:
+        return dask.distributed.Client(cluster)
+    except (OSError, ValueError, TypeError) as error:
+        if not isinstance(cluster, str):
+            raise
+        raise ConfigError(
+            f"QORTEX_DASK_ADDRESS={cluster!r}: no dask scheduler there ({error})"
+        ) from None
 
 
 def _placement(tags: Mapping[str, str], workers: list[str]) -> dict[str, Any]:

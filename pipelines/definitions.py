@@ -31,6 +31,7 @@ from assets import ingest_assets
 from assets.factors import teleportation_factors
 from pipelines.checks import INGEST_CHECKS
 from pipelines.jobs import INGEST_JOB, factors_job, make_ingest_job
+from pipelines.progress import LOGGERS
 from pipelines.resources import build_resources
 from pipelines.schedules import make_schedule
 from pipelines.sensors import make_feedback_sensor, make_memories_sensor, make_source_sensor
@@ -69,8 +70,11 @@ def ingest_job(**overrides: str) -> Any:
     """The ``ingest`` job built from the process environment, with ``overrides`` (variable ->
     value) on top: the reconstructable target (``dagster.reconstructable(ingest_job)`` or
     ``build_reconstructable_job(..., reconstructable_kwargs=overrides)``) from which executors
-    that start other processes (multiprocess, dask workers) rebuild the job."""
-    return build_definitions({**os.environ, **overrides}).resolve_job_def(INGEST_JOB)
+    that start other processes (multiprocess, dask workers) rebuild the job. It has the
+    ``progress`` and ``quiet`` loggers of ``qortex ingest`` (the run config picks one; none
+    picked: Dagster's console logger)."""
+    env = {**os.environ, **overrides}
+    return build_definitions(env, loggers=LOGGERS).resolve_job_def(INGEST_JOB)
 
 
 defs = build_definitions(os.environ)

@@ -82,17 +82,15 @@ def executed(
     job: Any, instance: DagsterInstance, run_config: dict, spread: Spread | None
 ) -> Iterator[Any]:
     """The run's result, valid inside the block: ``job`` executed in this process with
-    ``run_config``, or (``spread``) the job rebuilt on its executor, logging through Dagster's
-    console logger (the step processes have none of this process's loggers): INFO when
-    ``run_config`` chose the ``progress`` logger, else WARNING."""
+    ``run_config``, or (``spread``) the job rebuilt on its executor with the same ``run_config``
+    (the rebuilt job has the same ``progress`` and ``quiet`` loggers, so ``--quiet`` prints
+    nothing and a failure no Dagster log lines)."""
     if spread is None:
         yield job.execute_in_process(instance=instance, raise_on_error=False, run_config=run_config)
         return
     recon = build_reconstructable_job(
         "pipelines.definitions", "ingest_job", reconstructable_kwargs=dict(spread.shaping)
     )
-    level = "INFO" if "progress" in run_config.get("loggers", {}) else "WARNING"
-    console = {"loggers": {"console": {"config": {"log_level": level}}}}  # Dagster's own logger
     with _environment(dict(spread.env)):
-        with execute_job(recon, instance, raise_on_error=False, run_config=console) as result:
+        with execute_job(recon, instance, raise_on_error=False, run_config=run_config) as result:
             yield result
