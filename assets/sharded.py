@@ -31,6 +31,8 @@ from qortex_core.ingest import shards as sh
 from qortex_core.ingest.documents import read_stored_documents
 from qortex_core.memory.consolidate import forgotten_passages
 
+SHARD_TAG = "qortex/shard"  # op tag: the shard index (the dask executor places shards by it)
+
 
 def shard_key(stage: str, index: int) -> str:
     """The asset name of shard ``index`` of ``stage`` (``chunks_s0``)."""
@@ -75,6 +77,7 @@ def _chunk_shard(index: int, count: int) -> AssetsDefinition:
     @asset(
         name=shard_key("chunks", index),
         group_name="ingest",
+        op_tags={SHARD_TAG: str(index)},
         kinds={"lancedb"},
         deps=["documents"],
         description=f"Chunks of shard {index} of {count} of the documents, staged for `chunks`.",
@@ -124,6 +127,7 @@ def _extraction_shard(index: int, count: int) -> AssetsDefinition:
     @asset(
         name=shard_key("extractions", index),
         group_name="ingest",
+        op_tags={SHARD_TAG: str(index)},
         kinds={"openai", "lancedb"},
         deps=["chunks"],
         pool="llm",
@@ -173,6 +177,7 @@ def _embedding_shard(index: int, count: int) -> AssetsDefinition:
     @asset(
         name=shard_key("embeddings", index),
         group_name="ingest",
+        op_tags={SHARD_TAG: str(index)},
         kinds={"lancedb"},
         deps=["extractions"],
         description=f"Vectors of shard {index} of {count} not cached yet, staged for `embeddings`.",

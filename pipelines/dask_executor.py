@@ -1,7 +1,7 @@
 """``dagster-dask``'s executor, as qortex runs it: each step a task on a ``dask.distributed``
 worker (an existing scheduler, or a ``LocalCluster`` started for the run and closed after it).
 
-Three differences from ``dagster_dask.dask_executor`` (0.29), each needed on the current dask:
+Three fixes to ``dagster_dask.dask_executor`` (0.29), each needed on the current dask:
 
 - dask (2025+) walks every tuple argument of ``Client.submit`` looking for futures, and Dagster's
   ``@record`` classes are NamedTuples that forbid iteration (``KnownExecutionState`` holds one),
@@ -12,12 +12,15 @@ Three differences from ``dagster_dask.dask_executor`` (0.29), each needed on the
   the run fails on the upstream failure.
 - task keys carry the run id, so a long-lived scheduler does not take a step of a second run for
   the finished step of the first (dagster-io/dagster#21418).
+
+And one addition: a shard step (op tag ``qortex/shard``) prefers worker ``shard mod W``, so the
+shards of a stage run on different workers at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from dagster import (
     DagsterEvent,
@@ -34,6 +37,7 @@ from dagster_dask.executor import (
 )
 from dask.sizeof import sizeof
 
+from assets.sharded import SHARD_TAG
 from qortex_core.errors import ConfigError
 
 
@@ -99,40 +103,61 @@ class QortexDaskExecutor(DaskExecutor):
 
         if not plan_context.instance.is_persistent:
             raise ConfigError("the dask executor needs a persistent Dagster instance")
-        run = plan_context.dagster_run
         cluster = self._cluster(plan_context.job_name)
         try:
             with dask.distributed.Client(cluster) as client:
+                workers = sorted(client.scheduler_info()["workers"])
                 futures: dict[str, Any] = {}
                 for level in execution_plan.get_steps_to_execute_by_level():
                     for step in level:
-                        payload = StepArgs(
-                            (
-                                plan_context.reconstructable_job,
-                                run,
-                                plan_context.run_config,
-                                [step.key],
-                                plan_context.instance.get_ref(),
-                                execution_plan.known_state,
-                            )
-                        )
                         upstream = [
                             futures[key]
                             for step_input in step.step_inputs
                             for key in step_input.dependency_keys
                         ]
-                        futures[step.key] = client.submit(
-                            run_step,
-                            upstream,
-                            payload,
-                            key=f"{run.job_name}.{step.key}.{run.run_id}",
-                            resources=get_dask_resource_requirements(step.tags),
-                            pure=False,
+                        futures[step.key] = _submit(
+                            client, plan_context, execution_plan, step, upstream, workers
                         )
                 yield from _events(list(futures.values()))
         finally:
             if not isinstance(cluster, str):
                 cluster.close()
+
+
+def _placement(tags: Mapping[str, str], workers: list[str]) -> dict[str, Any]:
+    """Shard ``i`` (the step's ``qortex/shard`` tag) prefers worker ``i mod W``, so a stage's
+    shards spread over the workers instead of following their upstream step's result to one
+    worker (dask's locality rule); any worker may still take it."""
+    shard = tags.get(SHARD_TAG)
+    if shard is None or not workers:
+        return {}
+    return {"workers": [workers[int(shard) % len(workers)]], "allow_other_workers": True}
+
+
+def _submit(
+    client: Any, plan_context: Any, plan: Any, step: Any, upstream: list[Any], workers: list[str]
+) -> Any:
+    """One step as a dask task (its upstream steps' futures as its first argument)."""
+    run = plan_context.dagster_run
+    payload = StepArgs(
+        (
+            plan_context.reconstructable_job,
+            run,
+            plan_context.run_config,
+            [step.key],
+            plan_context.instance.get_ref(),
+            plan.known_state,
+        )
+    )
+    return client.submit(
+        run_step,
+        upstream,
+        payload,
+        key=f"{run.job_name}.{step.key}.{run.run_id}",
+        resources=get_dask_resource_requirements(step.tags),
+        pure=False,
+        **_placement(step.tags, workers),
+    )
 
 
 @executor(

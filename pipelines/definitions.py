@@ -65,11 +65,12 @@ def build_definitions(
     )
 
 
-def ingest_job() -> Any:
-    """The ``ingest`` job built from the process environment: the reconstructable target
-    (``dagster.reconstructable(ingest_job)``) from which executors that start other processes
-    (multiprocess, dask workers) rebuild the job."""
-    return build_definitions(os.environ).resolve_job_def(INGEST_JOB)
+def ingest_job(**overrides: str) -> Any:
+    """The ``ingest`` job built from the process environment, with ``overrides`` (variable ->
+    value) on top: the reconstructable target (``dagster.reconstructable(ingest_job)`` or
+    ``build_reconstructable_job(..., reconstructable_kwargs=overrides)``) from which executors
+    that start other processes (multiprocess, dask workers) rebuild the job."""
+    return build_definitions({**os.environ, **overrides}).resolve_job_def(INGEST_JOB)
 
 
 defs = build_definitions(os.environ)

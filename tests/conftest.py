@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-# Property tests assert behaviour, not speed: a per-example deadline only flakes on a loaded machine.
+# Property tests assert behaviour, not speed: a per-example deadline flakes on a loaded machine.
 settings.register_profile("qortex", deadline=None)
 settings.load_profile("qortex")
 

@@ -136,7 +136,7 @@ def test_sharded_run_on_parallel_workers_equals_single_process_run(
     workers = {stage: {meta[f"{stage}_s{i}"]["worker"] for i in range(2)} for stage in SHARDED}
     pids = {meta[f"{stage}_s{i}"]["pid"] for stage in SHARDED for i in range(2)}
     assert os.getpid() not in pids  # every shard ran in another process
-    assert max(len(w) for w in workers.values()) == 2, workers  # two workers took shards
+    assert all(len(w) == 2 for w in workers.values()), workers  # each stage on two workers
     if cluster is not None:  # dask workers on loopback, not step subprocesses
         assert all(w.startswith("tcp://127.0.0.1:") for s in workers.values() for w in s), workers
     assert sum(meta[f"chunks_s{i}"]["chunks"] for i in range(2)) == meta["chunks"]["chunks"]
@@ -145,3 +145,28 @@ def test_sharded_run_on_parallel_workers_equals_single_process_run(
     assert snapshot_graph(many / "home") == snapshot_graph(one / "home")
     instance = local_instance(many / "dagster")
     assert instance.get_latest_materialization_event(AssetKey("graph_snapshot")) is not None
+
+
+def test_qortex_ingest_runs_shards_on_the_configured_executor(monkeypatch, tmp_path: Path) -> None:
+    # `qortex ingest` (run_ingest) with QORTEX_EXECUTOR=dask and no address: the executor starts
+    # a LocalCluster of QORTEX_MAX_CONCURRENT worker processes for the run and closes it after
+    one = _env(monkeypatch, tmp_path, "one", "hash:64")
+    single = run_ingest(SAMPLES, one / "home", one / "dagster", progress=False)
+    many = _env(
+        monkeypatch,
+        tmp_path,
+        "many",
+        "hash:64",
+        QORTEX_SHARDS="2",
+        QORTEX_EXECUTOR="dask",
+        QORTEX_MAX_CONCURRENT="2",
+    )
+    monkeypatch.delenv("QORTEX_HOME")  # the command line names the home and the source
+    monkeypatch.delenv("QORTEX_SOURCE_DIR")
+    outcome = run_ingest(SAMPLES, many / "home", many / "dagster", progress=False)
+    assert "QORTEX_HOME" not in os.environ  # the run's variables were unset again
+    workers = {outcome.metadata[f"{s}_s{i}"]["worker"] for s in SHARDED for i in range(2)}
+    assert len(workers) == 2 and all(w.startswith("tcp://127.0.0.1:") for w in workers)
+    keys = ("chunks", "extracted", "concepts", "facts", "synonym_edges", "snapshot_status")
+    assert {k: outcome.summary[k] for k in keys} == {k: single.summary[k] for k in keys}
+    assert snapshot_graph(many / "home") == snapshot_graph(one / "home")
