@@ -19,8 +19,9 @@ from typing import Mapping
 from dagster import DagsterEventType, DagsterInstance
 
 from pipelines.definitions import build_definitions
+from pipelines.executed import Spread, executed
 from pipelines.instance_path import check_dagster_home
-from pipelines.jobs import FACTORS_JOB
+from pipelines.jobs import FACTORS_JOB, INGEST_JOB
 from pipelines.progress import quiet, stderr_progress
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import (
@@ -301,16 +302,16 @@ def run_ingest(
     )
     run_config = {"loggers": {chosen_logger: {}}}
     what = "qortex ingest" if source is not None else "qortex consolidate"
+    spread = Spread.of(settings, store.home, store.snapshot_home, source, bool(resources))
     with _locked(home, what), instance_storage(Path(dagster_home)):
-        result = defs.resolve_job_def("ingest").execute_in_process(
-            instance=instance, raise_on_error=False, run_config=run_config
-        )
-    if not result.success:
-        raise _budget_failure(result, store.snapshots()) or first_failure(result)
-    metadata = _metadata(result)
-    checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
+        with executed(defs.resolve_job_def(INGEST_JOB), instance, run_config, spread) as result:
+            if not result.success:
+                raise _budget_failure(result, store.snapshots()) or first_failure(result)
+            metadata = _metadata(result)
+            checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
+            run_id = result.run_id
     return IngestOutcome(
-        summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id
+        summarise(metadata), metadata, checks, _step_seconds(instance, run_id), run_id
     )
 
 
