@@ -32,7 +32,7 @@ from assets.factors import teleportation_factors
 from pipelines.checks import INGEST_CHECKS
 from pipelines.jobs import INGEST_JOB, factors_job, make_ingest_job
 from pipelines.progress import LOGGERS
-from pipelines.resources import build_resources
+from pipelines.resources import SourceResource, StoreResource, build_resources
 from pipelines.schedules import make_schedule
 from pipelines.sensors import make_feedback_sensor, make_memories_sensor, make_source_sensor
 from qortex_core.settings import get_settings
@@ -74,7 +74,22 @@ def ingest_job(**overrides: str) -> Any:
     ``progress`` and ``quiet`` loggers of ``qortex ingest`` (the run config picks one; none
     picked: Dagster's console logger)."""
     env = {**os.environ, **overrides}
-    return build_definitions(env, loggers=LOGGERS).resolve_job_def(INGEST_JOB)
+    named = _named_resources(overrides)
+    return build_definitions(env, resources=named, loggers=LOGGERS).resolve_job_def(INGEST_JOB)
+
+
+def _named_resources(overrides: Mapping[str, str]) -> dict[str, object]:
+    """The store and source as values when ``overrides`` name the home and source folder (the
+    command line's): a step process on a dask worker started elsewhere then uses them, not the
+    worker's own ``QORTEX_HOME`` and ``QORTEX_SOURCE_DIR`` (resources from the environment are
+    resolved in the step process)."""
+    out: dict[str, object] = {}
+    if overrides.get("QORTEX_HOME"):
+        snapshot_home = overrides.get("QORTEX_SNAPSHOT_HOME", "")
+        out["store"] = StoreResource(home=overrides["QORTEX_HOME"], snapshot_home=snapshot_home)
+    if overrides.get("QORTEX_SOURCE_DIR"):
+        out["source"] = SourceResource(path=overrides["QORTEX_SOURCE_DIR"])
+    return out
 
 
 defs = build_definitions(os.environ)

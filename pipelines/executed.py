@@ -1,7 +1,9 @@
 """Where ``qortex ingest`` runs the ``ingest`` job: in its own process (the default), or on the
 executor ``QORTEX_EXECUTOR`` names (multiprocess, dask), whose step processes rebuild the job
-(``pipelines.definitions.ingest_job``) from the environment with the data home and source
-folder of the command line set in it.
+(``pipelines.definitions.ingest_job``) from their environment, with the data home and source
+folder of the command line as the store's and source's values (a dask worker started elsewhere
+has its own ``QORTEX_HOME``; the embedder, extractor and keys do come from the worker's
+environment).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ class Spread:
     """A run on another executor: what its step processes need to rebuild the job.
 
     Attributes:
-        env: variables set for the run (the home, snapshot home and source folder; "" unsets).
+        env: variables set for the run (the home, snapshot home and source folder; "" unsets),
+            also passed to ``ingest_job``, which makes them the store's and source's values.
         shaping: the settings that shape the job's definition, passed to ``ingest_job`` (and
             keying Dagster's per-process cache of the rebuilt job).
     """
@@ -88,8 +91,10 @@ def executed(
     if spread is None:
         yield job.execute_in_process(instance=instance, raise_on_error=False, run_config=run_config)
         return
-    recon = build_reconstructable_job(
-        "pipelines.definitions", "ingest_job", reconstructable_kwargs=dict(spread.shaping)
+    recon = build_reconstructable_job(  # home and source as values: workers may run elsewhere
+        "pipelines.definitions",
+        "ingest_job",
+        reconstructable_kwargs=dict(spread.env + spread.shaping),
     )
     with _environment(dict(spread.env)):
         with execute_job(recon, instance, raise_on_error=False, run_config=run_config) as result:

@@ -170,3 +170,28 @@ def test_qortex_ingest_runs_shards_on_the_configured_executor(monkeypatch, tmp_p
     keys = ("chunks", "extracted", "concepts", "facts", "synonym_edges", "snapshot_status")
     assert {k: outcome.summary[k] for k in keys} == {k: single.summary[k] for k in keys}
     assert snapshot_graph(many / "home") == snapshot_graph(one / "home")
+
+
+def test_existing_scheduler_writes_the_command_lines_home(monkeypatch, tmp_path: Path) -> None:
+    # workers started elsewhere (their own QORTEX_HOME and QORTEX_SOURCE_DIR): `qortex ingest
+    # SRC --home H` must still read SRC and write H, never the workers' home
+    from dask.distributed import LocalCluster
+
+    decoy = _env(monkeypatch, tmp_path, "decoy", "hash:16")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.md").write_text("# Alice\n\nAlice met Bob in Paris in May.\n")
+    cluster = LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    try:
+        here = _env(monkeypatch, tmp_path, "here", "hash:16", QORTEX_EXECUTOR="dask")
+        monkeypatch.setenv("QORTEX_DASK_ADDRESS", cluster.scheduler_address)
+        monkeypatch.delenv("QORTEX_HOME")
+        monkeypatch.delenv("QORTEX_SOURCE_DIR")
+        ReconstructableJob.get_definition.cache_clear()
+        outcome = run_ingest(tmp_path / "src", here / "home", here / "dagster", progress=False)
+    finally:
+        cluster.close()
+    assert (outcome.summary["documents"], outcome.summary["snapshot_status"]) == (1, "published")
+    assert snapshot_graph(here / "home")  # the snapshot is in the command line's home
+    assert not (decoy / "home").exists()  # the workers' own home was never opened
