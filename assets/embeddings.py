@@ -5,7 +5,25 @@ from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from assets.reporting import markdown_table, progress_logger
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.ingest.stages import embed_index, upstream_of
+from qortex_core.ingest.stages import EmbedReport, embed_index, upstream_of
+
+
+def embedding_metadata(report: EmbedReport, model_name: str) -> dict:
+    """The ``embeddings`` asset's metadata (one shard or merged shards alike)."""
+    rows = {
+        "passages": report.passages,
+        "concepts": report.concepts,
+        "facts": report.facts,
+        "rules": report.rules,
+    }
+    return {
+        **rows,
+        "texts_embedded": report.texts_embedded,
+        "cache_hits": report.cache_hits,
+        "embedding_model": model_name,
+        "dagster/row_count": report.passages,
+        "rows": markdown_table(["table", "rows"], list(rows.items())),
+    }
 
 
 @asset(
@@ -25,19 +43,4 @@ def embeddings(
     report = embed_index(
         store.open(), model, extractor.get().cache_key, progress=progress_logger(context)
     )
-    rows = {
-        "passages": report.passages,
-        "concepts": report.concepts,
-        "facts": report.facts,
-        "rules": report.rules,
-    }
-    return MaterializeResult(
-        metadata={
-            **rows,
-            "texts_embedded": report.texts_embedded,
-            "cache_hits": report.cache_hits,
-            "embedding_model": model.name,
-            "dagster/row_count": report.passages,
-            "rows": markdown_table(["table", "rows"], list(rows.items())),
-        }
-    )
+    return MaterializeResult(metadata=embedding_metadata(report, model.name))

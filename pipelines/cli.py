@@ -213,10 +213,10 @@ def _add_eval(sub: Any, modes: Any) -> None:
     )
     ev.add_argument(
         "--locomo-via",
-        choices=["documents", "memory"],
-        default="documents",
-        help="turns indexed as dated passages (documents) or written as memories and "
-        "consolidated (memory)",
+        choices=["memory", "documents"],
+        default="memory",
+        help="turns written as memories and consolidated (memory, the default: the agent's "
+        "write path) or indexed as dated passages (documents)",
     )
     ev.add_argument("--openie")
     ev.add_argument("--extractor", choices=["recorded", "offline"], default=None)

@@ -1,12 +1,15 @@
 """The ``ingest`` job and the executor it runs on, chosen from configuration.
 
 ``QORTEX_EXECUTOR``: ``in_process`` (default: one process, resources and the
-embedding model loaded once) or ``multiprocess`` (one spawned process per step;
-``QORTEX_MAX_CONCURRENT`` caps parallel steps). Beyond one machine, swap the
-executor for ``dagster_k8s.k8s_job_executor`` (one pod per step) or
-``dagster_celery.celery_executor`` (steps on Celery workers) in
-:func:`make_executor`; with either, the data home must be an object-store URI
-(``QORTEX_HOME=s3://...``) and ``QORTEX_SNAPSHOT_HOME`` a shared mounted path.
+embedding model loaded once), ``multiprocess`` (one spawned process per step;
+``QORTEX_MAX_CONCURRENT`` caps parallel steps) or ``dask`` (``dagster-dask``: each
+step a task on a ``dask.distributed`` worker; the scheduler at
+``QORTEX_DASK_ADDRESS``, else a ``LocalCluster`` of ``QORTEX_MAX_CONCURRENT``
+worker processes per run). ``QORTEX_SHARDS`` > 1 splits chunking, extraction and
+embedding into that many shard steps (:mod:`assets.sharded`) that these executors
+run at once. Workers on other machines need the data home as an object-store URI
+(``QORTEX_HOME=s3://...``), ``QORTEX_SNAPSHOT_HOME`` a shared mounted path and
+``DAGSTER_HOME`` an instance they all reach (Postgres).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dagster import (
 )
 
 from assets.factors import teleportation_factors
+from qortex_core.errors import ConfigError
 from qortex_core.ingest.stages import STAGE_NAMES
 from qortex_core.settings import get_settings
 
@@ -44,10 +48,37 @@ def make_executor(env: Mapping[str, str]) -> ExecutorDefinition:
     settings = get_settings(env)
     if settings.executor == "in_process":
         return in_process_executor
+    if settings.executor == "dask":
+        return _dask_executor(settings.dask_address, settings.max_concurrent)
     # spawn, never fork: LanceDB and torch hold threads that a forked child would inherit half-dead
     return multiprocess_executor.configured(
         {"max_concurrent": settings.max_concurrent, "start_method": {"spawn": {}}}
     )
+
+
+def _dask_executor(address: str, workers: int) -> ExecutorDefinition:
+    """The ``dagster-dask`` executor (:mod:`pipelines.dask_executor`): each step a task on a
+    ``dask.distributed`` worker.
+
+    Args:
+        address: the scheduler (``tcp://host:8786``); empty: a ``LocalCluster`` of ``workers``
+            worker processes (one thread each: Dagster steps are not thread-safe) per run.
+
+    Raises:
+        ConfigError: ``dagster-dask`` is not installed.
+    """
+    try:
+        from pipelines.dask_executor import qortex_dask_executor
+    except ImportError:
+        raise ConfigError(
+            "QORTEX_EXECUTOR=dask needs dagster-dask: pip install 'qortex[distributed]'"
+        ) from None
+    cluster: dict[str, Any] = (
+        {"existing": {"address": address}}
+        if address
+        else {"local": {"n_workers": workers, "threads_per_worker": 1, "processes": True}}
+    )
+    return qortex_dask_executor.configured({"cluster": cluster})
 
 
 WRITER_TAG = "qortex/writer"  # dagster.yaml limits runs with this tag to one at a time

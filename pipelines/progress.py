@@ -52,3 +52,6 @@ def quiet(_init_context) -> logging.Logger:
     log.propagate = False
     log.setLevel(logging.CRITICAL + 1)
     return log
+
+
+LOGGERS = {"progress": stderr_progress, "quiet": quiet}  # the run config picks one by name

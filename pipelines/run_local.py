@@ -19,9 +19,10 @@ from typing import Mapping
 from dagster import DagsterEventType, DagsterInstance
 
 from pipelines.definitions import build_definitions
+from pipelines.executed import Spread, executed
 from pipelines.instance_path import check_dagster_home
-from pipelines.jobs import FACTORS_JOB
-from pipelines.progress import quiet, stderr_progress
+from pipelines.jobs import FACTORS_JOB, INGEST_JOB
+from pipelines.progress import LOGGERS, quiet
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import (
     ConfigError,
@@ -213,6 +214,20 @@ def first_failure(result, what: str = "ingest") -> QortexError:
             if error is not None and error.cls_name == "StorageError":
                 return StorageError(f"{where}: {text}")
             return storage_error(where, text) or QortexError(f"{where}: {text}")
+    return _run_failure(result, what)
+
+
+def _run_failure(result, what: str) -> QortexError:
+    """A run that failed outside any step (its executor could not start, e.g. no dask
+    scheduler at the address) as one line: the error's last line."""
+    for event in result.all_events:
+        if event.event_type == DagsterEventType.RUN_FAILURE:
+            error = getattr(event.event_specific_data, "error", None)
+            if error is not None and error.message.strip():
+                text = error.message.strip().splitlines()[-1]
+                head, _, rest = text.partition(": ")
+                text = rest if rest and head.endswith(error.cls_name) else text
+                return QortexError(f"{what} failed: {text}")
     return QortexError(f"{what} failed")
 
 
@@ -296,21 +311,19 @@ def run_ingest(
     folder = SourceResource(path=str(source) if source is not None else "")
     chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
-    defs = build_definitions(
-        env, resources=chosen, loggers={"progress": stderr_progress, "quiet": quiet}
-    )
+    defs = build_definitions(env, resources=chosen, loggers=LOGGERS)
     run_config = {"loggers": {chosen_logger: {}}}
     what = "qortex ingest" if source is not None else "qortex consolidate"
+    spread = Spread.of(settings, store.home, store.snapshot_home, source, bool(resources))
     with _locked(home, what), instance_storage(Path(dagster_home)):
-        result = defs.resolve_job_def("ingest").execute_in_process(
-            instance=instance, raise_on_error=False, run_config=run_config
-        )
-    if not result.success:
-        raise _budget_failure(result, store.snapshots()) or first_failure(result)
-    metadata = _metadata(result)
-    checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
+        with executed(defs.resolve_job_def(INGEST_JOB), instance, run_config, spread) as result:
+            if not result.success:
+                raise _budget_failure(result, store.snapshots()) or first_failure(result)
+            metadata = _metadata(result)
+            checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
+            run_id = result.run_id
     return IngestOutcome(
-        summarise(metadata), metadata, checks, _step_seconds(instance, result.run_id), result.run_id
+        summarise(metadata), metadata, checks, _step_seconds(instance, run_id), run_id
     )
 
 

@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from qortex_core.errors import ConfigError
 
 EXTRACTORS = ("auto", "llm", "offline", "recorded")
-EXECUTORS = ("in_process", "multiprocess")
+EXECUTORS = ("in_process", "multiprocess", "dask")
 LLM_MODES = ("tools", "json")
 SWITCHES = ("on", "off")
 DEFAULT_CRON = "0 3 * * *"
@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     # Dagster
     executor: Annotated[str, _one_of(EXECUTORS)] = _env("QORTEX_EXECUTOR", default="in_process")
     max_concurrent: PositiveInt = _env("QORTEX_MAX_CONCURRENT", default=2)
+    dask_address: str = _env("QORTEX_DASK_ADDRESS", default="")  # empty: a LocalCluster per run
+    shards: PositiveInt = _env("QORTEX_SHARDS", default=1)  # chunks/extractions/embeddings shards
     ingest_cron: str = _env("QORTEX_INGEST_CRON", default=DEFAULT_CRON)
     ingest_timezone: str = _env("QORTEX_INGEST_TIMEZONE", default="UTC")
     schedule: Switch = _env("QORTEX_SCHEDULE", default=None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -131,10 +131,22 @@ def extraction_key(passage_id: str, extractor_key: str) -> str:
 
 
 def extract_chunks(
-    store: LanceStore, extractor: Extractor, batch: int = 64, progress: Progress = no_progress
+    store: LanceStore,
+    extractor: Extractor,
+    batch: int = 64,
+    progress: Progress = no_progress,
+    only: Collection[str] | None = None,
+    into: str = EXTRACTIONS,
 ) -> ExtractReport:
-    """Extract every chunk that has no successful extraction under this extractor's cache key."""
+    """Extract every chunk that has no successful extraction under this extractor's cache key.
+
+    Args:
+        only: extract (and count) only the chunks with these ids (one shard's); None: every chunk.
+        into: the table the extraction rows are upserted into (a shard's staging table).
+    """
     chunks = read_chunks(store)
+    if only is not None:
+        chunks = [p for p in chunks if p.id in only]
     key = extractor.cache_key
     done_rows = store.read(EXTRACTIONS)
     done: set[str] = set()
@@ -152,7 +164,7 @@ def extract_chunks(
         status = [ex.meta.get("status", "ok") for ex in results]
         failed += sum(s != "ok" for s in status)
         store.upsert(
-            EXTRACTIONS,
+            into,
             pa.table(
                 {
                     "key": [extraction_key(p.id, key) for p in part],

@@ -188,8 +188,10 @@ def _sequence_edges(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a, b, weight) passage-to-passage edges between neighbouring items of one dated source."""
     p = stored.passages
+    # passages stored before event times were kept have no ``time`` column: no sequence then
+    when = _column(p, "time") if "time" in p.schema.names else [None] * p.num_rows
     a, b, distance = sequence_pairs(
-        _column(p, "doc_id"), _column(p, "time"), _column(p, "domain"), graph_config.sequence
+        _column(p, "doc_id"), when, _column(p, "domain"), graph_config.sequence
     )
     return a, b, sequence_weights(distance, graph_config.sequence)
 

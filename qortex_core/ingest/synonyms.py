@@ -157,8 +157,9 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     probes = min(config.probes, cells)
     member = _nearest_cells(v, _kmeans(v, cells, config), probes).reshape(-1)  # (m*probes,)
     order = np.argsort(member, kind="stable")
-    vec_of = order // probes  # (m*probes,) vector index, grouped by cell
+    vec_of = (order // probes).astype(np.int32)  # (m*probes,) vector index, grouped by cell
     bounds = np.searchsorted(member[order], np.arange(cells + 1))  # (cells+1,)
+    k = min(config.top_k + 1, m)
     parts = []
     for cell in range(cells):
         ix = vec_of[bounds[cell] : bounds[cell + 1]]  # (size,) members of this cell
@@ -168,13 +169,15 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
             sims = members[s : s + rows] @ members.T  # (rows, size)
             np.fill_diagonal(sims[:, s : s + rows], -1.0)
             r, c = np.nonzero(sims >= config.threshold)
-            parts.append((ix[r + s], ix[c], sims[r, c]))
+            # a row's top-k lies within the union of its top-k in each of its cells
+            r, c, w = _top_k_per_row(r, c, sims[r, c], k)
+            parts.append((ix[r + s], ix[c], w))
     if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
     r, c, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
     key = r.astype(np.int64) * m + c  # a pair found in several shared cells counts once
     _, first = np.unique(key, return_index=True)
-    return _top_k_per_row(r[first], c[first], w[first], min(config.top_k + 1, m))
+    return _top_k_per_row(r[first], c[first], w[first], k)
 
 
 def synonym_pairs(

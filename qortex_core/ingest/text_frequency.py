@@ -2,7 +2,7 @@
 
 Words are what :func:`qortex_core.storage.ids.normalize_phrase` leaves: lower-case runs of ASCII
 letters and digits. ASCII strings are lower-cased and split by Arrow (the same result as Python's
-``str.lower`` on ASCII); the non-ASCII ones go through ``normalize_phrase`` itself, so the words
+``str.lower`` on ASCII); the non-ASCII ones go through ``normalize_text`` itself, so the words
 are the same for every string. Passages are counted in batches: memory is bounded by a batch's
 words plus the distinct words seen.
 """
@@ -42,9 +42,9 @@ _BYTE_MAP = _byte_map()
 def _words(values: pa.Array) -> pa.ListArray:
     """Each string's words, as a list array (no empty words)."""
     ascii_rows = pc.string_is_ascii(values).to_numpy(zero_copy_only=False)  # (n,)
-    if not ascii_rows.all():  # normalize_phrase's output is ASCII: every row is ASCII below
+    if not ascii_rows.all():  # normalize_text's output is ASCII: every row is ASCII below
         others = np.flatnonzero(~ascii_rows)
-        fixed = [ids.normalize_phrase(s) for s in values.take(pa.array(others)).to_pylist()]
+        fixed = [ids.normalize_text(s) for s in values.take(pa.array(others)).to_pylist()]
         values = pc.replace_with_mask(values, pa.array(~ascii_rows), pa.array(fixed, pa.string()))
     values = pc.cast(values, pa.string())
     validity, offsets, data = values.buffers()

@@ -17,6 +17,7 @@ from typing import cast
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.memory.records import DOC_PREFIX, GONE, MemoryRecord, MemoryTable
 from qortex_core.storage.store import arrow_to_vectors
@@ -202,6 +203,16 @@ class GraphView:
     hidden: np.ndarray
 
 
+def _candidate_rows(passages: pa.Table, state: MemoryState) -> np.ndarray:
+    """(k,) int64 passage rows :func:`graph_view` must look at: memory passages and passages
+    forgotten by id (the rest of a large snapshot never leaves Arrow)."""
+    wanted = pc.starts_with(passages["doc_id"], DOC_PREFIX)
+    if state.forgotten_passages:
+        gone = pa.array(list(state.forgotten_passages), pa.string())
+        wanted = pc.or_(wanted, pc.is_in(passages["id"], value_set=gone))
+    return np.flatnonzero(pc.fill_null(wanted, False).to_numpy(zero_copy_only=False))
+
+
 def graph_view(
     state: MemoryState, passages: pa.Table, doc_hashes: dict[str, str] | None = None
 ) -> GraphView:
@@ -216,11 +227,15 @@ def graph_view(
     hidden = np.zeros(n, bool)
     if n == 0:
         return GraphView(frozenset(), hidden)
-    pids = passages["id"].to_pylist()
-    docs = passages["doc_id"].to_pylist()
-    texts = passages["text"].to_pylist()
+    rows = _candidate_rows(passages, state)  # only these rows are read into Python
+    picked = passages.select(["id", "doc_id", "text"]).take(pa.array(rows))
     holds: dict[str, bool] = {}
-    for i, (pid, doc, text) in enumerate(zip(pids, docs, texts)):
+    for i, pid, doc, text in zip(
+        rows.tolist(),
+        picked["id"].to_pylist(),
+        picked["doc_id"].to_pylist(),
+        picked["text"].to_pylist(),
+    ):
         if doc.startswith(DOC_PREFIX):
             row = state.current.get(doc[len(DOC_PREFIX) :])
             stands = row is not None and row["op"] not in GONE and text in row["text"]

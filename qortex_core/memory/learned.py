@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.errors import QueryError
@@ -40,6 +42,26 @@ class MemoryConfig:
     factors: FactorConfig = FactorConfig()
 
 
+def _id_column(phrase_ids: Sequence[str]) -> pa.Array | pa.ChunkedArray:
+    """The phrase ids as an Arrow string column (the snapshot's own when it is one)."""
+    column = getattr(phrase_ids, "column", None)  # an ArrowStrings over the nodes table
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        return column
+    return pa.array(list(phrase_ids), pa.string())
+
+
+def factor_vector(phrase_ids: pa.Array | pa.ChunkedArray, factors: dict[str, float]) -> np.ndarray:
+    """(n_phrases,) float32 factor per phrase: ``factors[id]``, 1.0 for a phrase without one
+    (factors of concepts the snapshot lacks are ignored)."""
+    vector = np.ones(len(phrase_ids), np.float32)
+    if factors:
+        at = pc.index_in(pa.array(list(factors), pa.string()), value_set=phrase_ids)
+        rows = pc.fill_null(at, -1).to_numpy(zero_copy_only=False)  # (n_factors,)
+        values = np.fromiter(factors.values(), np.float32, len(factors))  # (n_factors,)
+        vector[rows[rows >= 0]] = values[rows >= 0]
+    return vector
+
+
 class LearnedMemory:
     """Factors, query log and feedback of one tenant over one snapshot's phrase nodes."""
 
@@ -54,14 +76,14 @@ class LearnedMemory:
         self.store = store
         self.tenant = tenant
         self.config = config
-        self.phrase_at = {cid: i for i, cid in enumerate(phrase_ids)}
+        self.phrase_ids = _id_column(phrase_ids)  # an Arrow column, no dict of every concept
         self.passage_phrases = (
             passage_phrases  # (n_passages, n_phrases) CSR, non-zero where a passage has a phrase
         )
         self.salience = profiles.salience(passage_phrases)
         self.cache = FactorCache(store, config.factor_refresh_s) if store is not None else None
         self.log = QueryLog(store, config.feedback, tenant) if store is not None else None
-        self._factors = np.ones(len(phrase_ids), np.float32)
+        self._factors = np.ones(len(self.phrase_ids), np.float32)
         self._preference: np.ndarray | None = None
         self._version = 0
 
@@ -71,11 +93,7 @@ class LearnedMemory:
             return self._factors
         factors, version = self.cache.get()
         if version != self._version:
-            vector = np.ones(len(self.phrase_at), np.float32)
-            pairs = [(self.phrase_at[c], f) for c, f in factors.items() if c in self.phrase_at]
-            if pairs:
-                idx, val = zip(*pairs)
-                vector[list(idx)] = val
+            vector = factor_vector(self.phrase_ids, factors)
             self._factors, self._preference, self._version = vector, None, version
         return self._factors
 

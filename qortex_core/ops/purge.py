@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.shards import drop_staging
 from qortex_core.memory.records import MEMORIES
 from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
@@ -164,6 +165,7 @@ def purge(home: str | Path, keep: int = 1) -> PurgeReport:
     with writer_lock(home, "qortex purge"):
         pruned = prune_snapshots(home, keep, optimize=False)
         store = LanceStore.open(home)
+        drop_staging(store)  # rows a failed sharded run staged (chunk text among them)
         orphans = {**_drop_orphans(store), MEMORIES: _scrub_forgotten(store)}
         since = _older_created(home, pruned.kept)
         age = dt.timedelta(0)

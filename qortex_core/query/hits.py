@@ -33,12 +33,12 @@ def _trace(
     """Seed names, top concept names and concept ids a passage hit came through."""
     phrases = view.phrases_of(i)
     if walked is None:
-        return (), (), tuple(view.node_ids[j] for j in phrases[:10])
+        return (), (), tuple(view.node_ids.take(phrases[:10]))
     seeded = phrases[walked.teleport[phrases] > 0]
-    seeds = tuple(view.node_names[j] for j in seeded)
+    seeds = tuple(view.node_names.take(seeded))
     top = phrases[np.argsort(-walked.node_scores[phrases])][:5]
     via = seeded if seeds else top
-    return seeds, tuple(view.node_names[j] for j in top), tuple(view.node_ids[j] for j in via)
+    return seeds, tuple(view.node_names.take(top)), tuple(view.node_ids.take(via))
 
 
 def passage_hits(
@@ -55,11 +55,11 @@ def passage_hits(
     ranking = np.asarray(final, dtype=np.float32).copy()  # (n_passages,)
     if allowed is not None:
         ranking[~allowed] = -np.inf
+    top = top_indices(ranking, top_k)
+    finite = np.isfinite(ranking[top])  # (k,) best first: the hits end at the first -inf
+    top = top if finite.all() else top[: int(np.argmin(finite))]
     out = []
-    for i in top_indices(ranking, top_k).tolist():
-        if not np.isfinite(ranking[i]):
-            break
-        p = view.passages[i]
+    for i, p in zip(top.tolist(), view.passages.take(top)):  # only the hits' rows are read
         seeds, concepts, via = _trace(view, i, walked)
         out.append(
             PassageHit(
@@ -89,16 +89,22 @@ def seed_list(view: SnapshotView, seeding: Seeding) -> list[Seed]:
                 int(node), f"({row['subject']}, {row['predicate']}, {row['object']})"
             )
     weights = seeding.phrase_weights
+    seeded = np.flatnonzero(weights)
     out = [
-        Seed(view.node_ids[n], view.node_names[n], float(weights[n]), fact_text.get(n, ""))
-        for n in np.flatnonzero(weights).tolist()
+        Seed(node_id, name, float(weights[n]), fact_text.get(n, ""))
+        for n, node_id, name in zip(
+            seeded.tolist(), view.node_ids.take(seeded), view.node_names.take(seeded)
+        )
     ]
     return sorted(out, key=lambda s: -s.weight)
 
 
 def concept_hits(view: SnapshotView, node_scores: np.ndarray, top_k: int) -> list[ConceptHit]:
     """The ``top_k`` concepts by PPR mass."""
+    top = top_indices(node_scores[: view.n_phrases], top_k)
     return [
-        ConceptHit(view.node_ids[i], view.node_names[i], float(node_scores[i]))
-        for i in top_indices(node_scores[: view.n_phrases], top_k)
+        ConceptHit(node_id, name, float(node_scores[i]))
+        for i, node_id, name in zip(
+            top.tolist(), view.node_ids.take(top), view.node_names.take(top)
+        )
     ]

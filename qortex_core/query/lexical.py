@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qortex_core.query.arrow_access import ArrowStrings, HashLookup
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage import fulltext
 
@@ -23,8 +24,8 @@ class LexicalIndex:
 
     def __init__(self, table, view: SnapshotView, exact: bool) -> None:
         self.table, self.exact = table, exact
-        self.row_of = {p["id"]: i for i, p in enumerate(view.passages)}
-        self.n = len(view.passages)
+        self.row_of = HashLookup.build(ArrowStrings(view.passages.table["id"]))  # id -> row
+        self.n = view.n_passages
 
     @classmethod
     def open(cls, db, view: SnapshotView, manifest: dict) -> "LexicalIndex | None":

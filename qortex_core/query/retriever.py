@@ -181,7 +181,7 @@ class Retriever:
         or fresh record is that relevant, the result is ``no_answer`` with no passages.
         """
         clean = validate(text, top_k, mode)
-        known = set(self.view.passage_domains.tolist())
+        known = set(self.view.domains.names)
         domains = validate_domains(domains, known | (self.fresh.domains() if self.fresh else set()))
         vector = self.embedder.embed([clean])[0]
         result = self.search(
@@ -380,7 +380,7 @@ class Retriever:
         salience and preference for the scoring profile."""
         return {
             "recency": profiles.recency(
-                self.view.passage_times, len(self.view.passages), prof.recency_half_life_days
+                self.view.passage_times, self.view.n_passages, prof.recency_half_life_days
             ),
             "salience": self.memory.salience,
             "preference": self.memory.preference(),

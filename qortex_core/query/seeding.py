@@ -5,7 +5,7 @@ Each step is pure; :class:`qortex_core.query.retriever.Retriever` chains them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -77,22 +77,38 @@ did than then there here not no yes one two first second new old other same""".s
 )
 
 
+class Lookup(Protocol):
+    """Normalised concept name -> phrase index (a dict, or a hashed index over the snapshot)."""
+
+    def get(self, key: str, /) -> int | None: ...
+
+
+def phrase_key(name: str, max_words: int = 6) -> str | None:
+    """The normalised form of a concept name worth matching verbatim in a query, or None
+    (too long, shorter than 3 letters, or only stop words)."""
+    key = ids.normalize_phrase(name)
+    words = key.split()
+    if (
+        0 < len(words) <= max_words
+        and len(key.replace(" ", "")) >= 3
+        and not all(w in _STOP for w in words)
+    ):
+        return key
+    return None
+
+
 def phrase_lookup(names: Sequence[str], max_words: int = 6) -> dict[str, int]:
-    """Normalised concept name -> phrase index, for names worth matching in a query."""
+    """Normalised concept name -> phrase index, for names worth matching in a query (the first
+    phrase of a name wins)."""
     out: dict[str, int] = {}
     for i, name in enumerate(names):
-        key = ids.normalize_phrase(name)
-        words = key.split()
-        if (
-            0 < len(words) <= max_words
-            and len(key.replace(" ", "")) >= 3
-            and not all(w in _STOP for w in words)
-        ):
+        key = phrase_key(name, max_words)
+        if key is not None:
             out.setdefault(key, i)
     return out
 
 
-def lexical_matches(text: str, lookup: dict[str, int], max_words: int = 6) -> list[int]:
+def lexical_matches(text: str, lookup: Lookup, max_words: int = 6) -> list[int]:
     """Phrase indices whose names occur as whole word n-grams in ``text``; longest matches win."""
     words = ids.normalize_phrase(text).split()
     covered = [False] * len(words)

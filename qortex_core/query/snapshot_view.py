@@ -9,8 +9,10 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from qortex_core.query.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.query.ppr_cg import compressed_view
 from qortex_core.query.rules import RuleIndex
-from qortex_core.query.seeding import phrase_lookup
+from qortex_core.query.seeding import phrase_key
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
@@ -19,6 +21,10 @@ from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
 @dataclass(frozen=True)
 class SnapshotView:
     """Read-only view of a snapshot's graph: nodes ``[phrases | passages]``, facts and vectors.
+
+    No attribute holds a Python object per node or passage: arrays are the snapshot's memory
+    maps (or numpy arrays of a few bytes a row), strings and rows stay in the memory-mapped
+    Arrow tables and are read only for the rows a query returns (``take``).
 
     Attributes:
         name: the snapshot's name (``v000001-...``).
@@ -30,11 +36,11 @@ class SnapshotView:
         passage_count: (n_phrases,) passages each phrase was extracted from.
         text_count: (n_phrases,) passage-text frequency, never below ``passage_count``.
         fact_passages: CSR (indptr, indices) of each fact's source passages.
-        node_ids, node_names: per node.
-        passages: passage rows (id, title, text, domain, ...).
+        node_ids, node_names: per node, read on demand from the nodes table.
+        passages: passage rows (id, title, text, domain, ...) as dicts, read on demand.
         facts: the facts table.
-        phrase_index: normalised concept name -> phrase index, for verbatim matches.
-        passage_domains: (n_passages,) domain per passage.
+        phrase_index: normalised concept name -> phrase index, for verbatim matches (hashed).
+        domains: (n_passages,) dictionary-encoded domain per passage.
         phrase_vectors: (n_phrases, d) concept embeddings, or (0, 1) when the snapshot has none.
         rule_index: the snapshot's rules by concept.
         passage_times: (n_passages,) event time as epoch seconds, NaN where a passage has none.
@@ -51,12 +57,12 @@ class SnapshotView:
     passage_count: np.ndarray
     text_count: np.ndarray
     fact_passages: tuple[np.ndarray, np.ndarray]
-    node_ids: list[str]
-    node_names: list[str]
-    passages: list[dict]
+    node_ids: ArrowStrings
+    node_names: ArrowStrings
+    passages: ArrowRows
     facts: pa.Table
-    phrase_index: dict[str, int]
-    passage_domains: np.ndarray
+    phrase_index: HashLookup
+    domains: Codes
     phrase_vectors: np.ndarray
     rule_index: RuleIndex
     passage_times: np.ndarray
@@ -64,7 +70,7 @@ class SnapshotView:
 
     @classmethod
     def of(cls, snapshot: snap.Snapshot) -> "SnapshotView":
-        """The view of a loaded snapshot (arrays stay memory-mapped).
+        """The view of a loaded snapshot (arrays and tables stay memory-mapped).
 
         Raises:
             SnapshotError: the snapshot lacks an array or table of
@@ -74,38 +80,52 @@ class SnapshotView:
         n_phrases = snapshot.n_phrases
         passage_count = np.asarray(a.phrase_passage_count, dtype=np.float32)
         text_count = np.asarray(a.phrase_text_frequency, dtype=np.float32)
-        names = t.nodes["name"].to_pylist()
-        passages = t.passages.to_pylist()
+        names = ArrowStrings(t.nodes["name"])
         return cls(
             name=snapshot.manifest["name"],
             n_phrases=n_phrases,
             adjacency=snapshot.adjacency,
             passage_vectors=a.passage_vectors,
             fact_vectors=a.fact_vectors,
-            fact_nodes=np.asarray(a.fact_nodes, dtype=np.int64),
+            fact_nodes=np.asarray(a.fact_nodes),  # (n_facts, 2) int32, memory-mapped
             passage_count=passage_count,
             # verbatim seeds' specificity: text frequency, never below the extracted count
             text_count=np.maximum(text_count, passage_count),
             fact_passages=(np.asarray(a.fact_passage_indptr), np.asarray(a.fact_passage_indices)),
-            node_ids=t.nodes["id"].to_pylist(),
+            node_ids=ArrowStrings(t.nodes["id"]),
             node_names=names,
-            passages=passages,
+            passages=ArrowRows(t.passages),
             facts=t.facts,
-            phrase_index=phrase_lookup(names[:n_phrases]),
-            passage_domains=np.array([p["domain"] for p in passages], dtype=object),
+            phrase_index=HashLookup.build(names[:n_phrases], phrase_key),
+            domains=Codes.of(t.passages["domain"]),
             phrase_vectors=a.phrase_vectors,
             rule_index=RuleIndex.from_table(t.rules),
-            passage_times=times.epoch_array([p.get("time") for p in passages]),
-            sequenced=_sequenced(snapshot.manifest, len(passages)),
+            passage_times=_epochs(t.passages),
+            sequenced=_sequenced(snapshot.manifest, t.passages.num_rows),
         )
+
+    @property
+    def n_passages(self) -> int:
+        return self.adjacency.shape[0] - self.n_phrases
 
     @property
     def has_facts(self) -> bool:
         return self.fact_vectors.shape[0] > 0
 
     def passage_phrases(self) -> sp.csr_matrix:
-        """(n_passages, n_phrases) passage-to-concept block of the adjacency."""
-        return self.adjacency[self.n_phrases :, : self.n_phrases].tocsr()
+        """(n_passages, n_phrases) passage-to-concept block of the adjacency.
+
+        When passages link only to concepts (as snapshots are built) the block is the passage
+        rows themselves: a view sharing the adjacency's arrays, not a copy.
+        """
+        a, n = self.adjacency, self.n_phrases
+        start = int(a.indptr[n])
+        if a.nnz == start or int(a.indices[start:].max()) < n:
+            return compressed_view(
+                sp.csr_matrix, a.data[start:], a.indices[start:], a.indptr[n:] - start,
+                (a.shape[0] - n, n),
+            )  # fmt: skip
+        return a[n:, :n].tocsr()
 
     def phrases_of(self, passage: int) -> np.ndarray:
         """Phrase node indices adjacent to passage ``passage`` (in adjacency order)."""
@@ -115,7 +135,7 @@ class SnapshotView:
 
     def domain_mask(self, domains: Sequence[str] | None) -> np.ndarray | None:
         """(n_passages,) True for passages in ``domains``; None when every domain is allowed."""
-        return np.isin(self.passage_domains, list(domains)) if domains else None
+        return self.domains.mask(domains) if domains else None
 
     def allowed(
         self, domains: Sequence[str] | None, since: str | None = None, until: str | None = None
@@ -126,6 +146,21 @@ class SnapshotView:
         optional = [self.domain_mask(domains), times.window_mask(self.passage_times, since, until)]
         masks = [m for m in optional if m is not None]
         return np.logical_and.reduce(masks) if masks else None
+
+
+def _epochs(passages: pa.Table) -> np.ndarray:
+    """(n_passages,) float64 epoch seconds of the ``time`` column, NaN where none (chunked, so no
+    list of every time is held)."""
+    n = passages.num_rows
+    if "time" not in passages.column_names or passages["time"].null_count == n:
+        return np.full(n, np.nan)
+    column = passages["time"]
+    return np.concatenate(
+        [
+            times.epoch_array(column.slice(start, READ_CHUNK).to_pylist())
+            for start in range(0, n, READ_CHUNK)
+        ]
+    )
 
 
 def _sequenced(manifest: dict, n_passages: int) -> float:

@@ -25,10 +25,19 @@ def digest(*parts: str, size: int = 8) -> str:
     return h.hexdigest()
 
 
+def normalize_text(text: str) -> str:
+    """Lower-case, keep letters, digits and single spaces (HippoRAG's text processing).
+
+    For whole passages; :func:`normalize_phrase` is the same, memoised for names.
+    """
+    return _SPACES.sub(" ", _NON_ALNUM.sub(" ", text.lower())).strip()
+
+
 @functools.lru_cache(maxsize=1 << 16)  # names recur across passages; bounded memory
 def normalize_phrase(text: str) -> str:
-    """Lower-case, keep letters, digits and single spaces (HippoRAG's text processing)."""
-    return _SPACES.sub(" ", _NON_ALNUM.sub(" ", text.lower())).strip()
+    """:func:`normalize_text` of a name (memoised: never call it on passage texts, which would
+    keep up to 65,536 of them alive)."""
+    return normalize_text(text)
 
 
 def passage_id(text: str) -> str:

@@ -285,6 +285,15 @@ class LanceStore:
                         raise
                     self._tables.pop(name, None)
 
+    def drop(self, name: str) -> None:
+        """Delete a table and its files (nothing when it does not exist)."""
+        self._tables.pop(name, None)
+        with self._writing(name):
+            try:
+                self._db.drop_table(name)
+            except (FileNotFoundError, ValueError):  # already gone
+                pass
+
     def latest(self, name: str) -> tuple[pa.Table, int]:
         """Whole table as committed now by any process, and its version (0 if it does not exist)."""
         table = self.open_latest(name)

@@ -194,7 +194,7 @@ def test_cli_eval_locomo(tiny, tmp_path, capsys):
     out = tmp_path / "report.json"
     code = main(
         ["eval", "--locomo", str(tiny), "--home", str(tmp_path / "h"), "--modes", "dense",
-         "--k", "1,5", "--json", str(out)]
+         "--k", "1,5", "--json", str(out), "--locomo-via", "documents"]
     )  # fmt: skip
     assert code == 0
     report = json.loads(out.read_text())
@@ -206,6 +206,7 @@ def test_cli_eval_locomo(tiny, tmp_path, capsys):
     }
     strict = ["--min-relevance", "1", "--json", str(out)]
     base = ["eval", "--locomo", str(tiny), "--home", str(tmp_path / "h"), "--modes", "dense"]
+    base += ["--locomo-via", "documents"]
     assert main(base + strict) == 0  # nothing reaches relevance 1: every question abstains
     report = json.loads(out.read_text())
     assert report["abstention"]["dense"]["answerable_no_answer"] == 1.0

@@ -29,7 +29,8 @@ def test_cli_ablation_locomo_rows_and_the_default_graph_back(tmp_path: Path, cap
     path = tmp_path / "conv-abl.json"
     path.write_text(json.dumps(CONV))
     home = tmp_path / "home"
-    assert main(["eval", "--locomo", str(path), "--home", str(home), "--modes", "dense"]) == 0
+    evaluate = ["eval", "--locomo", str(path), "--home", str(home), "--modes", "dense"]
+    assert main(evaluate + ["--locomo-via", "documents"]) == 0
     out = tmp_path / "rows.json"
     assert main(["ablation", "--locomo", str(path), "--home", str(home), "--json", str(out)]) == 0
     rows = json.loads(out.read_text())

@@ -83,8 +83,9 @@ def test_memory_path_maps_turns_to_records_and_passages(conv_file, tmp_path, emb
 def test_cli_memory_path_refuses_a_home_with_files(conv_file, tmp_path, capsys):
     home = tmp_path / "h"
     args = ["eval", "--locomo", str(conv_file), "--home", str(home), "--modes", "dense"]
-    assert main(args + ["--k", "1", "--json", str(tmp_path / "r.json")]) == 0  # as documents
+    as_documents = ["--locomo-via", "documents", "--k", "1", "--json", str(tmp_path / "r.json")]
+    assert main(args + as_documents) == 0
     capsys.readouterr()
-    assert main(args + ["--locomo-via", "memory"]) == 2
+    assert main(args) == 2  # the default path, memory, needs a home of its own
     err = capsys.readouterr().err
     assert "qortex: error: " in err and "another --home" in err and "Traceback" not in err

@@ -94,3 +94,24 @@ def test_written_memories_are_one_stream_per_domain_in_time_order():
     docs = ["memory:zz", "memory:aa", "memory:mm", "memory:no-time", "memory:later"]
     when = ["2023-05-08T13:56:02Z", "2023-05-08T13:56:00Z", "2023-05-08T13:56:01Z", None, DAY9]
     assert _pairs(docs, when, config=SequenceConfig(window=1)) == [(1, 2, 1), (2, 0, 1)]
+
+
+def test_passages_stored_before_times_were_kept_build_a_snapshot_without_sequence(
+    tmp_path, embedder
+):
+    """A home whose passages table predates the ``time`` column still publishes a snapshot."""
+    from qortex_core.ingest.snapshot_stage import build_snapshot
+    from qortex_core.storage.store import PASSAGES
+
+    turns = [_turn(n, t, DAY1) for n, t in enumerate(["hi Miso", "Miso is a shiba", "ok"], 1)]
+    home = tmp_path / "old"
+    store = LanceStore.open(home)
+    build_index(store, home, turns, OfflineExtractor(), embedder)
+    assert snap.load(home).manifest["sequence"]["edges"] == 3
+    store.db.open_table(PASSAGES).drop_columns(["time"])  # as written by older code
+    assert "time" not in LanceStore.open(home).read(PASSAGES).schema.names
+    report = build_snapshot(LanceStore.open(home), home, embedder.name, force=True)
+    loaded = snap.load(home)
+    assert loaded.manifest["name"] == report.name != ""
+    assert loaded.manifest["sequence"] == {"edges": 0, "passages": 0}
+    assert loaded.tables["passages"].num_rows == 3

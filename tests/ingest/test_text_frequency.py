@@ -62,3 +62,13 @@ def test_equals_the_python_count_on_unicode_and_punctuation():
         "\u212a",
     ]
     assert np.array_equal(phrase_text_frequency(texts, names), _reference(texts, names))
+
+
+def test_passage_texts_are_not_kept_in_the_phrase_memo():
+    # the memo of normalize_phrase is for concept names (short, recurring); passage texts with
+    # non-ASCII characters (curly quotes, accents) must not fill it with whole passages
+    texts = [f"Café “{i}” " + "word " * 200 for i in range(300)]  # 300 distinct ~1 KB texts
+    ids.normalize_phrase.cache_clear()
+    out = phrase_text_frequency(texts, ["caf", "word", "café", "cafe"])
+    assert out.tolist() == [300.0, 300.0, 300.0, 0.0]  # "é" is dropped: "café" is "caf"
+    assert ids.normalize_phrase.cache_info().currsize <= 4  # the names at most, no passage

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,31 @@ def test_bad_setting_fails_before_any_stage_one_line_exit_2(
         == "qortex: error: QORTEX_EXTRACTOR='bogus' is not one of: auto, llm, offline, recorded\n"
     )
     assert not (tmp_path / "home").exists()  # no stage ran: nothing was written
+
+
+@pytest.mark.parametrize("address", ["garbage", "tcp://127.0.0.1:notaport"])
+def test_ingest_on_a_bad_dask_address_is_one_line_exit_2(tmp_path: Path, address: str) -> None:
+    # a real `qortex ingest` process: the run fails in the executor (before any step); stderr is
+    # one line naming the cause, no Dagster log lines or traceback
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("# A\n\nAlice met Bob in Paris.\n")
+    env = {
+        **os.environ,
+        "QORTEX_EXECUTOR": "dask",
+        "QORTEX_DASK_ADDRESS": address,
+        "QORTEX_EXTRACTOR": "offline",
+        "QORTEX_EMBEDDER": "hash:8",
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+    }
+    home = tmp_path / "home"
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "ingest", str(src), "--home", str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"qortex: error: ingest failed: QORTEX_DASK_ADDRESS='{address}'")
+    assert done.stderr.count("\n") == 1, done.stderr

@@ -1,0 +1,180 @@
+"""Row access to a snapshot's memory-mapped Arrow tables without per-row Python objects.
+
+A 1M-node snapshot held as Python lists (ids, names, passage dicts, a dict of every concept
+name) costs far more memory than its files. These classes keep the Arrow columns (whose buffers
+live in the snapshot's memory map) and build Python objects only for the rows a query returns:
+:class:`ArrowStrings` and :class:`ArrowRows` read rows on demand (``take``), and
+:class:`HashLookup` finds a row by a string key through a sorted array of 64-bit hashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence, overload
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+READ_CHUNK = 65_536  # rows turned into Python objects at a time while an index is built
+
+
+class ArrowStrings(Sequence[str]):
+    """A string column read on demand: ``strings[i]`` is one value, ``take`` a few at once.
+
+    Slicing gives another :class:`ArrowStrings` over a zero-copy slice of the column.
+    """
+
+    def __init__(self, column: pa.Array | pa.ChunkedArray) -> None:
+        self.column = column
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ArrowStrings: ...
+
+    def __getitem__(self, index: int | slice) -> str | ArrowStrings:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("ArrowStrings slices need step 1")
+            return ArrowStrings(self.column.slice(start, max(stop - start, 0)))
+        return self.column[int(index)].as_py()
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), READ_CHUNK):
+            yield from self.column.slice(start, READ_CHUNK).to_pylist()
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> list[str]:
+        """The values at ``rows`` (in that order), one lookup each: Arrow's ``take`` on a
+        chunked column would first concatenate (copy) every chunk."""
+        return [self.column[i].as_py() for i in np.asarray(rows, dtype=np.int64).tolist()]
+
+
+class ArrowRows(Sequence[dict]):
+    """A table's rows as dicts, built only for the rows asked for."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @overload
+    def __getitem__(self, index: int) -> dict: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict]: ...
+
+    def __getitem__(self, index: int | slice) -> dict | list[dict]:
+        if isinstance(index, slice):
+            return self.take(range(*index.indices(len(self))))
+        i = int(index) + (len(self) if int(index) < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(f"row {index} out of range for {len(self)} rows")
+        return self.table.slice(i, 1).to_pylist()[0]
+
+    def __iter__(self) -> Iterator[dict]:
+        for start in range(0, len(self), READ_CHUNK):
+            yield from self.table.slice(start, READ_CHUNK).to_pylist()
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> list[dict]:
+        """The rows at ``rows`` (in that order) as dicts, each a zero-copy one-row slice: Arrow's
+        ``take`` on a chunked table would first concatenate (copy) every column."""
+        return [self[i] for i in np.asarray(rows, dtype=np.int64).tolist()]
+
+
+@dataclass(frozen=True)
+class HashLookup:
+    """String key -> first row holding it, as a sorted (k,) array of 64-bit key hashes.
+
+    Python's ``hash`` of a string is stable within a process, which is all an index built at
+    open needs. A hash hit is confirmed against the row's own key (``key_at``), so a collision
+    never returns a wrong row. Memory: 12 bytes per key instead of a dict entry and two objects.
+
+    Attributes:
+        hashes: (k,) int64 sorted key hashes.
+        rows: (k,) int32 row of each hash; equal hashes keep row order, so the first row wins.
+        key_at: the key of a row (the same function the index was built with).
+    """
+
+    hashes: np.ndarray
+    rows: np.ndarray
+    key_at: Callable[[int], str | None]
+
+    @classmethod
+    def build(
+        cls,
+        values: ArrowStrings,
+        key: Callable[[str], str | None] = lambda v: v,
+    ) -> HashLookup:
+        """Index ``key(value)`` of every row (rows whose key is None are left out)."""
+        hashes, rows = [], []
+        for start in range(0, len(values), READ_CHUNK):
+            chunk = values.column.slice(start, READ_CHUNK).to_pylist()
+            keys = [None if v is None else key(v) for v in chunk]
+            kept = [j for j, k in enumerate(keys) if k is not None]
+            hashes.append(np.fromiter((hash(keys[j]) for j in kept), np.int64, len(kept)))
+            rows.append(np.asarray(kept, dtype=np.int64) + start)
+        h = np.concatenate(hashes) if hashes else np.zeros(0, np.int64)  # (k,)
+        r = np.concatenate(rows) if rows else np.zeros(0, np.int64)  # (k,)
+        order = np.argsort(h, kind="stable")  # equal hashes stay in row order
+        return cls(h[order], r[order].astype(np.int32), lambda i: _key_of(values, key, i))
+
+    def __len__(self) -> int:
+        return int(self.hashes.size)
+
+    def get(self, key: str) -> int | None:
+        """The first row whose key is ``key``, or None."""
+        h = hash(key)
+        lo = int(np.searchsorted(self.hashes, h, side="left"))
+        hi = int(np.searchsorted(self.hashes, h, side="right"))
+        for row in self.rows[lo:hi].tolist():
+            if self.key_at(row) == key:
+                return row
+        return None
+
+    def rows_of(self, keys: Sequence[str]) -> np.ndarray:
+        """(len(keys),) int64 row of each key, -1 where absent."""
+        return np.array([_or_missing(self.get(k)) for k in keys], dtype=np.int64)
+
+
+def _key_of(values: ArrowStrings, key: Callable[[str], str | None], row: int) -> str | None:
+    value = values[row]
+    return None if value is None else key(value)
+
+
+def _or_missing(row: int | None) -> int:
+    return -1 if row is None else row
+
+
+@dataclass(frozen=True)
+class Codes:
+    """A string column dictionary-encoded: ``names[codes[i]]`` is row i's value.
+
+    Attributes:
+        codes: (n,) int32 code per row, -1 for a null.
+        names: the distinct non-null values.
+    """
+
+    codes: np.ndarray
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, column: pa.ChunkedArray | pa.Array) -> Codes:
+        if len(column) == 0:
+            return cls(np.zeros(0, np.int32), ())
+        encoded = pc.dictionary_encode(column)
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.unify_dictionaries().combine_chunks()
+        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)  # (n,)
+        return cls(codes.astype(np.int32), tuple(encoded.dictionary.to_pylist()))
+
+    def mask(self, values: Sequence[str]) -> np.ndarray:
+        """(n,) True for rows whose value is in ``values``."""
+        wanted = [c for c, name in enumerate(self.names) if name in set(values)]
+        return np.isin(self.codes, np.asarray(wanted, dtype=np.int32))

@@ -1,0 +1,147 @@
+"""The snapshot view keeps no Python object per node or passage, and answers as the lists did."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+from conftest import BRIDGE_QUESTION
+
+from qortex_core.memory.learned import LearnedMemory, factor_vector
+from qortex_core.query.arrow_access import ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.query.retriever import Retriever
+from qortex_core.query.seeding import lexical_matches, phrase_key, phrase_lookup
+from qortex_core.storage import ids
+
+QUESTIONS = (BRIDGE_QUESTION, "Who painted the harbour at Ostrania?", "Orlan Vesk")
+
+
+def _python_containers(value: object, n: int) -> list[str]:
+    """Names of Python lists, dicts, sets or tuples of ``n`` or more items inside ``value``."""
+    found = []
+    if isinstance(value, (list, dict, set, tuple)) and len(value) >= n:
+        found.append(type(value).__name__)
+    for inner in vars(value).values() if hasattr(value, "__dict__") else ():
+        if isinstance(inner, (list, dict, set, tuple)) and len(inner) >= n:
+            found.append(type(inner).__name__)
+    return found
+
+
+def test_view_holds_arrow_and_numpy_only(toy_home, embedder):
+    retriever = Retriever.open(toy_home, embedder=embedder)
+    view = retriever.view
+    n = min(view.n_phrases, view.n_passages)
+    assert n >= 5  # the toy graph is big enough for the check to mean something
+    allowed = (np.ndarray, sp.spmatrix, pa.Table, ArrowStrings, ArrowRows, HashLookup, Codes)
+    for f in fields(view):
+        value = getattr(view, f.name)
+        if f.name == "rule_index" or isinstance(value, (str, int, float)):
+            continue
+        if f.name == "fact_passages":
+            assert all(isinstance(a, np.ndarray) for a in value)
+            continue
+        assert isinstance(value, allowed), f.name
+        assert not _python_containers(value, n), f.name
+    assert isinstance(view.node_ids.column, (pa.Array, pa.ChunkedArray))
+    assert isinstance(view.passages.table, pa.Table)
+    assert view.phrase_index.hashes.dtype == np.int64 and view.domains.codes.dtype == np.int32
+    assert isinstance(retriever.memory.phrase_ids, (pa.Array, pa.ChunkedArray))
+    assert retriever.lexical is None or isinstance(retriever.lexical.row_of, HashLookup)
+    # the passage-to-concept block shares the adjacency's arrays instead of copying them
+    block = view.passage_phrases()
+    assert np.shares_memory(block.data, view.adjacency.data)
+    expected = view.adjacency[view.n_phrases :, : view.n_phrases].toarray()
+    assert np.array_equal(block.toarray(), expected)
+
+
+def test_hits_read_the_rows_they_name(toy_home, embedder):
+    retriever = Retriever.open(toy_home, embedder=embedder)
+    table = retriever.snapshot.tables["passages"].to_pylist()
+    rows = {p["id"]: p for p in table}
+    nodes = retriever.snapshot.tables["nodes"].to_pylist()
+    name_of = {r["id"]: r["name"] for r in nodes}
+    seeded = 0
+    for text in QUESTIONS:
+        for mode in ("dense", "hipporag"):
+            result = retriever.query(text, top_k=4, mode=mode)
+            assert result.passages
+            for hit in result.passages:
+                row = rows[hit.id]
+                assert (hit.title, hit.text, hit.domain) == (
+                    row["title"],
+                    row["text"],
+                    row["domain"],
+                )
+                assert all(cid in name_of for cid in hit.concept_ids)
+            seeded += len(result.seeds)
+            for seed in result.seeds:
+                assert name_of[seed.node_id] == seed.name
+            for concept in result.concepts:
+                assert name_of[concept.id] == concept.name
+    assert seeded > 0  # the walk ran and its seeds were named
+    # the view's on-demand rows are the table's rows
+    view = retriever.view
+    assert list(view.passages) == table and view.passages[-1] == table[-1]
+    assert view.passages.take([2, 0]) == [table[2], table[0]]
+    assert view.node_names.take([1, 0]) == [nodes[1]["name"], nodes[0]["name"]]
+    with pytest.raises(IndexError):
+        view.passages[len(table)]
+
+
+def test_hashed_phrase_index_matches_the_dict_it_replaced(toy_home, embedder):
+    view = Retriever.open(toy_home, embedder=embedder).view
+    names = list(view.node_names[: view.n_phrases])
+    reference = phrase_lookup(names)
+    assert len(view.phrase_index) == sum(phrase_key(n) is not None for n in names)
+    for key, row in reference.items():
+        assert view.phrase_index.get(key) == row
+    assert view.phrase_index.get("no such concept anywhere") is None
+    for text in QUESTIONS + tuple(names[:20]):
+        assert lexical_matches(text, view.phrase_index) == lexical_matches(text, reference)
+
+
+def test_lookup_keeps_the_first_row_and_reads_chunked_columns():
+    column = pa.chunked_array([pa.array(["Ann Lee", "bob", None]), pa.array(["ann  lee!", "Cy"])])
+    lookup = HashLookup.build(ArrowStrings(column), ids.normalize_phrase)
+    assert lookup.get("ann lee") == 0 and lookup.get("cy") == 4 and lookup.get("dan") is None
+    assert lookup.rows_of(["bob", "dan", "ann lee"]).tolist() == [1, -1, 0]
+    strings = ArrowStrings(column)
+    assert strings.take([3, 0, 2]) == ["ann  lee!", "Ann Lee", None]
+    assert strings[1:4].take([0, 2]) == ["bob", "ann  lee!"] and len(strings[1:4]) == 3
+    assert list(strings) == column.to_pylist()
+    table = pa.Table.from_batches(
+        [pa.record_batch({"a": [1, 2]}), pa.record_batch({"a": [3]})]
+    )  # two chunks
+    assert ArrowRows(table).take([2, 0]) == [{"a": 3}, {"a": 1}] and ArrowRows(table)[-1] == {
+        "a": 3
+    }
+
+
+def test_domain_codes_mask_as_an_object_array_would():
+    values = ["a", None, "b", "a", "c"]
+    codes = Codes.of(pa.chunked_array([pa.array(values[:2]), pa.array(values[2:])]))
+    assert set(codes.names) == {"a", "b", "c"} and codes.codes[1] == -1
+    for wanted in (["a"], ["b", "c"], ["zzz"], ["a", "b", "c"]):
+        expected = np.isin(np.array(values, dtype=object), wanted)
+        assert codes.mask(wanted).tolist() == expected.tolist()
+    assert Codes.of(pa.array([], pa.string())).mask(["a"]).shape == (0,)
+
+
+def test_factors_map_onto_arrow_phrase_ids_as_onto_a_list():
+    ids_list = ["c1", "c2", "c3", "c4"]
+    block = sp.csr_matrix(np.ones((2, 4), np.float32))
+    arrow = LearnedMemory(None, ArrowStrings(pa.chunked_array([ids_list[:1], ids_list[1:]])), block)
+    assert (
+        arrow.phrase_ids.to_pylist() == LearnedMemory(None, ids_list, block).phrase_ids.to_pylist()
+    )
+    factors = {"c3": 2.5, "gone": 9.0, "c1": 0.25}
+    at = {cid: i for i, cid in enumerate(ids_list)}  # the dict the Arrow lookup replaced
+    expected = np.ones(4, np.float32)
+    for cid, f in factors.items():
+        if cid in at:
+            expected[at[cid]] = f
+    assert factor_vector(arrow.phrase_ids, factors).tolist() == expected.tolist()
+    assert factor_vector(arrow.phrase_ids, {}).tolist() == [1.0] * 4
