@@ -64,7 +64,8 @@ class Spread:
 @contextmanager
 def _environment(values: Mapping[str, str]) -> Iterator[None]:
     """``os.environ`` with ``values`` set (an empty value unsets) while the block runs."""
-    before = {name: os.environ.get(name) for name in values}
+    saved = dict(os.environ)  # restored below; not a configuration read (settings.py does those)
+    before = {name: saved.get(name) for name in values}
     try:
         for name, value in values.items():
             if value:

@@ -110,8 +110,10 @@ def embed_index(
         progress,
     )
     store.replace(PASSAGES, _passages_table(chunks, p_vec))
-    for (name, rows), vectors in zip(nodes, node_vecs):
+    progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
+    for done, ((name, rows), vectors) in enumerate(zip(nodes, node_vecs), 2):
         store.replace(name, _with_vectors(rows, vectors))
+        progress("embed_tables", done, 4)
     store.set_stage_digest("embeddings", digest)
     counts = (concepts.num_rows, facts.num_rows, rules.num_rows)
     return EmbedReport(len(chunks), *counts, cached.texts_embedded, cached.cache_hits)

@@ -48,10 +48,11 @@ def run_stages(home: str | Path, rows, embedder, kill_at: str = "") -> Path:
         from qortex_core.embed import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    kill_after = {"extract": 1, "embed": 2}.get(kill_at)  # progress calls before the kill
+    # the progress call to die at: after the first extraction batch; after passages and concepts
+    kill_after = {"extract": ("extract", 1), "embed": ("embed_tables", 2)}.get(kill_at)
 
     def progress(stage: str, done: int, _total: int) -> None:
-        if stage == kill_at and done == kill_after:
+        if (stage, done) == kill_after:
             die()
 
     def before_publish(stage: str, _report: object) -> None:
