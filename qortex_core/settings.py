@@ -59,7 +59,18 @@ def _one_of(choices: tuple[str, ...]) -> BeforeValidator:
     return BeforeValidator(check)
 
 
+MAX_SHARDS = 256  # three assets a shard: 2,000 shards took 15 s to load the definitions
+
+
+def _shard_count(value: Any) -> int:
+    count = _positive_int(value)
+    if count > MAX_SHARDS:
+        raise ValueError(f"must be a positive integer up to {MAX_SHARDS}")
+    return count
+
+
 PositiveInt = Annotated[int, BeforeValidator(_positive_int)]
+ShardCount = Annotated[int, BeforeValidator(_shard_count)]
 OptInt = Annotated[int | None, _number(int)]
 OptFloat = Annotated[float | None, _number(float)]
 Switch = Annotated[Literal["on", "off"] | None, _one_of(SWITCHES)]
@@ -97,7 +108,7 @@ class Settings(BaseSettings):
     executor: Annotated[str, _one_of(EXECUTORS)] = _env("QORTEX_EXECUTOR", default="in_process")
     max_concurrent: PositiveInt = _env("QORTEX_MAX_CONCURRENT", default=2)
     dask_address: str = _env("QORTEX_DASK_ADDRESS", default="")  # empty: a LocalCluster per run
-    shards: PositiveInt = _env("QORTEX_SHARDS", default=1)  # chunks/extractions/embeddings shards
+    shards: ShardCount = _env("QORTEX_SHARDS", default=1)  # chunks/extractions/embeddings shards
     ingest_cron: str = _env("QORTEX_INGEST_CRON", default=DEFAULT_CRON)
     ingest_timezone: str = _env("QORTEX_INGEST_TIMEZONE", default="UTC")
     schedule: Switch = _env("QORTEX_SCHEDULE", default=None)

@@ -17,6 +17,8 @@ from qortex_core.settings import get_settings
             "QORTEX_EXTRACTOR='ofline' is not one of: auto, llm, offline, recorded",
         ),
         ({"QORTEX_MAX_CONCURRENT": "0"}, "QORTEX_MAX_CONCURRENT='0' must be a positive integer"),
+        ({"QORTEX_SHARDS": "257"}, "QORTEX_SHARDS='257' must be a positive integer up to 256"),
+        ({"QORTEX_SHARDS": "-1"}, "QORTEX_SHARDS='-1' must be a positive integer"),
         ({"QORTEX_SNAPSHOT_KEEP": "²"}, "QORTEX_SNAPSHOT_KEEP='²' must be a positive integer"),
         ({"QORTEX_LLM_TIMEOUT_S": "soon"}, "QORTEX_LLM_TIMEOUT_S='soon' is not a number"),
         ({"QORTEX_SENSOR": "yes"}, "QORTEX_SENSOR='yes' is not one of: on, off"),
