@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qortex_core.ingest.documents import DOCUMENTS, Document, Section
+from qortex_core.ingest.embed_cache import LanceVectorCache
 from qortex_core.memory.fresh import MemoryState
 from qortex_core.memory.records import (
     DOC_PREFIX,
@@ -140,9 +141,12 @@ def seed_embedding_cache(store: LanceStore, state: MemoryState) -> int:
         if row.get("model"):
             keys.append(ids.embedding_key(row["model"], row["text"]))
             vectors.append(state.vectors[i])
-    cached = store.cached_vectors(keys)
-    todo = {k: v for k, v in zip(keys, vectors) if k not in cached}
-    store.save_vectors(todo)
+    distinct = dict(zip(keys, vectors))  # two records of one text and model: one key
+    cache = LanceVectorCache(store)
+    hit, _ = cache.find(list(distinct))
+    todo = [k for k, h in zip(distinct, hit) if not h]
+    if todo:
+        cache.add(todo, np.stack([distinct[k] for k in todo]).astype(np.float32))  # (n, d)
     return len(todo)
 
 

@@ -338,28 +338,3 @@ class LanceStore:
             if table is not None:
                 out[name] = int(table.version)
         return out
-
-    # -- embedding cache -------------------------------------------------------------
-    def cached_vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
-        """Embedding vectors already stored for these cache keys."""
-        rows = self.read_where(EMBEDDINGS, "key", keys)
-        if rows.num_rows == 0:
-            return {}
-        dim = rows.schema.field("vector").type.list_size
-        vectors = arrow_to_vectors(rows["vector"], dim)
-        return dict(zip(rows["key"].to_pylist(), vectors))
-
-    def save_vectors(self, vectors: dict[str, np.ndarray]) -> None:
-        """Store embedding vectors under their cache keys."""
-        if not vectors:
-            return
-        keys = list(vectors)
-        matrix = np.stack([vectors[k] for k in keys]).astype(np.float32)  # (n, d)
-        rows = pa.table({"key": keys, "vector": vectors_to_arrow(matrix)})
-        current = self._table(EMBEDDINGS)
-        if current is not None and current.schema.field("vector").type.list_size != matrix.shape[1]:
-            # a model of another dimension (re-embedding on purpose): keys name the model, so the
-            # old vectors can never be hits for it; the cache starts over in the new width
-            self.replace(EMBEDDINGS, rows)
-            return
-        self.upsert(EMBEDDINGS, rows, key="key")

@@ -143,3 +143,12 @@ def test_int8_backend_is_a_separate_model_close_to_the_exact_one(embedder):
     exact, approx = embedder.embed(texts), int8.embed(texts)  # (n, 384) each
     cosine = (exact * approx).sum(axis=1)
     assert approx.shape == exact.shape and np.all(cosine > 0.9) and np.all(cosine < 1 - 1e-5)
+
+
+def test_embedding_cache_round_trip(tmp_path):
+    cache = LanceVectorCache(LanceStore.open(tmp_path))
+    vectors = {"k1": np.array([1, 0, 0], np.float32), "k2": np.array([0, 0.6, 0.8], np.float32)}
+    cache.add(list(vectors), np.stack(list(vectors.values())))
+    hit, found = LanceVectorCache(LanceStore.open(tmp_path)).find(["k2", "k3"])
+    assert hit.tolist() == [True, False]
+    np.testing.assert_array_equal(found[0], vectors["k2"])

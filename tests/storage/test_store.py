@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import BRIDGE_QUESTION
@@ -34,15 +33,6 @@ def test_upsert_read_delete_replace_and_versions(tmp_path):
     assert store.versions()["chunks"] > v1
     # a second handle (another process would see the same) reads what was committed
     assert LanceStore.open(tmp_path).read("chunks")["text"].to_pylist() == ["v3 x"]
-
-
-def test_embedding_cache_round_trip(tmp_path):
-    store = LanceStore.open(tmp_path)
-    vectors = {"k1": np.array([1, 0, 0], np.float32), "k2": np.array([0, 0.6, 0.8], np.float32)}
-    store.save_vectors(vectors)
-    found = store.cached_vectors(["k2", "k3"])
-    assert list(found) == ["k2"]
-    np.testing.assert_array_equal(found["k2"], vectors["k2"])
 
 
 def test_home_is_a_file(tmp_path):
