@@ -53,6 +53,16 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Observation:
+    """One of the file's per-speaker observations (``session_N_observation``): a statement
+    about ``speaker`` written from the turns ``evidence`` cites (the dataset's LLM output)."""
+
+    speaker: str
+    text: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LocomoQuestion:
     id: str
     text: str
@@ -71,6 +81,7 @@ class Conversation:
     questions: tuple[LocomoQuestion, ...]  # categories 1-4 with at least one known evidence turn
     adversarial: tuple[LocomoQuestion, ...]  # category 5
     no_evidence: int  # answerable questions left out: no evidence turn found in the conversation
+    observations: tuple[Observation, ...] = ()  # those that cite a turn of the conversation
 
 
 def session_time(text: str) -> str:
@@ -157,6 +168,47 @@ def _turns(data: dict, path: Path) -> list[Turn]:
     return out
 
 
+def _observations(data: dict, known: set[str]) -> list[Observation]:
+    """The ``session_N_observation`` statements that cite at least one turn of ``known``;
+    malformed entries are skipped (the field is optional)."""
+    out: list[Observation] = []
+    for key in sorted(k for k in data if re.fullmatch(r"session_\d+_observation", k)):
+        by_speaker = data[key]
+        if not isinstance(by_speaker, dict):
+            continue
+        for speaker, items in by_speaker.items():
+            for item in items if isinstance(items, list) else []:
+                if not isinstance(item, list) or not item or not isinstance(item[0], str):
+                    continue
+                cited = [e for e in normalize_evidence(item[1:]) if e in known]
+                if cited and item[0].strip() and str(speaker).strip():
+                    out.append(Observation(str(speaker).strip(), " ".join(item[0].split()),
+                                           tuple(cited)))  # fmt: skip
+    return out
+
+
+def recorded_facts(conv: Conversation) -> dict[str, list[tuple[str, str, str]]]:
+    """Turn text (as stored, :attr:`Turn.memory_text`) -> the facts its observations give:
+    ``(speaker, "observed", statement)``, the recorded extraction of a conversation."""
+    text_of = {t.dia_id: t.memory_text for t in conv.turns}
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for obs in conv.observations:
+        for dia_id in obs.evidence:
+            out.setdefault(text_of[dia_id], []).append((obs.speaker, "observed", obs.text))
+    return out
+
+
+def extractor_for(conv: Conversation, recorded: bool):
+    """The offline extractor, with the conversation's observations as recorded facts when
+    ``recorded`` and the file has any."""
+    from qortex_core.ingest.extract import OfflineExtractor, WithRecordedFacts
+
+    facts = recorded_facts(conv) if recorded else {}
+    if not facts:
+        return OfflineExtractor()
+    return WithRecordedFacts(OfflineExtractor(), facts, "locomo-observations")
+
+
 def load_conversation(path: str | Path, name: str | None = None) -> Conversation:
     """A LoCoMo conversation file (original release format, one conversation).
 
@@ -186,7 +238,7 @@ def load_conversation(path: str | Path, name: str | None = None) -> Conversation
             dropped += 1
     return Conversation(
         name or tenant_name(path, set()), path, tuple(turns), tuple(answerable),
-        tuple(adversarial), dropped,
+        tuple(adversarial), dropped, tuple(_observations(data, known)),
     )  # fmt: skip
 
 
@@ -213,6 +265,7 @@ class LocomoSetup:
     ks: tuple[int, ...] = (1, 2, 5, 10)
     date_title: bool = True  # see :func:`turn_passage`
     via: str = "documents"  # or "memory": remember_many + consolidation (locomo_memory.py)
+    observations: bool = True  # the file's observations as recorded facts (:func:`extractor_for`)
 
 
 def load_conversations(files: Sequence[Path]) -> list[Conversation]:
@@ -226,16 +279,17 @@ def load_conversations(files: Sequence[Path]) -> list[Conversation]:
 
 
 def index_conversation(
-    conv: Conversation, home: Path, embedder, date_title: bool = True, graph_config=None
-) -> dict:
+    conv: Conversation, home: Path, embedder, date_title: bool = True, graph_config=None,
+    observations: bool = True,
+) -> dict:  # fmt: skip
     """Index a conversation's turns into its own tenant through the stage functions
-    (``graph_config``: the snapshot's edge weights, default :class:`GraphConfig`).
+    (``graph_config``: the snapshot's edge weights, default :class:`GraphConfig`;
+    ``observations``: see :func:`extractor_for`).
 
     Returns ``{"tenant", "turns", "passages", "snapshot", "index_s"}``.
     """
     from qortex_bench.evaluate import check_home_is_for_eval
     from qortex_core.ingest import stages
-    from qortex_core.ingest.extract import OfflineExtractor
     from qortex_core.storage.store import LanceStore
     from qortex_core.storage.tenants import tenant_home
 
@@ -244,7 +298,7 @@ def index_conversation(
     store = LanceStore.open(where)
     check_home_is_for_eval(store, Path(where))
     passages = [turn_passage(turn, conv.name, date_title) for turn in conv.turns]
-    run = stages.IngestRun(store, where, OfflineExtractor(), embedder, passages)
+    run = stages.IngestRun(store, where, extractor_for(conv, observations), embedder, passages)
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)
     path = stages.run_stages(run)["graph_snapshot"].path
@@ -256,6 +310,7 @@ def index_conversation(
         "questions": len(conv.questions),
         "adversarial": len(conv.adversarial),
         "no_evidence": conv.no_evidence,
+        "observations": len(conv.observations) if observations else 0,
         "snapshot": path.name,
         "index_s": round(time.perf_counter() - t, 3),
     }
@@ -342,6 +397,7 @@ def run_locomo(setup: LocomoSetup, progress=None, retrieval_config=None, embedde
         "extractor": "offline",
         "date_title": setup.date_title,
         "via": setup.via,
+        "observations": setup.observations,
         "embedding_model": embedder.name,
     }
 
@@ -352,10 +408,13 @@ def _index(conv: Conversation, setup: LocomoSetup, embedder) -> tuple[dict, dict
     if setup.via == "memory":
         from qortex_bench.locomo_memory import remember_conversation
 
-        return remember_conversation(conv, setup.home, embedder)
+        return remember_conversation(conv, setup.home, embedder, observations=setup.observations)
     if setup.via != "documents":
         raise DatasetError(f"LoCoMo via {setup.via!r}: use documents or memory")
-    return index_conversation(conv, setup.home, embedder, setup.date_title), None
+    report = index_conversation(
+        conv, setup.home, embedder, setup.date_title, observations=setup.observations
+    )
+    return report, None
 
 
 def _as_eval_setup(setup: LocomoSetup):

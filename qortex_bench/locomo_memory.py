@@ -94,14 +94,13 @@ def _records_of_turns(where: Path) -> dict[str, str]:
     return out
 
 
-def _consolidate(where: Path, embedder, graph_config) -> Path:
+def _consolidate(where: Path, embedder, graph_config, extractor) -> Path:
     """The tenant's memories merged, made documents, chunked and run through every stage;
     the published snapshot's path."""
     from qortex_core.embed import token_window
     from qortex_core.ingest import stages
     from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
     from qortex_core.ingest.documents import read_stored_documents, sync_documents
-    from qortex_core.ingest.extract import OfflineExtractor
     from qortex_core.memory.consolidate import memory_documents
     from qortex_core.storage.store import LanceStore
 
@@ -112,17 +111,19 @@ def _consolidate(where: Path, embedder, graph_config) -> Path:
     size = min(ChunkConfig().max_tokens, window.max_tokens)
     chunking = ChunkConfig(size, min(ChunkConfig().overlap_tokens, size // 2))
     passages = chunk_documents(read_stored_documents(store), chunking, window.count)
-    run = stages.IngestRun(store, where, OfflineExtractor(), embedder, passages)
+    run = stages.IngestRun(store, where, extractor, embedder, passages)
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)
     return stages.run_stages(run)["graph_snapshot"].path
 
 
 def remember_conversation(
-    conv: Conversation, home: Path, embedder, graph_config=None
+    conv: Conversation, home: Path, embedder, graph_config=None, observations: bool = True
 ) -> tuple[dict, dict[str, str]]:
-    """Write a conversation as memories and consolidate them; its index report and the
-    passage of each turn (dia_id -> passage id)."""
+    """Write a conversation as memories and consolidate them (``observations``: the file's
+    observations as recorded facts, :func:`~qortex_bench.locomo.extractor_for`); its index
+    report and the passage of each turn (dia_id -> passage id)."""
+    from qortex_bench.locomo import extractor_for
     from qortex_core.memory.records import DOC_PREFIX
     from qortex_core.storage import snapshot as snap
     from qortex_core.storage.tenants import tenant_home
@@ -130,7 +131,7 @@ def remember_conversation(
     t = time.perf_counter()
     _write(conv, home, embedder)
     where = Path(tenant_home(home, conv.name))
-    path = _consolidate(where, embedder, graph_config)
+    path = _consolidate(where, embedder, graph_config, extractor_for(conv, observations))
     records = _records_of_turns(where)
     passages = snap.load(where, path.name).tables["passages"].to_pylist()
     passage_of = {p["doc_id"]: p["id"] for p in passages}
@@ -150,6 +151,7 @@ def remember_conversation(
         "questions": len(conv.questions),
         "adversarial": len(conv.adversarial),
         "no_evidence": conv.no_evidence,
+        "observations": len(conv.observations) if observations else 0,
         "snapshot": path.name,
         "index_s": round(time.perf_counter() - t, 3),
     }

@@ -114,6 +114,7 @@ _STOP_CAPS = {
     "Then",
     "Later",
 }
+_SPEAKER_LABEL = re.compile(r"^[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}:\s+")
 _RULE_CUES = re.compile(
     r"\b(should|must|always|never|do not|don't|avoid|prefer|required|recommended)\b", re.I
 )
@@ -146,7 +147,7 @@ class OfflineConfig:
     """Knobs of the offline extractor."""
 
     max_predicate_words: int = 6
-    version: str = "1"
+    version: str = "2"  # 2: a turn's speaker label is not read as a mention
 
 
 class OfflineExtractor:
@@ -155,7 +156,10 @@ class OfflineExtractor:
 
     Facts link consecutive names within a sentence (the predicate is the words
     between them) and link the passage title to each name it introduces.
-    Sentences with advice cues ("should", "never", ...) become rules.
+    Sentences with advice cues ("should", "never", ...) become rules. A dialogue turn's
+    speaker label (``Caroline: Sure, ...``) is who speaks, not a mention: it is left out, so
+    it neither becomes the subject of whatever name follows nor merges with the first word
+    (``Caroline Sure``). Facts about a speaker come from extractors that state them.
     """
 
     def __init__(self, config: OfflineConfig = OfflineConfig()) -> None:
@@ -172,7 +176,7 @@ class OfflineExtractor:
         triples: list[tuple[str, str, str]] = []
         rules: list[Rule] = []
         title = " ".join(passage.title.split())
-        for sentence in _SENTENCE.split(passage.text):
+        for sentence in _SENTENCE.split(_SPEAKER_LABEL.sub("", passage.text, count=1)):
             tokens = _TOKEN.findall(sentence)
             spans = [s for s in _spans(sentence) if ids.normalize_phrase(s[2])]
             names = [s[2] for s in spans]
@@ -257,3 +261,56 @@ class RecordedExtractor:
             else:
                 out.append(extraction_from_triples(passage, triples, self.cache_key))
         return out
+
+
+class WithRecordedFacts:
+    """A base extractor's output plus recorded facts about each passage.
+
+    For sources that come with their own extracted statements keyed by passage text, such
+    as LoCoMo's per-speaker observations of a conversation (``(speaker, "observed",
+    sentence)``, one per turn it cites): the base extractor still reads every passage,
+    and the recorded facts and their concepts are added to what it found. Passages the
+    record lacks get the base extraction alone.
+    """
+
+    def __init__(
+        self, base: Extractor, facts: dict[str, Sequence[tuple[str, str, str]]], name: str
+    ) -> None:
+        self.base, self.name = base, name
+        self._facts = {
+            text: [t for t in (clean_triple(x) for x in triples) if t is not None]
+            for text, triples in facts.items()
+        }
+        content = json.dumps(sorted(self._facts.items()), ensure_ascii=False)
+        self._key = f"{base.cache_key}+{name}/{ids.digest(content)}"
+
+    @property
+    def cache_key(self) -> str:
+        return self._key
+
+    def extract(self, passages: Sequence[Passage]) -> list[Extraction]:
+        out = []
+        for passage, found in zip(passages, self.base.extract(passages)):
+            triples = self._facts.get(passage.full_text) or self._facts.get(passage.text)
+            if not triples:
+                out.append(found)
+                continue
+            added = extraction_from_triples(passage, triples, self._key)
+            out.append(
+                Extraction(
+                    passage.id,
+                    _union(found.concepts, added.concepts),
+                    _union(found.facts, added.facts),
+                    found.rules,
+                    self._key,
+                )
+            )
+        return out
+
+
+def _union(first: Sequence, second: Sequence) -> tuple:
+    """Items of ``first``, then those of ``second`` whose id is new."""
+    out = {item.id: item for item in first}
+    for item in second:
+        out.setdefault(item.id, item)
+    return tuple(out.values())

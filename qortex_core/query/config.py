@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qortex_core.query import fusion
+from qortex_core.query.attribution import AttributionConfig
 from qortex_core.query.ppr import PPRConfig
 from qortex_core.query.relevance import RelevanceConfig
 
@@ -54,11 +55,15 @@ class TextWalkConfig:
         route_share: ``auto`` answers with ``textwalk`` when at least this share of the
             snapshot's passages are items of a conversation (linked to neighbouring turns,
             :mod:`qortex_core.ingest.sequence`); above 1: never.
+        fact_weight: restart mass of the query's linked facts (``hipporag``'s seeding) beside
+            the text passages': the two restart vectors, each summing to 1, are added with
+            this weight on the facts' (0: text passages only).
     """
 
     seeds: int = 20
     walk_weight: float = 0.5
     route_share: float = 0.5
+    fact_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,9 @@ class RetrievalConfig:
             (:mod:`qortex_core.query.relevance`).
         min_relevance: a query whose best passage is less relevant than this answers
             ``no_answer`` with no passages (0: never abstain); a query may set its own.
+        attribution: in a conversation, a query about one participant whose best matching
+            facts are about another answers ``no_answer`` (:mod:`qortex_core.query.attribution`;
+            skipped when the query's ``min_relevance`` is 0).
     """
 
     fact_top_k: int = 3
@@ -116,3 +124,4 @@ class RetrievalConfig:
     textwalk: TextWalkConfig = TextWalkConfig()
     relevance: RelevanceConfig = RelevanceConfig()
     min_relevance: float = 0.5
+    attribution: AttributionConfig = AttributionConfig()

@@ -20,7 +20,7 @@ from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
 from qortex_core.memory.fresh import MemoryState
 from qortex_core.memory.learned import LearnedMemory, MemoryConfig
 from qortex_core.memory.tier import FreshTier
-from qortex_core.query import hits, modes, profiles, relevance
+from qortex_core.query import attribution, hits, modes, profiles, relevance
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.embedder_check import check_embedder
 from qortex_core.query.lexical import LexicalIndex
@@ -103,6 +103,7 @@ class Retriever:
         self.lexical = LexicalIndex.open(
             getattr(store, "db", None), self.view, snapshot.manifest
         )  # the snapshot's BM25 index (None: store-less or built before the channel)
+        self._participants: attribution.Participants | None = None  # read at first need
 
     # the snapshot's arrays, as callers and benchmarks read them
     n_phrases = property(lambda self: self.view.n_phrases)
@@ -301,18 +302,42 @@ class Retriever:
         rel = relevance.score(ctx.dense, self.config.relevance)  # (n_passages,) in [0, 1]
         best = relevance.best(rel, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
-            return QueryResult(
-                ctx.text,
-                mode,
-                self.view.name,
-                [],
-                fallback=relevance.abstention_note(best, minimum),
-                query_id=ids.query_id(ctx.text, self.view.name, now().isoformat()),
-                profile=prof.name,
-                no_answer=True,
-            )
+            return self._abstained(ctx.text, mode, prof, relevance.abstention_note(best, minimum))
+        wrong = self._misattributed(ctx.text) if minimum > 0 else None
+        if wrong is not None:
+            return self._abstained(ctx.text, mode, prof, wrong.note)
         ranking = modes.get(mode).rank(ctx)
         return self._result(ctx, ranking, top_k, domains, prof, rel)
+
+    def _abstained(
+        self, text: str, mode: str, prof: profiles.ScoringProfile, note: str
+    ) -> QueryResult:
+        """A ``no_answer`` result with no passages and ``note`` as its one line."""
+        return QueryResult(
+            text,
+            mode,
+            self.view.name,
+            [],
+            fallback=note,
+            query_id=ids.query_id(text, self.view.name, now().isoformat()),
+            profile=prof.name,
+            no_answer=True,
+        )
+
+    def _misattributed(self, text: str) -> attribution.Misattributed | None:
+        """The attribution check of a conversation snapshot (see :mod:`.attribution`)."""
+        cfg = self.config.attribution
+        if not cfg.enabled or self.view.sequenced <= 0:
+            return None
+        if self._participants is None:
+            self._participants = attribution.Participants.of(self.view, cfg)
+        return attribution.check(
+            text,
+            self._participants,
+            self.view.fact_vectors,
+            lambda s: self.embedder.embed([s])[0],
+            cfg,
+        )
 
     def _result(
         self,

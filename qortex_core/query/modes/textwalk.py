@@ -37,6 +37,16 @@ def text_teleport(text: np.ndarray, n_phrases: int, seeds: int) -> np.ndarray:
     return teleport
 
 
+def with_fact_seeds(teleport: np.ndarray, facts: np.ndarray | None, weight: float) -> np.ndarray:
+    """(n_nodes,) ``teleport`` and the linked facts' restart vector, each summing to 1, added
+    with ``weight`` on the facts' (``teleport`` alone when no fact was linked)."""
+    if facts is None or float(facts.sum()) <= 0:
+        return teleport
+    total = float(teleport.sum())
+    out = teleport / total if total > 0 else np.zeros_like(teleport)
+    return (out + np.float32(weight) * facts / np.float32(facts.sum())).astype(np.float32)
+
+
 @dataclass(frozen=True)
 class TextWalk:
     name: str = "textwalk"
@@ -50,6 +60,8 @@ class TextWalk:
         text = ctx.text_scores()  # (n_passages,)
         cfg = ctx.config.textwalk
         teleport = text_teleport(text, ctx.view.n_phrases, cfg.seeds)
+        if cfg.fact_weight > 0 and ctx.view.has_facts:
+            teleport = with_fact_seeds(teleport, ctx.seeding().teleport, cfg.fact_weight)
         ppr = personalized_pagerank(ctx.walk, teleport, ctx.config.ppr)[ctx.view.n_phrases :]
         final = text + np.float32(cfg.walk_weight) * min_max(ppr)  # (n_passages,)
         parts = {"text": text, "ppr": ppr, "dense": ctx.dense, "lexical": bm25}
