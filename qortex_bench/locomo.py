@@ -180,7 +180,8 @@ def _observations(data: dict, known: set[str]) -> list[Observation]:
             for item in items if isinstance(items, list) else []:
                 if not isinstance(item, list) or not item or not isinstance(item[0], str):
                     continue
-                cited = [e for e in normalize_evidence(item[1:]) if e in known]
+                raw = [e for x in item[1:] for e in (x if isinstance(x, list) else [x])]
+                cited = [e for e in normalize_evidence(raw) if e in known]
                 if cited and item[0].strip() and str(speaker).strip():
                     out.append(Observation(str(speaker).strip(), " ".join(item[0].split()),
                                            tuple(cited)))  # fmt: skip
