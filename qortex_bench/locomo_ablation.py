@@ -34,10 +34,12 @@ class GraphVariant:
     name: str  # appended to each row's name ("" for the default graph)
     graph: GraphConfig
     rows: tuple[Variant, ...]
+    observations: bool = True  # the files' observations as recorded facts (else offline only)
 
 
 def locomo_variants(base: RetrievalConfig = RetrievalConfig()) -> list[GraphVariant]:
-    """The LoCoMo rows: every mode, the ``textwalk`` parameters and the sequence edges."""
+    """The LoCoMo rows: every mode, the ``textwalk`` parameters, the attribution check, the
+    sequence edges and the recorded observations."""
     r = dataclasses.replace
     tw = base.textwalk
 
@@ -54,8 +56,21 @@ def locomo_variants(base: RetrievalConfig = RetrievalConfig()) -> list[GraphVari
         Variant("textwalk, 50 seeds", textwalk(seeds=50), "textwalk"),
         Variant("textwalk, walk weight 0.25", textwalk(walk_weight=0.25), "textwalk"),
         Variant("textwalk, walk weight 1.0", textwalk(walk_weight=1.0), "textwalk"),
+        Variant("textwalk, no fact seeds", textwalk(fact_weight=0.0), "textwalk"),
+        Variant("textwalk, fact weight 0.5", textwalk(fact_weight=0.5), "textwalk"),
+        Variant("textwalk, fact weight 2.0", textwalk(fact_weight=2.0), "textwalk"),
         Variant("auto mode (defaults)", base, "auto"),
         Variant("auto without the textwalk route", textwalk(route_share=2.0), "auto"),
+    ]
+    at = base.attribution
+
+    def attribution(**change) -> RetrievalConfig:
+        return r(base, attribution=r(at, **change))
+
+    check = [
+        Variant("auto, no attribution check", attribution(enabled=False), "auto"),
+        Variant("auto, attribution margin 0.03", attribution(margin=0.03), "auto"),
+        Variant("auto, attribution margin 0.08", attribution(margin=0.08), "auto"),
     ]
     seq = GraphConfig().sequence
 
@@ -64,7 +79,7 @@ def locomo_variants(base: RetrievalConfig = RetrievalConfig()) -> list[GraphVari
 
     only_walk = (Variant("textwalk mode", base, "textwalk"),)
     return [
-        GraphVariant("", GraphConfig(), tuple(modes + walk)),
+        GraphVariant("", GraphConfig(), tuple(modes + walk + check)),
         GraphVariant(
             ", no sequence edges",
             GraphConfig(sequence=SequenceConfig(weight=0.0)),
@@ -73,6 +88,16 @@ def locomo_variants(base: RetrievalConfig = RetrievalConfig()) -> list[GraphVari
         GraphVariant(", sequence weight 1.0", graph(weight=1.0), only_walk),
         GraphVariant(", sequence window 1", graph(window=1), only_walk),
         GraphVariant(", sequence window 5", graph(window=5), only_walk),
+        GraphVariant(
+            ", offline extractor only (no observations)",
+            GraphConfig(),
+            (
+                Variant("textwalk mode", base, "textwalk"),
+                Variant("auto mode", base, "auto"),
+                Variant("textwalk, no fact seeds", textwalk(fact_weight=0.0), "textwalk"),
+            ),
+            observations=False,
+        ),  # fmt: skip
     ]
 
 
@@ -83,7 +108,8 @@ def run_locomo_ablation(
     variants: Sequence[GraphVariant],
     ks: Sequence[int] = (1, 2, 5, 10),
 ) -> list[dict]:
-    """Evidence recall@k (categories 1-4) and the adversarial abstention share of each row."""
+    """Evidence recall@k (categories 1-4) and the share of adversarial (category 5) and of
+    answerable questions answered ``no_answer``, per row."""
     from qortex_core.query.retriever import Retriever
 
     convs = load_conversations(files)
@@ -93,7 +119,9 @@ def run_locomo_ablation(
     rows = []
     for gv in [*variants, GraphVariant("", GraphConfig(), ())]:  # the default graph last
         for conv in convs:
-            index_conversation(conv, home, embedder, graph_config=gv.graph)
+            index_conversation(
+                conv, home, embedder, graph_config=gv.graph, observations=gv.observations
+            )
         for v in gv.rows:
             setup = LocomoSetup(tuple(files), home, (v.mode,), tuple(ks))
             tally = Tally([])
@@ -103,5 +131,13 @@ def run_locomo_ablation(
                 )
                 ask_questions(retriever, conv, vecs, v.mode, setup, tally)
             result = summary(tally, ks, answerable, adversarial)
-            rows.append({"variant": v.name + gv.name, **result["recall"]})
+            shares = result["abstention"]
+            rows.append(
+                {
+                    "variant": v.name + gv.name,
+                    **result["recall"],
+                    "cat. 5 no_answer": shares["adversarial_no_answer"] or 0.0,
+                    "cat. 1-4 no_answer": shares["answerable_no_answer"] or 0.0,
+                }
+            )
     return rows

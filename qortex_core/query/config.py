@@ -63,7 +63,7 @@ class TextWalkConfig:
     seeds: int = 20
     walk_weight: float = 0.5
     route_share: float = 0.5
-    fact_weight: float = 0.0
+    fact_weight: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.stages import build_index
 from qortex_core.query import modes
 from qortex_core.query.config import RetrievalConfig, TextWalkConfig
-from qortex_core.query.modes.textwalk import text_teleport
+from qortex_core.query.modes.textwalk import text_teleport, with_fact_seeds
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import LanceStore
@@ -57,6 +57,16 @@ def test_text_teleport_puts_mass_on_the_best_passages_only():
     teleport = text_teleport(text, n_phrases=3, seeds=2)
     assert teleport.shape == (7,) and not teleport[:3].any()
     assert teleport[3 + 1] > teleport[3 + 2] > 0 and teleport[3] == teleport[3 + 3] == 0
+
+
+def test_fact_seeds_add_their_share_of_restart_mass():
+    text = np.array([0, 0, 0, 3, 1], np.float32)  # two phrases, then three passages
+    facts = np.array([2, 2, 0, 0, 0], np.float32)
+    both = with_fact_seeds(text, facts, weight=1.0)
+    np.testing.assert_allclose(both, [0.5, 0.5, 0, 0.75, 0.25])  # each half of the mass
+    np.testing.assert_allclose(with_fact_seeds(text, facts, 0.5), [0.25, 0.25, 0, 0.75, 0.25])
+    np.testing.assert_array_equal(with_fact_seeds(text, None, 1.0), text)  # no linked fact
+    np.testing.assert_array_equal(with_fact_seeds(text, np.zeros(5, np.float32), 1.0), text)
 
 
 def test_the_walk_reaches_the_reply_to_the_turns_the_query_names(chat_home, tmp_path, embedder):
