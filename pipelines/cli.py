@@ -119,7 +119,7 @@ def _eval_locomo(args: argparse.Namespace) -> int:
         args.modes or modes.names(),
         args.k,
         via=args.locomo_via,
-        observations=args.extractor != "offline",  # recorded (the default): the observations
+        observations=args.extractor == "recorded",  # the default: the files' observations
     )
     report = run_locomo(setup, progress=Progress(), retrieval_config=_retrieval_config(args))
     emit_report(report, args.json)
@@ -308,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # stderr: our progress lines and one error line only
     args = build_parser().parse_args(argv)
     if getattr(args, "extractor", "x") is None:
-        args.extractor = "recorded" if args.openie else "offline"
+        # recorded LLM output when there is some: --openie, or LoCoMo files' observations
+        args.extractor = "recorded" if args.openie or getattr(args, "locomo", None) else "offline"
     try:
         from qortex_core.settings import get_settings
 

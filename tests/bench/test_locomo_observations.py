@@ -124,3 +124,20 @@ def test_without_observations_nothing_says_who_did_what(chat, tmp_path, embedder
     report = run_locomo(setup, embedder=embedder)
     assert report["abstention"]["auto"]["adversarial_no_answer"] == 0.0
     assert report["conversations"][0]["observations"] == 0
+
+
+def test_cli_eval_replays_observations_unless_offline(chat, tmp_path):
+    from pipelines.cli import main
+
+    def run(*extra: str) -> dict:
+        out = tmp_path / f"report{len(extra)}.json"
+        home = tmp_path / f"h{len(extra)}"
+        argv = ["eval", "--locomo", str(chat), "--home", str(home), "--modes", "auto", "--k", "1",
+                "--locomo-via", "documents", "--json", str(out), *extra]  # fmt: skip
+        assert main(argv) == 0
+        return json.loads(out.read_text())
+
+    default, offline = run(), run("--extractor", "offline")
+    assert default["observations"] is True and default["conversations"][0]["observations"] == 4
+    assert default["abstention"]["auto"]["adversarial_no_answer"] == 1.0
+    assert offline["observations"] is False and offline["conversations"][0]["observations"] == 0
