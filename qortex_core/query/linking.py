@@ -14,7 +14,6 @@ from qortex_core.query.seeding import (
     lexical_seed_weights,
     link_scores,
     min_max,
-    passage_context,
     phrase_seed_weights,
     teleport_vector,
     top_indices,
@@ -48,7 +47,7 @@ def link_facts(
     fact_scores = cosine(view.fact_vectors, vector)  # (n_facts,)
     # (n_facts,) cosine + fact_context x best cosine among each fact's source passages
     linking = (
-        link_scores(fact_scores, passage_context(dense, *view.fact_passages), config.fact_context)
+        link_scores(fact_scores, view.fact_sources.context(dense), config.fact_context)
         if config.fact_context > 0
         else fact_scores
     )

@@ -5,6 +5,7 @@ Each step is pure; :class:`qortex_core.query.retriever.Retriever` chains them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -142,25 +143,74 @@ def lexical_seed_weights(
     return out
 
 
+@dataclass(frozen=True)
+class FactSources:
+    """The passages each fact was extracted from, laid out for a per-query max by gathers.
+
+    Almost every fact has one source passage, so its context is one gather ``dense[first]``;
+    the few further sources are folded in with ``np.maximum.at`` (a CSR ``reduceat`` over every
+    fact costs a boolean mask, a compaction and a scatter per query: 25 ms against 4 ms for
+    1.45M facts).
+
+    Attributes:
+        first: (n_facts,) int32 first source passage of each fact (0 for a fact without one).
+        rest_facts: (m,) fact of every further source (its second, third, ... passage).
+        rest_passages: (m,) that passage.
+        empty: (e,) facts without a source passage (context 0).
+    """
+
+    first: np.ndarray
+    rest_facts: np.ndarray
+    rest_passages: np.ndarray
+    empty: np.ndarray
+
+    @classmethod
+    def of(cls, indptr: np.ndarray, indices: np.ndarray) -> "FactSources":
+        """From the CSR (n_facts, n_passages) of fact sources; ``indices`` is used as ``first``
+        without a copy when every fact has exactly one source (a memory-mapped snapshot stays
+        shared)."""
+        n_facts = int(indptr.shape[0]) - 1
+        counts = np.diff(indptr)  # (n_facts,)
+        if indices.shape[0] == n_facts and bool((counts == 1).all()):
+            none = np.zeros(0, np.int64)
+            return cls(indices, none, none.astype(indices.dtype), none)
+        empty = np.flatnonzero(counts == 0)
+        first = np.zeros(n_facts, np.int32)  # (n_facts,) 0 for a fact without a source
+        if indices.shape[0]:
+            at = np.minimum(indptr[:-1], indices.shape[0] - 1)  # (n_facts,) each row's start
+            first = np.where(counts > 0, indices[at], 0).astype(np.int32)
+        further = np.ones(indices.shape[0], bool)  # (nnz,) every source but each fact's first
+        further[indptr[:-1][counts > 0]] = False
+        rest_facts = np.repeat(np.arange(n_facts), counts)[further]
+        return cls(first, rest_facts, indices[further], empty)
+
+    def context(self, dense: np.ndarray) -> np.ndarray:
+        """(n_facts,) best dense score among each fact's source passages (0 for none).
+
+        Args:
+            dense: (n_passages,) query-to-passage cosine.
+        """
+        if dense.shape[0] == 0:
+            return np.zeros(self.first.shape[0], np.float32)
+        out = np.asarray(dense, np.float32)[self.first]  # (n_facts,) gather of first sources
+        if self.rest_facts.size:  # (m,) further sources, max-folded in place
+            np.maximum.at(out, self.rest_facts, dense[self.rest_passages])
+        out[self.empty] = 0.0
+        return out
+
+
 def passage_context(
     dense: np.ndarray, fact_passage_indptr: np.ndarray, fact_passage_indices: np.ndarray
 ) -> np.ndarray:
     """Best dense score among the passages each fact was extracted from (0 for a fact with none).
 
+    The retriever keeps the :class:`FactSources` of its snapshot and calls its ``context``.
+
     Args:
         dense: (n_passages,) query-to-passage cosine.
         fact_passage_indptr, fact_passage_indices: CSR (n_facts, n_passages) of fact sources.
     """
-    n_facts = fact_passage_indptr.shape[0] - 1
-    out = np.zeros(n_facts, np.float32)
-    starts, ends = fact_passage_indptr[:-1], fact_passage_indptr[1:]
-    nonempty = ends > starts
-    if fact_passage_indices.size and nonempty.any():
-        # segments of the non-empty rows tile the indices array, so reduceat splits it exactly
-        out[nonempty] = np.maximum.reduceat(
-            dense[fact_passage_indices], starts[nonempty]
-        )  # (nnz,) -> (n_facts,)
-    return out
+    return FactSources.of(fact_passage_indptr, fact_passage_indices).context(dense)
 
 
 def link_scores(fact_scores: np.ndarray, context: np.ndarray, weight: float) -> np.ndarray:
@@ -170,7 +220,9 @@ def link_scores(fact_scores: np.ndarray, context: np.ndarray, weight: float) -> 
     """
     if weight <= 0 or context.shape != fact_scores.shape:
         return fact_scores
-    return (fact_scores + weight * context).astype(np.float32)  # (n_facts,)
+    out = np.multiply(context, np.float32(weight), dtype=np.float32)  # (n_facts,)
+    out += fact_scores
+    return out
 
 
 def add_dense_term(ppr_scores: np.ndarray, dense: np.ndarray, dense_weight: float) -> np.ndarray:

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from qortex_core.query.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
 from qortex_core.query.ppr_cg import compressed_view
 from qortex_core.query.rules import RuleIndex
-from qortex_core.query.seeding import phrase_key
+from qortex_core.query.seeding import FactSources, phrase_key
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
@@ -36,6 +36,7 @@ class SnapshotView:
         passage_count: (n_phrases,) passages each phrase was extracted from.
         text_count: (n_phrases,) passage-text frequency, never below ``passage_count``.
         fact_passages: CSR (indptr, indices) of each fact's source passages.
+        fact_sources: the same sources laid out for the per-query context max (gathers).
         node_ids, node_names: per node, read on demand from the nodes table.
         passages: passage rows (id, title, text, domain, ...) as dicts, read on demand.
         facts: the facts table.
@@ -57,6 +58,7 @@ class SnapshotView:
     passage_count: np.ndarray
     text_count: np.ndarray
     fact_passages: tuple[np.ndarray, np.ndarray]
+    fact_sources: FactSources
     node_ids: ArrowStrings
     node_names: ArrowStrings
     passages: ArrowRows
@@ -81,6 +83,7 @@ class SnapshotView:
         passage_count = np.asarray(a.phrase_passage_count, dtype=np.float32)
         text_count = np.asarray(a.phrase_text_frequency, dtype=np.float32)
         names = ArrowStrings(t.nodes["name"])
+        fact_passages = (np.asarray(a.fact_passage_indptr), np.asarray(a.fact_passage_indices))
         return cls(
             name=snapshot.manifest["name"],
             n_phrases=n_phrases,
@@ -91,7 +94,8 @@ class SnapshotView:
             passage_count=passage_count,
             # verbatim seeds' specificity: text frequency, never below the extracted count
             text_count=np.maximum(text_count, passage_count),
-            fact_passages=(np.asarray(a.fact_passage_indptr), np.asarray(a.fact_passage_indices)),
+            fact_passages=fact_passages,
+            fact_sources=FactSources.of(*fact_passages),
             node_ids=ArrowStrings(t.nodes["id"]),
             node_names=names,
             passages=ArrowRows(t.passages),

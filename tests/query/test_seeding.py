@@ -12,7 +12,13 @@ from qortex_core.errors import SnapshotError
 from qortex_core.ingest.graph import fact_passage_csr
 from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.query.retriever import RetrievalConfig, Retriever
-from qortex_core.query.seeding import dense_first, link_scores, passage_context, top_indices
+from qortex_core.query.seeding import (
+    FactSources,
+    dense_first,
+    link_scores,
+    passage_context,
+    top_indices,
+)
 from qortex_core.storage import ids
 from qortex_core.storage import snapshot as snap
 
@@ -37,6 +43,30 @@ def test_passage_context_without_sources():
         0,
     ]
     assert passage_context(dense, np.zeros(1, np.int64), np.zeros(0, np.int32)).shape == (0,)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fact_sources_context_is_the_max_over_each_facts_passages(seed):
+    rng = np.random.default_rng(seed)
+    counts = rng.choice([0, 1, 1, 1, 2, 3], size=200)  # some facts without, some with several
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = rng.integers(0, 50, size=int(indptr[-1])).astype(np.int32)
+    dense = (rng.random(50) * 2 - 1).astype(np.float32)  # cosines, negative ones too
+    want = [
+        max(dense[indices[s:e]], default=0.0) for s, e in zip(indptr[:-1], indptr[1:])
+    ]  # by hand, fact by fact
+    got = FactSources.of(indptr, indices).context(dense)
+    assert got.dtype == np.float32 and got.tolist() == np.array(want, np.float32).tolist()
+
+
+def test_fact_sources_share_one_source_per_fact_indices():
+    indices = np.array([2, 0, 1, 2], np.int32)  # a memory-mapped snapshot's column, one per fact
+    sources = FactSources.of(np.arange(5, dtype=np.int64), indices)
+    assert np.shares_memory(sources.first, indices)
+    dense = np.array([0.1, -0.2, 0.7], np.float32)
+    assert sources.context(dense).tolist() == dense[indices].tolist()
+    empty = FactSources.of(np.zeros(3, np.int64), np.zeros(0, np.int32))  # two facts, no sources
+    assert empty.context(dense).tolist() == [0.0, 0.0]
 
 
 def test_link_scores_prefer_the_fact_whose_passage_matches():

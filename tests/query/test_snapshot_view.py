@@ -40,8 +40,9 @@ def test_view_holds_arrow_and_numpy_only(toy_home, embedder):
         value = getattr(view, f.name)
         if f.name == "rule_index" or isinstance(value, (str, int, float)):
             continue
-        if f.name == "fact_passages":
-            assert all(isinstance(a, np.ndarray) for a in value)
+        if f.name in ("fact_passages", "fact_sources"):
+            arrays = value if f.name == "fact_passages" else vars(value).values()
+            assert all(isinstance(a, np.ndarray) for a in arrays)
             continue
         assert isinstance(value, allowed), f.name
         assert not _python_containers(value, n), f.name
