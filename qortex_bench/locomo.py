@@ -22,6 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
+from qortex_bench.locomo_facts import (
+    Observation,
+    extractor_for,
+    normalize_evidence,
+    read_observations,
+)
 from qortex_bench.locomo_score import CATEGORIES, evidence_recall
 from qortex_bench.locomo_score import Tally as _Tally
 from qortex_bench.locomo_score import summary as _summary
@@ -31,7 +37,6 @@ from qortex_core.storage.model import Passage
 
 ADVERSARIAL = 5
 _SESSION = re.compile(r"^session_(\d+)$")
-_TURN_ID = re.compile(r"^D:?(\d+):(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -50,16 +55,6 @@ class Turn:
         """The text stored for this turn: speaker, words, and the caption of a shared photo."""
         photo = f" [shares a photo: {self.caption}]" if self.caption else ""
         return f"{self.speaker}: {self.text}{photo}"
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One of the file's per-speaker observations (``session_N_observation``): a statement
-    about ``speaker`` written from the turns ``evidence`` cites (the dataset's LLM output)."""
-
-    speaker: str
-    text: str
-    evidence: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -96,18 +91,6 @@ def session_time(text: str) -> str:
     except ValueError:
         raise DatasetError(f"session date {text!r} is not like '1:56 pm on 8 May, 2023'") from None
     return when.replace(tzinfo=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def normalize_evidence(raw: object) -> list[str]:
-    """Turn ids from an ``evidence`` list: ``"D8:6; D9:17"`` split, ``D:11:26`` read as
-    ``D11:26``, stray spaces dropped; entries that are no turn id are left out."""
-    out: list[str] = []
-    for item in raw if isinstance(raw, list) else [raw]:
-        for part in re.split(r"[;,]", str(item or "")):
-            m = _TURN_ID.match("".join(part.split()))
-            if m and f"D{m.group(1)}:{m.group(2)}" not in out:
-                out.append(f"D{m.group(1)}:{m.group(2)}")
-    return out
 
 
 def tenant_name(path: Path, taken: set[str]) -> str:
@@ -168,48 +151,6 @@ def _turns(data: dict, path: Path) -> list[Turn]:
     return out
 
 
-def _observations(data: dict, known: set[str]) -> list[Observation]:
-    """The ``session_N_observation`` statements that cite at least one turn of ``known``;
-    malformed entries are skipped (the field is optional)."""
-    out: list[Observation] = []
-    for key in sorted(k for k in data if re.fullmatch(r"session_\d+_observation", k)):
-        by_speaker = data[key]
-        if not isinstance(by_speaker, dict):
-            continue
-        for speaker, items in by_speaker.items():
-            for item in items if isinstance(items, list) else []:
-                if not isinstance(item, list) or not item or not isinstance(item[0], str):
-                    continue
-                raw = [e for x in item[1:] for e in (x if isinstance(x, list) else [x])]
-                cited = [e for e in normalize_evidence(raw) if e in known]
-                if cited and item[0].strip() and str(speaker).strip():
-                    out.append(Observation(str(speaker).strip(), " ".join(item[0].split()),
-                                           tuple(cited)))  # fmt: skip
-    return out
-
-
-def recorded_facts(conv: Conversation) -> dict[str, list[tuple[str, str, str]]]:
-    """Turn text (as stored, :attr:`Turn.memory_text`) -> the facts its observations give:
-    ``(speaker, "observed", statement)``, the recorded extraction of a conversation."""
-    text_of = {t.dia_id: t.memory_text for t in conv.turns}
-    out: dict[str, list[tuple[str, str, str]]] = {}
-    for obs in conv.observations:
-        for dia_id in obs.evidence:
-            out.setdefault(text_of[dia_id], []).append((obs.speaker, "observed", obs.text))
-    return out
-
-
-def extractor_for(conv: Conversation, recorded: bool):
-    """The offline extractor, with the conversation's observations as recorded facts when
-    ``recorded`` and the file has any."""
-    from qortex_core.ingest.extract import OfflineExtractor, WithRecordedFacts
-
-    facts = recorded_facts(conv) if recorded else {}
-    if not facts:
-        return OfflineExtractor()
-    return WithRecordedFacts(OfflineExtractor(), facts, "locomo-observations")
-
-
 def load_conversation(path: str | Path, name: str | None = None) -> Conversation:
     """A LoCoMo conversation file (original release format, one conversation).
 
@@ -239,7 +180,7 @@ def load_conversation(path: str | Path, name: str | None = None) -> Conversation
             dropped += 1
     return Conversation(
         name or tenant_name(path, set()), path, tuple(turns), tuple(answerable),
-        tuple(adversarial), dropped, tuple(_observations(data, known)),
+        tuple(adversarial), dropped, tuple(read_observations(data, known)),
     )  # fmt: skip
 
 

@@ -121,9 +121,9 @@ def remember_conversation(
     conv: Conversation, home: Path, embedder, graph_config=None, observations: bool = True
 ) -> tuple[dict, dict[str, str]]:
     """Write a conversation as memories and consolidate them (``observations``: the file's
-    observations as recorded facts, :func:`~qortex_bench.locomo.extractor_for`); its index
+    observations as recorded facts, :func:`~qortex_bench.locomo_facts.extractor_for`); its index
     report and the passage of each turn (dia_id -> passage id)."""
-    from qortex_bench.locomo import extractor_for
+    from qortex_bench.locomo_facts import extractor_for
     from qortex_core.memory.records import DOC_PREFIX
     from qortex_core.storage import snapshot as snap
     from qortex_core.storage.tenants import tenant_home

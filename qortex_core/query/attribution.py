@@ -108,6 +108,25 @@ class Misattributed:
         )
 
 
+class Checker:
+    """The check as a retriever runs it: participants read at the first query that needs them.
+
+    Args:
+        view: the snapshot's arrays; embed: unit embedding of one text.
+    """
+
+    def __init__(self, view: SnapshotView, embed: Callable[[str], np.ndarray]) -> None:
+        self.view, self.embed = view, embed
+        self._participants: Participants | None = None
+
+    def __call__(self, text: str, config: AttributionConfig) -> Misattributed | None:
+        if not config.enabled or self.view.sequenced <= 0:
+            return None
+        if self._participants is None:
+            self._participants = Participants.of(self.view, config)
+        return check(text, self._participants, self.view.fact_vectors, self.embed, config)
+
+
 def _name_pattern(name: str) -> re.Pattern[str]:
     return re.compile(r"\b" + re.escape(name) + r"(?:'s|\u2019s)?\b")
 

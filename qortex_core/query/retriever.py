@@ -103,7 +103,8 @@ class Retriever:
         self.lexical = LexicalIndex.open(
             getattr(store, "db", None), self.view, snapshot.manifest
         )  # the snapshot's BM25 index (None: store-less or built before the channel)
-        self._participants: attribution.Participants | None = None  # read at first need
+        # a conversation's question about the wrong participant answers no_answer
+        self.attribution = attribution.Checker(self.view, lambda s: self.embedder.embed([s])[0])
 
     # the snapshot's arrays, as callers and benchmarks read them
     n_phrases = property(lambda self: self.view.n_phrases)
@@ -303,7 +304,7 @@ class Retriever:
         best = relevance.best(rel, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
             return self._abstained(ctx.text, mode, prof, relevance.abstention_note(best, minimum))
-        wrong = self._misattributed(ctx.text) if minimum > 0 else None
+        wrong = self.attribution(ctx.text, self.config.attribution) if minimum > 0 else None
         if wrong is not None:
             return self._abstained(ctx.text, mode, prof, wrong.note)
         ranking = modes.get(mode).rank(ctx)
@@ -313,31 +314,11 @@ class Retriever:
         self, text: str, mode: str, prof: profiles.ScoringProfile, note: str
     ) -> QueryResult:
         """A ``no_answer`` result with no passages and ``note`` as its one line."""
+        qid = ids.query_id(text, self.view.name, now().isoformat())
         return QueryResult(
-            text,
-            mode,
-            self.view.name,
-            [],
-            fallback=note,
-            query_id=ids.query_id(text, self.view.name, now().isoformat()),
-            profile=prof.name,
+            text, mode, self.view.name, [], fallback=note, query_id=qid, profile=prof.name,
             no_answer=True,
-        )
-
-    def _misattributed(self, text: str) -> attribution.Misattributed | None:
-        """The attribution check of a conversation snapshot (see :mod:`.attribution`)."""
-        cfg = self.config.attribution
-        if not cfg.enabled or self.view.sequenced <= 0:
-            return None
-        if self._participants is None:
-            self._participants = attribution.Participants.of(self.view, cfg)
-        return attribution.check(
-            text,
-            self._participants,
-            self.view.fact_vectors,
-            lambda s: self.embedder.embed([s])[0],
-            cfg,
-        )
+        )  # fmt: skip
 
     def _result(
         self,

@@ -8,13 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qortex_bench.locomo import (
-    LocomoSetup,
-    extractor_for,
-    load_conversation,
-    recorded_facts,
-    run_locomo,
-)
+from qortex_bench.locomo import LocomoSetup, load_conversation, run_locomo
+from qortex_bench.locomo_facts import extractor_for, recorded_facts
 from qortex_core.ingest.extract import OfflineExtractor, WithRecordedFacts
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage.model import Passage
