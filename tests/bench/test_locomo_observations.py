@@ -136,3 +136,14 @@ def test_cli_eval_replays_observations_unless_offline(chat, tmp_path):
     assert default["observations"] is True and default["conversations"][0]["observations"] == 4
     assert default["abstention"]["auto"]["adversarial_no_answer"] == 1.0
     assert offline["observations"] is False and offline["conversations"][0]["observations"] == 0
+
+
+def test_observations_of_a_released_locomo10_row(tmp_path):
+    # locomo10.json rows keep the turns under "conversation" and observations under "observation"
+    seen = {k: v for k, v in CHAT.items() if k.endswith("_observation")}
+    turns = {k: v for k, v in CHAT.items() if k != "qa" and k not in seen}
+    row = {"sample_id": "x", "conversation": turns, "observation": seen, "qa": CHAT["qa"]}
+    path = tmp_path / "row.json"
+    path.write_text(json.dumps(row))
+    conv = load_conversation(path)
+    assert len(conv.turns) == 6 and len(conv.observations) == 4
