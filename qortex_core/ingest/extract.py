@@ -10,7 +10,7 @@ from typing import Protocol, Sequence
 
 from qortex_core.errors import DatasetError
 from qortex_core.storage import ids
-from qortex_core.storage.model import Concept, Extraction, Fact, Passage, Rule
+from qortex_core.storage.model import SPEAKER_LABEL, Concept, Extraction, Fact, Passage, Rule
 from qortex_core.storage.source_files import read_bounded
 
 OPENIE_MAX_BYTES = 4 << 30  # an OpenIE file larger than 4 GiB is refused, not read
@@ -114,7 +114,7 @@ _STOP_CAPS = {
     "Then",
     "Later",
 }
-_SPEAKER_LABEL = re.compile(r"^[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}:\s+")
+_SPEAKER_LABEL = re.compile(SPEAKER_LABEL)
 _RULE_CUES = re.compile(
     r"\b(should|must|always|never|do not|don't|avoid|prefer|required|recommended)\b", re.I
 )

@@ -31,9 +31,7 @@ import pyarrow.compute as pc
 
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage import ids
-
-# "Name: " or "Mary Ann: " opening a turn
-_HEAD = r"^(?P<name>[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s"
+from qortex_core.storage.model import SPEAKER_LABEL
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ class Participants:
         """The participants of a conversation snapshot (none for any other snapshot)."""
         if view.sequenced <= 0 or view.n_passages == 0 or view.fact_nodes.shape[0] == 0:
             return cls((), {})
-        heads = pc.extract_regex(view.passages.table["text"], _HEAD)
+        heads = pc.extract_regex(view.passages.table["text"], SPEAKER_LABEL)
         counts = pc.value_counts(pc.struct_field(heads, "name").drop_null()).to_pylist()
         names = tuple(
             c["values"]

@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 from qortex_core.storage import ids
 
+# A dialogue turn is stored as "Name: text" ("Mary Ann: ..."): the speaker label, group "name".
+# The offline extractor skips it; the attribution check reads participants from it.
+SPEAKER_LABEL = r"^(?P<name>[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s+"
+
 
 class RelationType(str, enum.Enum):
     """Typed relation between two concepts; the free-text predicate rides along."""
