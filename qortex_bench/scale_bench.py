@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig
 from qortex_core.ingest.stages import STAGES as INGEST_STAGES
 
 STAGES = tuple(stage.name for stage in INGEST_STAGES if stage.run is not None)  # after documents
@@ -95,7 +96,7 @@ def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dic
     elif stage == "synonym_edges":
         extra["rows"] = st.build_synonyms(store)
     elif stage == "graph_snapshot":
-        path = st.build_snapshot(store, home, f"hash-{dim}").path
+        path = st.build_snapshot(store, home, HashEmbedder(HashEmbedderConfig(dim)).name).path
         extra["snapshot_mb"] = round(_du(path) / 2**20, 2)
     out = {
         "seconds": round(time.perf_counter() - start, 3),
@@ -282,7 +283,7 @@ def run_ladder(config: ScaleConfig) -> dict:
         rows.append(run_size(config, n))
         _say(f"bench scale: {n} passages done in {time.perf_counter() - start:.1f} s")
     return {
-        "embedder": f"hash-{config.dim}",
+        "embedder": HashEmbedder(HashEmbedderConfig(config.dim)).name,
         "extractor": "offline",
         "queries_per_mode": config.queries,
         "sizes": rows,

@@ -35,6 +35,7 @@ _NAME_SYLLABLES = (
     "kal or ven dra mis tor bel an gar eth ul sor nim rath quel ost ira dun vel cas hal ber"
 ).split()
 _STARTERS = ("The", "In", "After", "During", "However", "Later")
+_QUALIFIERS = ("Company", "River", "Festival", "Station", "Society", "Museum", "Trust", "Park")
 
 
 def _spell(rank: int, syllables: list[str], min_syllables: int) -> str:
@@ -62,6 +63,9 @@ class SynthConfig:
         words: inclusive range of lower-case words per sentence.
         mentions: inclusive range of entity mentions per sentence.
         rule_rate: share of sentences with an advice cue (they become rules).
+        variant_rate: share of mentions that add the entity's qualifier ("Anan Dunbermis
+            Company"), a second name of the same entity as real corpora have them (the synonym
+            edges' source: with the hashing embedder only shared words make close vectors).
     """
 
     passages: int
@@ -74,6 +78,7 @@ class SynthConfig:
     words: tuple[int, int] = (6, 14)
     mentions: tuple[int, int] = (1, 3)
     rule_rate: float = 0.03
+    variant_rate: float = 0.2
 
     def __post_init__(self) -> None:
         if self.passages < 1:
@@ -119,8 +124,16 @@ class SynthCorpus:
         # passages cover the pool in a scattered order; later passages revisit entities
         return (i * 2654435761) % self.n_entities
 
-    def _entities(self, i: int) -> tuple[int, list[list[int]], list[np.ndarray], list[bool]]:
-        """Passage i's title entity, mentions per sentence, word ranks per sentence, rule flags."""
+    def mention(self, rank: int, variant: bool) -> str:
+        """How entity ``rank`` is named: its name, or its name and its qualifier."""
+        name = self.entity_name(rank)
+        return f"{name} {_QUALIFIERS[rank % len(_QUALIFIERS)]}" if variant else name
+
+    def _entities(
+        self, i: int
+    ) -> tuple[int, list[list[int]], list[np.ndarray], list[bool], list[list[bool]]]:
+        """Passage i's title entity, mentions per sentence, word ranks per sentence, rule flags,
+        variant flags per mention."""
         cfg = self.config
         rng = np.random.default_rng([cfg.seed, i])
         n_sent = int(rng.integers(cfg.sentences[0], cfg.sentences[1] + 1))
@@ -129,19 +142,21 @@ class SynthCorpus:
         words = np.searchsorted(self._word_cdf, rng.random(int(n_words.sum())))  # (words,)
         ents = np.searchsorted(self._entity_cdf, rng.random(int(n_ment.sum())))  # (mentions,)
         rules = (rng.random(n_sent) < cfg.rule_rate).tolist()
+        variant = (rng.random(len(ents)) < cfg.variant_rate).tolist()  # (mentions,)
         w_at = np.concatenate([[0], np.cumsum(n_words)])
         e_at = np.concatenate([[0], np.cumsum(n_ment)])
         mentions = [ents[e_at[s] : e_at[s + 1]].tolist() for s in range(n_sent)]
         ranks = [words[w_at[s] : w_at[s + 1]] for s in range(n_sent)]
-        return self._title_entity(i), mentions, ranks, rules
+        variants = [variant[e_at[s] : e_at[s + 1]] for s in range(n_sent)]
+        return self._title_entity(i), mentions, ranks, rules, variants
 
     def passage(self, i: int) -> Passage:
         """Passage ``i``: sentences interleaving its entities with Zipf-distributed words."""
-        title_rank, mentions, ranks, rules = self._entities(i)
+        title_rank, mentions, ranks, rules, variants = self._entities(i)
         title = self.entity_name(title_rank)
         sentences = []
         for s, (ments, words) in enumerate(zip(mentions, ranks)):
-            names = [self.entity_name(e) for e in ments]
+            names = [self.mention(e, v) for e, v in zip(ments, variants[s])]
             lead = title if s == 0 else _STARTERS[(i + s) % len(_STARTERS)]
             cue = ["should"] if rules[s] else []
             gaps = np.array_split(self._vocab[words], len(names))  # words between the mentions
@@ -163,7 +178,7 @@ class SynthCorpus:
         rng = np.random.default_rng([self.config.seed, seed, count])
         out = []
         for i in rng.integers(0, self.config.passages, size=count).tolist():
-            title_rank, mentions, _, _ = self._entities(i)
+            title_rank, mentions, _, _, _ = self._entities(i)
             other = [e for sent in mentions for e in sent if e != title_rank]
             named = self.entity_name(other[-1]) if other else "the river"
             out.append(f"What connects {self.entity_name(title_rank)} with {named}?")

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_hash_embedder_is_deterministic_unit_and_word_sensitive():
     emb = make_embedder("hash:32")
-    assert isinstance(emb, HashEmbedder) and emb.dim == 32 and emb.name == "hash-32"
+    assert isinstance(emb, HashEmbedder) and emb.dim == 32 and emb.name == "hash2-32"
     texts = ["Orion Pump service", "orion pump SERVICE", "lunar basalt quarry", ""]
     a = emb.embed(texts)
     b = HashEmbedder(HashEmbedderConfig(32)).embed(texts)  # a fresh instance: same vectors
@@ -42,6 +42,21 @@ def test_hash_embedder_is_deterministic_unit_and_word_sensitive():
     np.testing.assert_array_equal(a, b)
     assert a[0] @ a[1] == pytest.approx(1.0)  # same words up to case
     assert a[0] @ emb.embed(["Orion Pump"])[0] > 0.5 > a[0] @ a[2]
+
+
+def test_hash_embedder_gives_distinct_words_nearly_orthogonal_directions():
+    # the first version gave each word one of 2 * dim signed columns: 3,000 one-word names
+    # fell into 128 vectors, cliques of identical vectors that became synonym edges
+    words = [f"{a}{b}{c}" for a in "bdgkmprstv" for b in "aeiou" for c in range(60)]
+    v = HashEmbedder(HashEmbedderConfig(64)).embed(words)  # (3000, 64)
+    sims = v @ v.T
+    np.fill_diagonal(sims, 0.0)
+    assert len(words) == 3000 and int((sims >= 0.8).sum()) <= 2  # a rare full collision
+    assert float(np.abs(sims).mean()) < 0.15
+    two, three = HashEmbedder(HashEmbedderConfig(64)).embed(
+        ["Anan Dunbermis", "Anan Dunbermis Trust"]
+    )
+    assert 0.6 < float(two @ three) < 0.95  # two of three words shared: close, not identical
 
 
 @pytest.mark.parametrize("spec", ["hash:x", "hash:1", "hash:100000"])
@@ -84,6 +99,16 @@ def test_synthetic_corpus_has_zipf_words_and_shared_entities():
     assert giant > 0.9 * len(passages)  # shared entities connect the passages
     per_concept = np.bincount(cols, minlength=n)[len(passages) :]
     assert per_concept.max() > 50 and np.median(per_concept) <= 2  # hubs and a long tail
+
+
+def test_synthetic_entities_have_qualified_second_names():
+    corpus = SynthCorpus(SynthConfig(passages=400))
+    names = {c.name for e in OfflineExtractor().extract(corpus.passages()) for c in e.concepts}
+    qualified = {n for n in names if n.rsplit(" ", 1)[-1] in ("Company", "River", "Trust", "Park")}
+    assert len(qualified) > 0.02 * len(names)
+    assert sum(n.rsplit(" ", 1)[0] in names for n in qualified) > 0.5 * len(qualified)
+    plain = SynthCorpus(SynthConfig(passages=400, variant_rate=0.0)).passages()
+    assert not any(f" {q}" in p.text for p in plain for q in ("Company", "River", "Trust", "Park"))
 
 
 def test_synthetic_queries_name_entities_of_the_corpus():
@@ -136,7 +161,7 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
     assert row["stages"]["chunks"]["rows"] == 150
     assert row["stages"]["embeddings"]["passages"] == 150
     loaded, _ = snap.load_latest_good(tmp_path / "n150")
-    assert loaded.manifest["embedding_model"] == "hash-16"
+    assert loaded.manifest["embedding_model"] == "hash2-16"
     assert row["counts"]["passages"] == 150 and row["counts"]["phrases"] > 0
     assert all(s["peak_rss_mb"] >= s["rss_before_mb"] > 0 for s in row["stages"].values())
     r = row["retriever"]

@@ -54,4 +54,4 @@ def test_a_synonym_naming_an_unknown_concept_is_a_snapshot_error(synth_home):
     bad = pa.table({"a": ["c_not_there"], "b": [syn["b"][0].as_py()], "weight": [0.9]})
     store.replace(SYNONYMS, pa.concat_tables([syn, bad.cast(syn.schema)]))
     with pytest.raises(SnapshotError, match="synonyms"):
-        build_snapshot(store, home, "hash-16", force=True)
+        build_snapshot(store, home, "hash2-16", force=True)
