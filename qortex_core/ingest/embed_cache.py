@@ -29,37 +29,83 @@ class VectorCache(Protocol):
     """Vectors stored under cache keys (``ids.embedding_key``)."""
 
     def find(self, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``(hit, vectors)``: a (n,) bool mask over ``keys`` and the (hits, d) vectors of the
-        hits in key order."""
+        """``(hit, vectors)``: a (n,) bool mask over ``keys`` and (n, d) vectors whose hit rows
+        hold the stored vectors (the other rows are zero, for the caller to fill)."""
 
     def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         """Store (n, d) ``vectors`` under ``keys`` (keys that ``find`` just missed)."""
 
 
 class LanceVectorCache:
-    """The store's embedding table as a :class:`VectorCache`: one read per lookup (only the hit
-    rows' vectors are converted) and one append per write."""
+    """The store's embedding table as a :class:`VectorCache`.
 
-    def __init__(self, store: LanceStore) -> None:
+    A lookup reads the key column once, then scans the vectors a batch at a time and keeps
+    only the hit rows, so its memory is the looked-up keys' vectors, not the whole cache (which
+    holds every text ever embedded, under every model). One append per write."""
+
+    def __init__(self, store: LanceStore, batch_rows: int = 65536) -> None:
         self.store = store
+        self.batch_rows = batch_rows  # vectors per scanned batch
         self._width: int | None = None  # vector width of the table as last read; 0: no table
 
+    def _rows_of(self, keys: pa.Array) -> np.ndarray:
+        """(rows in the cache,) first position in ``keys`` of each cache row's key, or -1."""
+        stored = self.store.read_columns(EMBEDDINGS, ["key"])
+        if not stored.num_rows or not len(keys):
+            return np.full(stored.num_rows, -1, np.int64)
+        at = pc.index_in(stored["key"], value_set=keys)
+        return np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+
+    @staticmethod
+    def _repeats(keys: pa.Array) -> np.ndarray | None:
+        """(n,) first position of each key when some key repeats, else None."""
+        first = pc.index_in(keys, value_set=keys).to_numpy(zero_copy_only=False)
+        return first if len(first) and (first != np.arange(len(first))).any() else None
+
+    def contains(self, keys: Sequence[str]) -> np.ndarray:
+        """(n,) bool: which ``keys`` the cache holds (reads the key column only)."""
+        wanted_keys = pa.array(keys, pa.string())
+        hit = np.zeros(len(keys), bool)
+        wanted = self._rows_of(wanted_keys)
+        hit[wanted[wanted >= 0]] = True
+        first = self._repeats(wanted_keys)
+        return hit if first is None else hit[first]
+
     def find(self, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        cache = self.store.read(EMBEDDINGS)
-        self._width = cache.schema.field("vector").type.list_size if cache.num_rows else 0
-        if not self._width or not keys:
-            return np.zeros(len(keys), bool), np.zeros((0, self._width or 1), np.float32)
-        where = pc.index_in(pa.array(keys, pa.string()), value_set=cache["key"])  # (n,) or null
-        hit = where.is_valid().to_numpy(zero_copy_only=False)  # (n,) bool
-        rows = where.drop_null()  # (hits,) row numbers in the cache table, key order
-        return hit, arrow_to_vectors(cache["vector"].take(rows), self._width)  # (hits, d)
+        wanted_keys = pa.array(keys, pa.string())
+        hit, out = self._find(wanted_keys)
+        first = self._repeats(wanted_keys)  # a repeated key: its first position was filled
+        return (hit, out) if first is None else (hit[first], out[first])
+
+    def _find(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        wanted = self._rows_of(keys)  # (rows,) key position or -1
+        hit = np.zeros(len(keys), bool)
+        out: np.ndarray | None = None
+        start = 0
+        for batch in self.store.scan(EMBEDDINGS, ["vector"], self.batch_rows):
+            width = batch.schema.field("vector").type.list_size
+            if out is None:
+                self._width = width
+                out = np.zeros((len(keys), width), np.float32)  # (n, d)
+            rows = wanted[start : start + batch.num_rows]  # (batch,) key position or -1
+            take = np.flatnonzero(rows >= 0)
+            if take.size:
+                picked = batch["vector"].take(pa.array(take))  # (take,) vectors
+                out[rows[take]] = arrow_to_vectors(picked, width)
+                hit[rows[take]] = True
+            start += batch.num_rows
+        if out is None:
+            self._width = 0
+            out = np.zeros((len(keys), 1), np.float32)
+        return hit, out
 
     def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         if not len(keys):
             return
         rows = pa.table({"key": pa.array(keys, pa.string()), "vector": vectors_to_arrow(vectors)})
         if self._width is None:
-            self.find([])
+            first = next(iter(self.store.scan(EMBEDDINGS, ["vector"], batch_rows=1)), None)
+            self._width = first.schema.field("vector").type.list_size if first else 0
         if self._width and self._width != vectors.shape[1]:
             # a model of another width (re-embedding on purpose): keys name the model, so the
             # old vectors can never be hits for it; the cache starts over in the new width
@@ -101,7 +147,7 @@ class CachedEmbedder(EmbedderWrapper):
         keys = ids.embedding_keys(self.name, texts)
         row_of = dict(zip(keys, range(len(keys))))  # key -> a position of its text
         distinct = list(row_of)  # (u,) first-seen order
-        hit, found = self.cache.find(distinct)  # (u,) bool, (hits, d)
+        hit, found = self.cache.find(distinct)  # (u,) bool, (u, d) hit rows filled
         todo = [k for k, h in zip(distinct, hit) if not h]
         new = self._embed_missing(todo, [texts[row_of[k]] for k in todo], progress)  # (misses, d)
         missed = set(todo)
@@ -117,15 +163,14 @@ class CachedEmbedder(EmbedderWrapper):
         found: np.ndarray,
         new: np.ndarray,
     ) -> list[np.ndarray]:
-        """Each group's rows from the distinct keys' vectors: ``found`` for the hits, ``new`` for
+        """Each group's rows from the distinct keys' vectors: ``found``'s hit rows, ``new`` for
         the misses (the arrays are views of one matrix when no text repeats)."""
-        if not len(found):
+        if not hit.any():
             table = new  # (u, d): every distinct key missed, in order
-        elif not len(new):
-            table = found  # (u, d): every distinct key hit, in order
         else:
-            table = np.empty((len(distinct), new.shape[1]), np.float32)  # (u, d)
-            table[hit], table[~hit] = found, new
+            table = found  # (u, d): the hit rows are filled; the misses go in place
+            if len(new):
+                table[~hit] = new
         if len(distinct) < len(keys):
             index = {k: i for i, k in enumerate(distinct)}
             at = np.fromiter((index[k] for k in keys), np.int64, len(keys))  # (n,)

@@ -103,6 +103,7 @@ def embed_index(
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
     concepts, facts, rules = node_tables(chunks, payloads)
+    del payloads  # the extractions' JSON text: as large as the node tables, not needed past here
     nodes = ((CONCEPTS, concepts), (FACTS, facts), (RULES, rules))
     # one model call path: all four tables' texts, cache-checked and length-sorted together
     p_vec, *node_vecs = cached.embed_groups(

@@ -269,7 +269,7 @@ def merge_embeddings(
             dim = table.schema.field("vector").type.list_size
             vectors.update(zip(table["key"].to_pylist(), arrow_to_vectors(table["vector"], dim)))
     cache = LanceVectorCache(store)
-    hit, _ = cache.find(list(vectors))  # (n,) bool: none, unless a run stopped after this write
+    hit = cache.contains(list(vectors))  # (n,) bool: none, unless a run stopped after this write
     new = [k for k, h in zip(vectors, hit) if not h]
     if new:
         cache.add(new, np.stack([vectors[k] for k in new]))  # (new, d)

@@ -143,7 +143,7 @@ def seed_embedding_cache(store: LanceStore, state: MemoryState) -> int:
             vectors.append(state.vectors[i])
     distinct = dict(zip(keys, vectors))  # two records of one text and model: one key
     cache = LanceVectorCache(store)
-    hit, _ = cache.find(list(distinct))
+    hit = cache.contains(list(distinct))
     todo = [k for k, h in zip(distinct, hit) if not h]
     if todo:
         cache.add(todo, np.stack([distinct[k] for k in todo]).astype(np.float32))  # (n, d)

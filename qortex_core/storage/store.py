@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Iterator, Protocol, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -222,6 +222,29 @@ class LanceStore:
             return pa.table({})
         try:
             return table.to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
+
+    def read_columns(self, name: str, columns: Sequence[str]) -> pa.Table:
+        """Only ``columns`` of every row, in row order (empty table if it does not exist)."""
+        table = self._table(name)
+        if table is None:
+            return pa.table({})
+        try:
+            return table.search().select(list(columns)).limit(None).to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
+
+    def scan(
+        self, name: str, columns: Sequence[str], batch_rows: int = 65536
+    ) -> Iterator[pa.RecordBatch]:
+        """``columns`` of every row in row order, a batch at a time (memory: one batch)."""
+        table = self._table(name)
+        if table is None:
+            return
+        try:
+            query = table.search().select(list(columns)).limit(None)
+            yield from query.to_batches(batch_rows)
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 

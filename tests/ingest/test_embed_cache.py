@@ -4,6 +4,7 @@ reaches the model once and longest first, the cache is read once and appended on
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
@@ -152,3 +153,37 @@ def test_embedding_cache_round_trip(tmp_path):
     hit, found = LanceVectorCache(LanceStore.open(tmp_path)).find(["k2", "k3"])
     assert hit.tolist() == [True, False]
     np.testing.assert_array_equal(found[0], vectors["k2"])
+
+
+def test_cache_lookup_scans_in_batches_and_returns_only_the_wanted_rows(tmp_path):
+    store = LanceStore.open(tmp_path)
+    rng = np.random.default_rng(3)
+    stored = {f"k{i}": rng.random(4).astype(np.float32) for i in range(50)}
+    names = list(stored)
+    for part in (names[:20], names[20:33], names[33:]):  # three appends: three fragments
+        LanceVectorCache(store).add(part, np.stack([stored[k] for k in part]))
+    want = ["k49", "nope", "k0", "k21", "k21", "also-not", "k32"]
+    hit, found = LanceVectorCache(store, batch_rows=7).find(want)  # 8 batches of at most 7
+    assert hit.tolist() == [True, False, True, True, True, False, True]
+    assert found.shape == (7, 4)
+    for key, h, row in zip(want, hit, found):
+        np.testing.assert_array_equal(row, stored[key] if h else np.zeros(4, np.float32))
+    assert LanceVectorCache(store).contains(want).tolist() == hit.tolist()
+    empty = LanceVectorCache(LanceStore.open(tmp_path / "none"))
+    hit, found = empty.find(["k1"])
+    assert hit.tolist() == [False] and found.shape[0] == 1
+    assert empty.contains([]).tolist() == []
+
+
+def test_store_scan_and_read_columns_keep_row_order(tmp_path):
+    store = LanceStore.open(tmp_path)
+    rows = pa.table({"id": [f"r{i}" for i in range(30)], "n": list(range(30))})
+    store.replace("t", rows.slice(0, 10))
+    store.append("t", rows.slice(10))
+    batches = list(store.scan("t", ["n"], batch_rows=4))
+    assert all(b.schema.names == ["n"] and b.num_rows <= 4 for b in batches)
+    assert [v for b in batches for v in b["n"].to_pylist()] == list(range(30))
+    assert store.read_columns("t", ["id"]).column_names == ["id"]
+    assert store.read_columns("t", ["id"])["id"].to_pylist() == rows["id"].to_pylist()
+    assert list(store.scan("missing", ["n"])) == []
+    assert store.read_columns("missing", ["n"]).num_rows == 0
