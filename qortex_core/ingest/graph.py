@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
+from qortex_core.ingest.cells import FactCellsConfig
 from qortex_core.ingest.sequence import SequenceConfig
 from qortex_core.storage.model import RelationType
 
@@ -29,6 +30,8 @@ class GraphConfig:
             The recorded OpenIE and the offline extractor type every fact ``related``.
         sequence: passage-to-passage edges between neighbouring items of one dated source
             (turns of a conversation, :mod:`qortex_core.ingest.sequence`).
+        fact_cells: when the snapshot stores its facts by cell for the queries' fact linking
+            (:class:`~qortex_core.ingest.cells.FactCellsConfig`).
     """
 
     fact_weight: float = 1.0
@@ -36,6 +39,7 @@ class GraphConfig:
     synonym_scale: float = 1.0
     relation_weights: tuple[tuple[str, float], ...] = ()
     sequence: SequenceConfig = SequenceConfig()
+    fact_cells: FactCellsConfig = FactCellsConfig()
 
     def __post_init__(self) -> None:
         if min(self.fact_weight, self.passage_weight, self.synonym_scale) < 0:

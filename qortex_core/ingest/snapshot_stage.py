@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError, SnapshotError
+from qortex_core.ingest.cells import FactCells, FactCellsConfig, fact_cells
 from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
@@ -196,8 +197,14 @@ def _sequence_edges(
     return a, b, sequence_weights(distance, graph_config.sequence)
 
 
+def _cell_sorted(facts: pa.Table, config: FactCellsConfig) -> tuple[pa.Table, FactCells | None]:
+    """The facts cell by cell with their index, or as they are below ``config.min_facts``."""
+    cells = fact_cells(_vectors(facts), config) if facts.num_rows >= config.min_facts else None
+    return (facts, None) if cells is None else (facts.take(pa.array(cells.order)), cells)
+
+
 def _graph_arrays(
-    stored: _Stored, graph_config: GraphConfig
+    stored: _Stored, graph_config: GraphConfig, cells: FactCells | None = None
 ) -> tuple[SnapshotArrays, int, int, dict[str, int]]:
     """Every array of the snapshot, the number of undirected edges and of passage links, and
     the sequence counts (``edges``, ``passages`` in a sequence)."""
@@ -226,6 +233,11 @@ def _graph_arrays(
         fact_passage_indices=indices,
         synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
         synonym_weights=synonyms[2] * np.float32(graph_config.synonym_scale),
+        **(
+            {"fact_cell_centroids": cells.centroids, "fact_cell_bounds": cells.bounds}
+            if cells is not None
+            else {}
+        ),
     )
     linked = len(np.union1d(sequence[0], sequence[1]))
     return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
@@ -306,11 +318,12 @@ def build_snapshot(
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:
         return unchanged
-    facts = store.read(FACTS)
+    # facts cell by cell when they are many: a query scores only its nearest cells' facts
+    facts, cells = _cell_sorted(store.read(FACTS), graph_config.fact_cells)
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     concepts, passages = hub_first_tables(store.read(CONCEPTS), passages, facts)
     stored = _Stored(passages, concepts, facts, store.read(RULES), store.read(SYNONYMS))
-    arrays, edges, contains, sequence = _graph_arrays(stored, graph_config)
+    arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
     tables = _snapshot_tables(stored)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,

@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.cells import nearest_cells, spherical_kmeans
+
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _CELL_FLOATS = 1 << 24  # similarities of one block inside a cell (64 MB)
 
@@ -120,42 +122,13 @@ def _exact_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
 
-def _nearest_cells(v: np.ndarray, centroids: np.ndarray, probes: int) -> np.ndarray:
-    """(m, probes) indices of each vector's most similar centroids, in blocks."""
-    out = np.empty((v.shape[0], probes), np.int64)
-    step = max(1, (1 << 24) // max(len(centroids), 1))
-    for s in range(0, v.shape[0], step):
-        sims = v[s : s + step] @ centroids.T  # (step, cells)
-        if probes >= centroids.shape[0]:
-            out[s : s + step] = np.argsort(-sims, axis=1)[:, :probes]
-        else:
-            out[s : s + step] = np.argpartition(-sims, probes - 1, axis=1)[:, :probes]
-    return out
-
-
-def _kmeans(v: np.ndarray, cells: int, config: SynonymConfig, rounds: int = 8) -> np.ndarray:
-    """(cells, d) unit centroids of spherical k-means on a sample of ``v``."""
-    rng = np.random.default_rng(config.seed)
-    sample = v[rng.choice(v.shape[0], min(v.shape[0], cells * 32), replace=False)]
-    centroids = sample[rng.choice(sample.shape[0], cells, replace=False)].copy()  # (cells, d)
-    for _ in range(rounds):
-        at = _nearest_cells(sample, centroids, 1)[:, 0]  # (sample,)
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, at, sample)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)  # (cells, 1)
-        empty = norms[:, 0] == 0
-        centroids = np.where(
-            empty[:, None], centroids, sums / np.where(empty, 1, norms[:, 0])[:, None]
-        )
-    return centroids.astype(np.float32)
-
-
 def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     """Inverted-file search: exact pairs inside each cell; directed pairs, top-k per row."""
     m = v.shape[0]
     cells = max(1, m // config.cell_size)
     probes = min(config.probes, cells)
-    member = _nearest_cells(v, _kmeans(v, cells, config), probes).reshape(-1)  # (m*probes,)
+    centroids = spherical_kmeans(v, cells, config.seed)  # (cells, d)
+    member = nearest_cells(v, centroids, probes).reshape(-1)  # (m*probes,)
     order = np.argsort(member, kind="stable")
     vec_of = (order // probes).astype(np.int32)  # (m*probes,) vector index, grouped by cell
     bounds = np.searchsorted(member[order], np.arange(cells + 1))  # (cells+1,)

@@ -80,6 +80,9 @@ class RetrievalConfig:
         fact_threshold: raw cosine a fact must reach to seed the walk; none -> dense fallback.
         fact_context: facts are linked by query cosine + this x the best query cosine of the
             passages they were extracted from (0: cosine alone, as HippoRAG 2).
+        fact_probes: on a snapshot with a fact index (``GraphConfig.fact_cells``: 200,000 facts
+            or more), only the facts of the query's this many nearest cells are scored
+            (0: every fact, exact).
         passage_node_weight: weight of min-max dense scores on passage nodes.
         specificity: divide phrase seeds by the number of passages containing the phrase
             (for verbatim seeds: the least passage-text frequency among its words, at least
@@ -114,6 +117,7 @@ class RetrievalConfig:
     fact_top_k: int = 3
     fact_threshold: float = 0.2
     fact_context: float = 0.5
+    fact_probes: int = 32
     passage_node_weight: float = 0.05
     specificity: bool = True
     lexical_weight: float = 0.5

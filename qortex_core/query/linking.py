@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from qortex_core.query.config import RetrievalConfig
+from qortex_core.query.fact_index import cell_scores
 from qortex_core.query.seeding import (
     cosine,
     lexical_matches,
@@ -44,6 +45,8 @@ def link_facts(
     Returns:
         (n_facts,) cosine, (n_facts,) linking score, (t,) linked fact indices, best first.
     """
+    if view.fact_index is not None and config.fact_probes > 0:
+        return _linked_by_cells(view, config, vector, dense)
     fact_scores = cosine(view.fact_vectors, vector)  # (n_facts,)
     # (n_facts,) cosine + fact_context x best cosine among each fact's source passages
     linking = (
@@ -52,6 +55,30 @@ def link_facts(
         else fact_scores
     )
     linked = top_indices(linking, config.fact_top_k)
+    return fact_scores, linking, linked[fact_scores[linked] >= config.fact_threshold]
+
+
+def _linked_by_cells(
+    view: SnapshotView, config: RetrievalConfig, vector: np.ndarray, dense: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`link_facts` over the fact index's candidates; every other fact gets the lowest
+    scores seen, so it is never linked and the min-max of the linking scores spans the
+    scored facts."""
+    assert view.fact_index is not None
+    at, scores, link = cell_scores(
+        view.fact_index,
+        view.fact_vectors,
+        view.fact_sources,
+        vector,
+        dense,
+        config.fact_probes,
+        config.fact_context,
+    )  # (candidates,) each
+    n = view.fact_vectors.shape[0]
+    fact_scores = np.full(n, scores.min(initial=0.0), np.float32)  # (n_facts,)
+    linking = np.full(n, link.min(initial=0.0), np.float32)
+    fact_scores[at], linking[at] = scores, link
+    linked = at[top_indices(link, config.fact_top_k)]
     return fact_scores, linking, linked[fact_scores[linked] >= config.fact_threshold]
 
 

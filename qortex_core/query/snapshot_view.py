@@ -10,6 +10,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.query.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.query.fact_index import FactIndex
 from qortex_core.query.ppr_cg import compressed_view
 from qortex_core.query.rules import RuleIndex
 from qortex_core.query.seeding import FactSources, phrase_key
@@ -69,6 +70,7 @@ class SnapshotView:
     rule_index: RuleIndex
     passage_times: np.ndarray
     sequenced: float = 0.0
+    fact_index: FactIndex | None = None  # facts by cell (big snapshots), for fact linking
 
     @classmethod
     def of(cls, snapshot: snap.Snapshot) -> "SnapshotView":
@@ -106,6 +108,13 @@ class SnapshotView:
             rule_index=RuleIndex.from_table(t.rules),
             passage_times=_epochs(t.passages),
             sequenced=_sequenced(snapshot.manifest, t.passages.num_rows),
+            fact_index=(
+                FactIndex.of(
+                    a.fact_cell_centroids, a.fact_cell_bounds, fact_passages, t.passages.num_rows
+                )
+                if a.fact_cell_centroids.shape[0] and a.fact_vectors.shape[0]
+                else None
+            ),
         )
 
     @property

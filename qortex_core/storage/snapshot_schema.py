@@ -12,7 +12,7 @@ Nodes are phrases (concepts) ``[0, n_phrases)`` then passages ``[n_phrases, n_no
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +42,10 @@ class SnapshotArrays:
         fact_passage_indices: (n_fact_sources,) passage indices.
         synonym_pairs: (n_synonyms, 2) int32 phrase index pairs.
         synonym_weights: (n_synonyms,) float32 edge weights after ``synonym_scale``.
+        fact_cell_centroids: (cells, d) float32 centroids of the fact index, (0, 1) without one
+            (:mod:`qortex_core.ingest.cells`; facts are then stored cell by cell).
+        fact_cell_bounds: (cells + 1,) int64: cell ``c`` holds facts ``bounds[c]:bounds[c+1]``.
+            Both are optional on load (snapshots built before the index have neither).
     """
 
     adj_indptr: np.ndarray
@@ -57,6 +61,8 @@ class SnapshotArrays:
     fact_passage_indices: np.ndarray
     synonym_pairs: np.ndarray
     synonym_weights: np.ndarray
+    fact_cell_centroids: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
+    fact_cell_bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
 
     def as_dict(self) -> dict[str, np.ndarray]:
         """File stem -> array, for :func:`qortex_core.storage.snapshot.publish`."""
@@ -69,7 +75,8 @@ class SnapshotArrays:
         Raises:
             SnapshotError: an array is missing (a snapshot built before this schema).
         """
-        return cls(**_pick(snapshot.arrays, ARRAY_NAMES, "array", snapshot))
+        optional = {n: snapshot.arrays[n] for n in OPTIONAL_ARRAYS if n in snapshot.arrays}
+        return cls(**_pick(snapshot.arrays, REQUIRED_ARRAYS, "array", snapshot), **optional)
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,8 @@ class SnapshotCounts:
 
 
 ARRAY_NAMES = tuple(f.name for f in fields(SnapshotArrays))
+OPTIONAL_ARRAYS = ("fact_cell_centroids", "fact_cell_bounds")
+REQUIRED_ARRAYS = tuple(n for n in ARRAY_NAMES if n not in OPTIONAL_ARRAYS)
 TABLE_NAMES = tuple(f.name for f in fields(SnapshotTables))
 COUNT_NAMES = tuple(f.name for f in fields(SnapshotCounts))
 REQUIRED_KEYS = ("name", "version", "embedding_model", "counts", "files")
@@ -144,7 +153,7 @@ def manifest_problems(manifest: dict) -> list[str]:
     problems = [f"no {key!r}" for key in REQUIRED_KEYS if key not in manifest]
     files = manifest.get("files")
     if isinstance(files, dict):
-        arrays = [n for n in ARRAY_NAMES if f"{n}.npy" not in files]
+        arrays = [n for n in REQUIRED_ARRAYS if f"{n}.npy" not in files]
         tables = [n for n in TABLE_NAMES if f"{n}.arrow" not in files]
         problems += [f"no array {', '.join(arrays)}"] if arrays else []
         problems += [f"no table {', '.join(tables)}"] if tables else []

@@ -59,6 +59,7 @@ def shape_problems(
             problems.append(
                 f"{item} has {rows} rows but the manifest counts {count} {counts[count]}"
             )
+    problems += _cell_problems(arrays, counts.get("facts"))
     indptr, indices = arrays.get("adj_indptr"), arrays.get("adj_indices")
     if indptr is not None and indices is not None and len(indptr):
         if int(indptr[-1]) != len(indices) or len(arrays.get("adj_data", indices)) != len(indices):
@@ -71,3 +72,16 @@ def shape_problems(
     if len(dims) > 1:
         problems.append(f"vectors of different widths {sorted(dims)}")
     return problems
+
+
+def _cell_problems(arrays: Mapping[str, np.ndarray], facts: int | None) -> list[str]:
+    """Where the fact index disagrees with itself or the fact count (none without an index)."""
+    centroids, bounds = arrays.get("fact_cell_centroids"), arrays.get("fact_cell_bounds")
+    if centroids is None or bounds is None or centroids.shape[0] == 0:
+        return []
+    if bounds.ndim != 1 or len(bounds) != centroids.shape[0] + 1:
+        return ["the fact index's centroids and bounds disagree"]
+    steps = np.diff(bounds)
+    if int(bounds[0]) != 0 or (steps < 0).any() or (facts is not None and bounds[-1] != facts):
+        return [f"the fact index covers {int(bounds[-1])} facts, not the manifest's {facts}"]
+    return []

@@ -1,0 +1,85 @@
+"""The snapshot's fact index: facts stored cell by cell (:mod:`qortex_core.ingest.cells`) so a
+query scores the facts of its nearest cells instead of every fact.
+
+Fact linking ranks facts by query cosine plus ``fact_context`` x the best dense score of their
+source passages; a cell search only sees the first term, so the facts of the best dense
+passages are scored as well. Both kinds of candidates get exact scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from qortex_core.query.seeding import FactSources, cosine, link_scores, top_indices
+
+
+@dataclass(frozen=True)
+class FactIndex:
+    """Cells of the snapshot's facts and each passage's facts.
+
+    Attributes:
+        centroids: (cells, d) unit centroids.
+        bounds: (cells + 1,) cell ``c`` holds facts ``bounds[c]:bounds[c + 1]``.
+        passage_facts: (n_passages, n_facts) CSR: the facts extracted from each passage.
+    """
+
+    centroids: np.ndarray
+    bounds: np.ndarray
+    passage_facts: sp.csr_matrix
+
+    @classmethod
+    def of(
+        cls, centroids: np.ndarray, bounds: np.ndarray, fact_passages: tuple, n_passages: int
+    ) -> "FactIndex":
+        """From the snapshot's cells and its (fact -> passages) CSR arrays."""
+        indptr, indices = fact_passages
+        n_facts = int(indptr.shape[0]) - 1
+        sources = sp.csr_matrix(
+            (np.ones(indices.shape[0], np.int8), indices, indptr), shape=(n_facts, n_passages)
+        )
+        return cls(np.asarray(centroids), np.asarray(bounds, np.int64), sources.T.tocsr())
+
+    def cells_near(self, vector: np.ndarray, probes: int) -> list[tuple[int, int]]:
+        """(start, stop) fact ranges of the ``probes`` cells nearest ``vector``."""
+        near = top_indices(cosine(self.centroids, vector), probes)  # (probes,)
+        return [(int(self.bounds[c]), int(self.bounds[c + 1])) for c in near.tolist()]
+
+    def facts_of(self, passages: np.ndarray) -> np.ndarray:
+        """Sorted distinct facts extracted from ``passages``."""
+        rows = self.passage_facts[passages]  # (p, n_facts)
+        return np.unique(rows.indices)
+
+
+def cell_scores(
+    index: FactIndex,
+    fact_vectors: np.ndarray,
+    sources: FactSources,
+    vector: np.ndarray,
+    dense: np.ndarray,
+    probes: int,
+    context_weight: float,
+    context_passages: int = 16,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(candidates,) fact indices with their query cosine and linking score: the facts of the
+    ``probes`` nearest cells and of the ``context_passages`` best dense passages."""
+    at, cos, link = [], [], []
+    for start, stop in index.cells_near(vector, probes):
+        scores = cosine(fact_vectors[start:stop], vector)  # (size, d) @ (d,)
+        context = sources.context_of(dense, start, stop) if context_weight > 0 else scores
+        at.append(np.arange(start, stop))
+        cos.append(scores)
+        link.append(link_scores(scores, context, context_weight))
+    if context_weight > 0 and dense.shape[0]:
+        seen = np.concatenate(at) if at else np.zeros(0, np.int64)
+        extra = np.setdiff1d(index.facts_of(top_indices(dense, context_passages)), seen)
+        scores = cosine(fact_vectors[extra], vector)  # (extra, d) @ (d,)
+        at.append(extra)
+        cos.append(scores)
+        link.append(link_scores(scores, sources.context_at(dense, extra), context_weight))
+    if not at:
+        empty = np.zeros(0, np.float32)
+        return np.zeros(0, np.int64), empty, empty
+    return np.concatenate(at), np.concatenate(cos), np.concatenate(link)
