@@ -122,7 +122,7 @@ def test_synthetic_queries_name_entities_of_the_corpus():
 def test_growth_exponents_from_rows():
     def row(n, seconds, rss, p50):
         stage = {"seconds": seconds, "peak_rss_mb": 100 + rss, "rss_before_mb": 100}
-        modes = {m: {"p50_ms": p50, "p95_ms": p50} for m in ("hipporag", "dense")}
+        modes = {m: {"p50_ms": p50, "p95_ms": p50} for m in ("hipporag", "hipporag_exact", "dense")}
         retr = {"rss_before_open_mb": 50, "rss_after_open_mb": 50 + rss, **modes}
         return {"passages": n, "stages": {s: stage for s in STAGES}, "retriever": retr}
 
@@ -167,6 +167,8 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
     r = row["retriever"]
     assert r["rss_after_open_mb"] > r["rss_before_open_mb"]
     assert r["hipporag"]["p95_ms"] >= r["hipporag"]["p50_ms"] > 0
+    # no fact index at this size: the default and the every-fact scan rank alike
+    assert r["fact_index"] is False and r["hipporag_top10_same_as_exact"] == 1.0
     assert row["disk"]["bytes_per_passage_at_384_float32"] > row["disk"]["bytes_per_passage"]
     check = row["stages"]["synonym_edges"]["edge_recall"]
     assert check["sampled"] > 0 and check["recall"] in (None, 1.0)  # exact pass at this size
