@@ -13,6 +13,7 @@ Both return the same vector up to ``config.tol``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ __all__ = [
     "SymmetricWalk",
     "fast_walk",
     "personalized_pagerank",
+    "query_threads",
     "symmetric_walk",
     "walk_matrix",
 ]
@@ -47,6 +49,16 @@ class PPRConfig:
     tol: float = 1e-7
     max_iter: int = 100
     threads: int = 1
+
+
+def query_threads(cap: int = 4) -> int:
+    """Threads for a query's matrix products: the cores this process may run on, at most
+    ``cap`` (a product is split only when the graph is large, see ``ppr_cg.PARALLEL_MIN_NNZ``)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, cap))
 
 
 def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:

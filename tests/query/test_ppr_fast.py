@@ -246,3 +246,22 @@ def test_row_views_share_the_adjacency_arrays():
     )
     for _, _, block in row_blocks(graph.adjacency, 3):
         assert np.shares_memory(block.indices, graph.adjacency.indices)
+
+
+def test_split_products_are_bit_identical_so_the_retriever_may_use_every_core(monkeypatch):
+    from qortex_core.query import ppr
+    from qortex_core.query.config import RetrievalConfig
+
+    graph = synthetic_graph(3000, 120_000, seed=9)
+    walk = symmetric_walk(graph.adjacency)
+    teleports = synthetic_teleports(graph, 2, seed=9)
+    for threads in (2, 3):  # each row block is summed as the whole product sums it
+        assert np.array_equal(walk.product(teleports[:, 0], threads), walk.product(teleports[:, 0]))
+        one = personalized_pagerank(walk, teleports[:, 1], PPRConfig(tol=1e-4))
+        split = personalized_pagerank(walk, teleports[:, 1], PPRConfig(tol=1e-4, threads=threads))
+        assert np.array_equal(one, split)
+    assert RetrievalConfig().ppr.threads == ppr.query_threads() >= 1
+    monkeypatch.setattr(ppr.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert ppr.query_threads() == 4  # capped
+    monkeypatch.setattr(ppr.os, "sched_getaffinity", lambda pid: {0})
+    assert ppr.query_threads() == 1
