@@ -36,6 +36,21 @@ class VectorCache(Protocol):
         """Store (n, d) ``vectors`` under ``keys`` (keys that ``find`` just missed)."""
 
 
+def _positions(values: pa.Array | pa.ChunkedArray, keys: pa.Array) -> np.ndarray:
+    """(len(values),) first position of each value in ``keys``, -1 where absent."""
+    at = pc.index_in(values, value_set=keys)
+    return np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+
+
+def _same(batch_keys: pa.Array, stored: pa.ChunkedArray, start: int) -> bool:
+    """Whether a scanned batch holds the key column's rows from ``start`` on (a scan is in row
+    order; a table appended to between the two reads need not be)."""
+    expected = stored.slice(start, len(batch_keys))
+    return len(expected) == len(batch_keys) and bool(
+        pc.all(pc.equal(batch_keys, expected.combine_chunks())).as_py()
+    )
+
+
 class LanceVectorCache:
     """The store's embedding table as a :class:`VectorCache`.
 
@@ -48,13 +63,13 @@ class LanceVectorCache:
         self.batch_rows = batch_rows  # vectors per scanned batch
         self._width: int | None = None  # vector width of the table as last read; 0: no table
 
-    def _rows_of(self, keys: pa.Array) -> np.ndarray:
-        """(rows in the cache,) first position in ``keys`` of each cache row's key, or -1."""
+    def _rows_of(self, keys: pa.Array) -> tuple[pa.ChunkedArray | None, np.ndarray]:
+        """The cache's key column and, per cache row, the first position of its key in
+        ``keys`` (-1: not wanted)."""
         stored = self.store.read_columns(EMBEDDINGS, ["key"])
         if not stored.num_rows or not len(keys):
-            return np.full(stored.num_rows, -1, np.int64)
-        at = pc.index_in(stored["key"], value_set=keys)
-        return np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+            return None, np.full(stored.num_rows, -1, np.int64)
+        return stored["key"], _positions(stored["key"], keys)
 
     @staticmethod
     def _repeats(keys: pa.Array) -> np.ndarray | None:
@@ -66,7 +81,7 @@ class LanceVectorCache:
         """(n,) bool: which ``keys`` the cache holds (reads the key column only)."""
         wanted_keys = pa.array(keys, pa.string())
         hit = np.zeros(len(keys), bool)
-        wanted = self._rows_of(wanted_keys)
+        _, wanted = self._rows_of(wanted_keys)
         hit[wanted[wanted >= 0]] = True
         first = self._repeats(wanted_keys)
         return hit if first is None else hit[first]
@@ -78,16 +93,18 @@ class LanceVectorCache:
         return (hit, out) if first is None else (hit[first], out[first])
 
     def _find(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        wanted = self._rows_of(keys)  # (rows,) key position or -1
+        stored, wanted = self._rows_of(keys)  # (rows,) key position or -1
         hit = np.zeros(len(keys), bool)
         out: np.ndarray | None = None
         start = 0
-        for batch in self.store.scan(EMBEDDINGS, ["vector"], self.batch_rows):
+        for batch in self.store.scan(EMBEDDINGS, ["key", "vector"], self.batch_rows):
             width = batch.schema.field("vector").type.list_size
             if out is None:
                 self._width = width
                 out = np.zeros((len(keys), width), np.float32)  # (n, d)
             rows = wanted[start : start + batch.num_rows]  # (batch,) key position or -1
+            if stored is None or not _same(batch["key"], stored, start):
+                rows = _positions(batch["key"], keys)  # another order or version: look up here
             take = np.flatnonzero(rows >= 0)
             if take.size:
                 picked = batch["vector"].take(pa.array(take))  # (take,) vectors

@@ -187,3 +187,22 @@ def test_store_scan_and_read_columns_keep_row_order(tmp_path):
     assert store.read_columns("t", ["id"])["id"].to_pylist() == rows["id"].to_pylist()
     assert list(store.scan("missing", ["n"])) == []
     assert store.read_columns("missing", ["n"]).num_rows == 0
+
+
+def test_cache_lookup_stays_right_when_the_key_read_and_the_scan_disagree(tmp_path, monkeypatch):
+    store = LanceStore.open(tmp_path)
+    rng = np.random.default_rng(4)
+    stored = {f"k{i}": rng.random(3).astype(np.float32) for i in range(20)}
+    LanceVectorCache(store).add(list(stored), np.stack(list(stored.values())))
+    real = store.read_columns
+
+    def reversed_keys(name, columns):  # as if rows moved between the two reads
+        table = real(name, columns)
+        return table.take(pa.array(range(table.num_rows - 1, -1, -1)))
+
+    monkeypatch.setattr(store, "read_columns", reversed_keys)
+    want = ["k3", "k17", "x", "k0"]
+    hit, found = LanceVectorCache(store, batch_rows=6).find(want)
+    assert hit.tolist() == [True, True, False, True]
+    for key, h, row in zip(want, hit, found):
+        np.testing.assert_array_equal(row, stored[key] if h else np.zeros(3, np.float32))
