@@ -65,21 +65,14 @@ def cell_scores(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(candidates,) fact indices with their query cosine and linking score: the facts of the
     ``probes`` nearest cells and of the ``context_passages`` best dense passages."""
-    at, cos, link = [], [], []
-    for start, stop in index.cells_near(vector, probes):
-        scores = cosine(fact_vectors[start:stop], vector)  # (size, d) @ (d,)
-        context = sources.context_of(dense, start, stop) if context_weight > 0 else scores
-        at.append(np.arange(start, stop))
-        cos.append(scores)
-        link.append(link_scores(scores, context, context_weight))
+    ranges = index.cells_near(vector, probes)
+    at = np.concatenate([np.arange(start, stop) for start, stop in ranges] or [np.zeros(0, int)])
+    scores = [cosine(fact_vectors[start:stop], vector) for start, stop in ranges]  # (size,) each
     if context_weight > 0 and dense.shape[0]:
-        seen = np.concatenate(at) if at else np.zeros(0, np.int64)
-        extra = np.setdiff1d(index.facts_of(top_indices(dense, context_passages)), seen)
-        scores = cosine(fact_vectors[extra], vector)  # (extra, d) @ (d,)
-        at.append(extra)
-        cos.append(scores)
-        link.append(link_scores(scores, sources.context_at(dense, extra), context_weight))
-    if not at:
-        empty = np.zeros(0, np.float32)
-        return np.zeros(0, np.int64), empty, empty
-    return np.concatenate(at), np.concatenate(cos), np.concatenate(link)
+        extra = np.setdiff1d(index.facts_of(top_indices(dense, context_passages)), at)
+        scores.append(cosine(fact_vectors[extra], vector))  # (extra, d) @ (d,)
+        at = np.concatenate([at, extra])
+    cos = np.concatenate(scores) if scores else np.zeros(0, np.float32)  # (candidates,)
+    context = sources.context_at(dense, at) if context_weight > 0 else cos  # (candidates,)
+    link = link_scores(cos, context, context_weight)
+    return at.astype(np.int64), cos, link

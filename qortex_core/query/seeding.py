@@ -198,29 +198,17 @@ class FactSources:
         out[self.empty] = 0.0
         return out
 
-    def context_of(self, dense: np.ndarray, start: int, stop: int) -> np.ndarray:
-        """(stop - start,) :meth:`context` of facts ``start .. stop - 1`` only."""
-        if dense.shape[0] == 0:
-            return np.zeros(stop - start, np.float32)
-        out = np.asarray(dense, np.float32)[self.first[start:stop]]  # (stop - start,)
-        if self.rest_facts.size:  # rest_facts is sorted: the range's further sources
-            lo, hi = np.searchsorted(self.rest_facts, [start, stop])
-            np.maximum.at(out, self.rest_facts[lo:hi] - start, dense[self.rest_passages[lo:hi]])
-        if self.empty.size:
-            lo, hi = np.searchsorted(self.empty, [start, stop])
-            out[self.empty[lo:hi] - start] = 0.0
-        return out
-
     def context_at(self, dense: np.ndarray, facts: np.ndarray) -> np.ndarray:
-        """(len(facts),) :meth:`context` of the given facts only."""
+        """(len(facts),) :meth:`context` of the given facts only (a fact index's candidates)."""
         if dense.shape[0] == 0 or not facts.size:
             return np.zeros(facts.shape[0], np.float32)
-        out = np.asarray(dense, np.float32)[self.first[facts]]  # (f,)
-        if self.rest_facts.size:  # rest_facts is sorted: each fact's further sources
-            lo = np.searchsorted(self.rest_facts, facts, side="left")
-            hi = np.searchsorted(self.rest_facts, facts, side="right")
-            for i in np.flatnonzero(hi > lo).tolist():
-                out[i] = max(out[i], float(dense[self.rest_passages[lo[i] : hi[i]]].max()))
+        out = np.asarray(dense, np.float32)[self.first[facts]]  # (f,) gather of first sources
+        if self.rest_facts.size:  # rest_facts is sorted: each fact's further sources are a run
+            lo = np.searchsorted(self.rest_facts, facts, side="left")  # (f,)
+            runs = np.searchsorted(self.rest_facts, facts, side="right") - lo  # (f,)
+            owner = np.repeat(np.arange(facts.size), runs)  # (m',) position in ``facts``
+            entry = np.arange(owner.size) - np.repeat(np.cumsum(runs) - runs, runs) + lo[owner]
+            np.maximum.at(out, owner, dense[self.rest_passages[entry]])
         if self.empty.size:
             out[np.isin(facts, self.empty)] = 0.0
         return out

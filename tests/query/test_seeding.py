@@ -57,6 +57,10 @@ def test_fact_sources_context_is_the_max_over_each_facts_passages(seed):
     ]  # by hand, fact by fact
     got = FactSources.of(indptr, indices).context(dense)
     assert got.dtype == np.float32 and got.tolist() == np.array(want, np.float32).tolist()
+    # any subset of facts (a fact index's candidates: cell ranges, then scattered facts)
+    for subset in (np.arange(40, 90), rng.choice(200, 60, replace=False), np.zeros(0, np.int64)):
+        part = FactSources.of(indptr, indices).context_at(dense, subset)
+        assert part.tolist() == got[subset].tolist()
 
 
 def test_fact_sources_share_one_source_per_fact_indices():
