@@ -95,6 +95,8 @@ class LanceVectorCache:
     def _find(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         stored, wanted = self._rows_of(keys)  # (rows,) key position or -1
         hit = np.zeros(len(keys), bool)
+        if stored is None or not (wanted >= 0).any():  # nothing to read (a first run): no scan
+            return hit, np.zeros((len(keys), 1), np.float32)
         out: np.ndarray | None = None
         start = 0
         for batch in self.store.scan(EMBEDDINGS, ["key", "vector"], self.batch_rows):
@@ -103,7 +105,7 @@ class LanceVectorCache:
                 self._width = width
                 out = np.zeros((len(keys), width), np.float32)  # (n, d)
             rows = wanted[start : start + batch.num_rows]  # (batch,) key position or -1
-            if stored is None or not _same(batch["key"], stored, start):
+            if not _same(batch["key"], stored, start):
                 rows = _positions(batch["key"], keys)  # another order or version: look up here
             take = np.flatnonzero(rows >= 0)
             if take.size:

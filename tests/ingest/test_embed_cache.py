@@ -206,3 +206,17 @@ def test_cache_lookup_stays_right_when_the_key_read_and_the_scan_disagree(tmp_pa
     assert hit.tolist() == [True, True, False, True]
     for key, h, row in zip(want, hit, found):
         np.testing.assert_array_equal(row, stored[key] if h else np.zeros(3, np.float32))
+
+
+def test_a_lookup_that_can_hit_nothing_reads_no_vectors(tmp_path, monkeypatch):
+    store = LanceStore.open(tmp_path)
+    LanceVectorCache(store).add(["k1", "k2"], np.eye(2, 3, dtype=np.float32))
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the vectors were scanned")
+
+    monkeypatch.setattr(store, "scan", no_scan)
+    hit, found = LanceVectorCache(store).find(["new1", "new2", "new1"])
+    assert hit.tolist() == [False, False, False] and not found.any()
+    with pytest.raises(AssertionError, match="scanned"):
+        LanceVectorCache(store).find(["k2"])  # a key that hits is read from the vectors
