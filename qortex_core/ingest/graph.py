@@ -155,17 +155,17 @@ def permute_symmetric(adjacency: sp.csr_matrix, order: np.ndarray) -> sp.csr_mat
     return out
 
 
-def hub_first_tables(
+def hub_first_orders(
     concepts: pa.Table, passages: pa.Table, facts: pa.Table
-) -> tuple[pa.Table, pa.Table]:
-    """The concept and passage tables reordered by :func:`hub_first_order`.
+) -> tuple[np.ndarray, np.ndarray]:
+    """(concept order, passage order) by :func:`hub_first_order` (new row i = old row order[i]).
 
     A concept weighs the passages containing it plus its fact-endpoint occurrences (one per
     passage a fact came from); a passage weighs the concepts it contains: the edges each node
     will get in :func:`build_adjacency`, counted without building it.
     """
     if concepts.num_rows == 0 or passages.num_rows == 0:
-        return concepts, passages
+        return np.arange(concepts.num_rows), np.arange(passages.num_rows)
     c_weight = pc.list_value_length(concepts["passage_ids"]).to_numpy(zero_copy_only=False)
     c_weight = c_weight.astype(np.float64)  # (concepts,)
     if facts.num_rows:
@@ -179,6 +179,12 @@ def hub_first_tables(
     contained = pc.index_in(pc.list_flatten(concepts["passage_ids"]), value_set=passages["id"])
     hits = contained.drop_null().to_numpy().astype(np.int64)  # (contains,)
     p_weight = np.bincount(hits, minlength=passages.num_rows).astype(np.float64)
-    c_order = hub_first_order(c_weight, len(c_weight))
-    p_order = hub_first_order(p_weight, len(p_weight))
+    return hub_first_order(c_weight, len(c_weight)), hub_first_order(p_weight, len(p_weight))
+
+
+def hub_first_tables(
+    concepts: pa.Table, passages: pa.Table, facts: pa.Table
+) -> tuple[pa.Table, pa.Table]:
+    """The concept and passage tables reordered by :func:`hub_first_orders`."""
+    c_order, p_order = hub_first_orders(concepts, passages, facts)
     return concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))

@@ -17,7 +17,7 @@ from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
     build_adjacency,
-    hub_first_tables,
+    hub_first_orders,
     phrase_passage_counts,
 )
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
@@ -37,14 +37,38 @@ from qortex_core.storage.store import (
 
 
 # -- snapshot -----------------------------------------------------------------------------
-def _vectors(table: pa.Table) -> np.ndarray:
-    if table.num_rows == 0:
-        return np.zeros((0, 1), np.float32)
-    return arrow_to_vectors(table["vector"], table.schema.field("vector").type.list_size)
+def _vectors_of(store: LanceStore, name: str, rows: pa.Table) -> np.ndarray:
+    """(n, d) float32 ``vector`` column of ``name``'s ``rows`` (read without it), a batch at a
+    time into one array: the vectors are never held twice.
+
+    Raises:
+        SnapshotError: the table changed between the two reads (its ids differ).
+    """
+    out, at = np.zeros((0, 1), np.float32), 0
+    for batch in store.scan(name, ["id", "vector"]):
+        n, dim = batch.num_rows, batch.schema.field("vector").type.list_size
+        if at == 0:
+            out = np.empty((rows.num_rows, dim), np.float32)
+        if at + n > rows.num_rows or not rows["id"].slice(at, n).equals(
+            pa.chunked_array([batch.column(0)])
+        ):
+            raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
+        out[at : at + n] = arrow_to_vectors(batch.column(1), dim)
+        at += n
+    if at != rows.num_rows:
+        raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
+    return out
 
 
-def _index_of(keys: list[str]) -> dict[str, int]:
-    return {k: i for i, k in enumerate(keys)}
+_DOMAINS = pa.list_(pa.string())
+_RULE_COLUMNS = {
+    "id": pa.string(),
+    "text": pa.string(),
+    "category": pa.string(),
+    "confidence": pa.float32(),
+    "concept_nodes": pa.list_(pa.int32()),
+    "domains": _DOMAINS,
+}
 
 
 @dataclass(frozen=True)
@@ -87,17 +111,17 @@ def _latest_with_inputs(home: str | Path, inputs: str) -> SnapshotReport | None:
 
 @dataclass(frozen=True)
 class _Stored:
-    """The stored tables a snapshot is assembled from."""
+    """The stored tables a snapshot is assembled from (passages, concepts and facts without
+    their vectors, which are numpy arrays in the same row order)."""
 
     passages: pa.Table
     concepts: pa.Table
     facts: pa.Table
     rules: pa.Table
     synonyms: pa.Table
-
-    def ids(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Concept id -> phrase index, passage id -> passage index."""
-        return _index_of(_column(self.concepts, "id")), _index_of(_column(self.passages, "id"))
+    passage_vectors: np.ndarray
+    concept_vectors: np.ndarray
+    fact_vectors: np.ndarray
 
 
 def _column(table: pa.Table, name: str) -> list:
@@ -129,10 +153,10 @@ def _fact_edges(
     fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
     counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
     fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
-    relations = _column(facts, "relation") if "relation" in facts.schema.names else []
+    weighted = graph_config.relation_weights and "relation" in facts.schema.names
     fact_scale = (
-        np.repeat(graph_config.relation_multipliers(relations), counts)
-        if graph_config.relation_weights and relations
+        np.repeat(graph_config.relation_multipliers(_column(facts, "relation")), counts)
+        if weighted
         else None
     )
     return fact_nodes, fact_pairs, fact_scale
@@ -148,17 +172,22 @@ def _synonym_edges(stored: _Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return _positions(syn["a"], keys, "synonyms"), _positions(syn["b"], keys, "synonyms"), weights
 
 
+def _listed(lists: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, key index) of every listed value that is among ``keys``, in list order."""
+    flat = lists.combine_chunks()
+    row = pc.list_parent_indices(flat).to_numpy().astype(np.int64)  # (listings,)
+    at = pc.index_in(pc.list_flatten(flat), value_set=keys)  # null: not a key
+    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    return row[known], at.drop_null().to_numpy().astype(np.int64)
+
+
 def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(row, passage index) pairs of ``table``'s ``passage_ids`` lists: stored passages only,
     each pair once, sorted by row then passage."""
     if table.num_rows == 0 or passages.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    lists = table["passage_ids"].combine_chunks()
-    row = pc.list_parent_indices(lists).to_numpy().astype(np.int64)  # (listings,)
-    at = pc.index_in(pc.list_flatten(lists), value_set=passages["id"])  # null: not stored
-    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    passage = at.drop_null().to_numpy().astype(np.int64)  # (known listings,)
-    key = np.unique(row[known] * passages.num_rows + passage)  # (pairs,)
+    row, passage = _listed(table["passage_ids"], passages["id"])  # (known listings,)
+    key = np.unique(row * passages.num_rows + passage)  # (pairs,)
     return key // passages.num_rows, key % passages.num_rows
 
 
@@ -197,10 +226,24 @@ def _sequence_edges(
     return a, b, sequence_weights(distance, graph_config.sequence)
 
 
-def _cell_sorted(facts: pa.Table, config: FactCellsConfig) -> tuple[pa.Table, FactCells | None]:
-    """The facts cell by cell with their index, or as they are below ``config.min_facts``."""
-    cells = fact_cells(_vectors(facts), config) if facts.num_rows >= config.min_facts else None
-    return (facts, None) if cells is None else (facts.take(pa.array(cells.order)), cells)
+def _read_stored(
+    store: LanceStore, passages: pa.Table, config: FactCellsConfig
+) -> tuple[_Stored, FactCells | None]:
+    """The stored tables in snapshot order, and the fact index when facts are many."""
+    facts = store.read_without(FACTS, ["vector"])
+    f_vec = _vectors_of(store, FACTS, facts)
+    # facts cell by cell when they are many: a query scores only its nearest cells' facts
+    cells = fact_cells(f_vec, config)
+    if cells is not None:
+        facts, f_vec = facts.take(pa.array(cells.order)), f_vec[cells.order]
+    concepts = store.read_without(CONCEPTS, ["vector"])
+    # hubs first within each node block: locality for the PPR products (ingest/graph.py)
+    c_order, p_order = hub_first_orders(concepts, passages, facts)
+    c_vec = _vectors_of(store, CONCEPTS, concepts)[c_order]
+    p_vec = _vectors_of(store, PASSAGES, passages)[p_order]
+    concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
+    rules, synonyms = store.read(RULES), store.read(SYNONYMS)
+    return _Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
 
 
 def _graph_arrays(
@@ -223,10 +266,10 @@ def _graph_arrays(
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
         adj_indices=adj.indices.astype(np.int32),
         adj_data=adj.data.astype(np.float32),
-        passage_vectors=_vectors(stored.passages),
-        fact_vectors=_vectors(stored.facts),
+        passage_vectors=stored.passage_vectors,
+        fact_vectors=stored.fact_vectors,
         fact_nodes=fact_nodes,
-        phrase_vectors=_vectors(stored.concepts),
+        phrase_vectors=stored.concept_vectors,
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
         phrase_text_frequency=_text_frequency(stored),
         fact_passage_indptr=indptr,
@@ -243,29 +286,53 @@ def _graph_arrays(
     return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
 
 
+def _strings(table: pa.Table, name: str) -> pa.Array:
+    """``table[name]`` as one string array; empty for an empty table (which may lack it)."""
+    if table.num_rows == 0:
+        return pa.array([], pa.string())
+    return pc.cast(table[name].combine_chunks(), pa.string())
+
+
+def _grouped(rows: np.ndarray, values: pa.Array, n_rows: int, kind: pa.DataType) -> pa.Array:
+    """A list per row of ``values`` (sorted by row), empty for rows with none."""
+    offsets = np.zeros(n_rows + 1, np.int64)
+    offsets[1:] = np.cumsum(np.bincount(rows, minlength=n_rows))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=kind)
+
+
+def _rule_domains(stored: _Stored) -> pa.Array:
+    """Each rule's distinct stored-passage domains, sorted (rules are filtered by them)."""
+    rules, passages = stored.rules, stored.passages
+    if passages.num_rows == 0:
+        return _grouped(np.zeros(0, np.int64), pa.array([], pa.string()), rules.num_rows, _DOMAINS)
+    rule, passage = _listed(rules["passage_ids"], passages["id"])  # (listings,)
+    domains = pc.dictionary_encode(_strings(passages, "domain"))
+    by_name = pc.sort_indices(domains.dictionary).to_numpy().astype(np.int64)  # (n_domains,)
+    rank = np.empty_like(by_name)
+    rank[by_name] = np.arange(len(by_name))
+    width = max(len(by_name), 1)
+    code = rank[domains.indices.to_numpy(zero_copy_only=False)[passage]]  # (listings,)
+    key = np.unique(rule * width + code)  # (pairs,) by rule, then domain name
+    names = domains.dictionary.take(pa.array(by_name[key % width]))
+    return _grouped(key // width, names, rules.num_rows, _DOMAINS)
+
+
 def _rules_table(stored: _Stored) -> pa.Table:
     """Rules with their concepts as phrase indices and the domains of their passages."""
-    c_at, _ = stored.ids()
-    rule_rows = stored.rules.to_pylist() if stored.rules.num_rows else []
-    # rules are filtered by their passages' domains
-    p_domain = dict(zip(_column(stored.passages, "id"), _column(stored.passages, "domain")))
+    rules = stored.rules
+    if rules.num_rows == 0:
+        return pa.table({k: pa.array([], t) for k, t in _RULE_COLUMNS.items()})
+    concept_keys = stored.concepts["id"] if stored.concepts.num_rows else pa.array([], pa.string())
+    rule, node = _listed(rules["concepts"], concept_keys)  # (known listings,) in list order
+    nodes = pa.array(node.astype(np.int32), pa.int32())
     return pa.table(
         {
-            "id": pa.array([r["id"] for r in rule_rows], pa.string()),
-            "text": pa.array([r["text"] for r in rule_rows], pa.string()),
-            "category": pa.array([r["category"] for r in rule_rows], pa.string()),
-            "confidence": pa.array([r["confidence"] for r in rule_rows], pa.float32()),
-            "concept_nodes": pa.array(
-                [[c_at[c] for c in r["concepts"] if c in c_at] for r in rule_rows],
-                pa.list_(pa.int32()),
-            ),
-            "domains": pa.array(
-                [
-                    sorted({p_domain[p] for p in r["passage_ids"] if p in p_domain})
-                    for r in rule_rows
-                ],
-                pa.list_(pa.string()),
-            ),
+            "id": _strings(rules, "id"),
+            "text": _strings(rules, "text"),
+            "category": _strings(rules, "category"),
+            "confidence": pc.cast(rules["confidence"].combine_chunks(), pa.float32()),
+            "concept_nodes": _grouped(rule, nodes, rules.num_rows, _RULE_COLUMNS["concept_nodes"]),
+            "domains": _rule_domains(stored),
         }
     )
 
@@ -275,23 +342,19 @@ def _snapshot_tables(stored: _Stored) -> SnapshotTables:
     concepts, passages, facts = stored.concepts, stored.passages, stored.facts
     n_phr, n_pas = concepts.num_rows, passages.num_rows
     passage_columns = ("id", "doc_id", "title", "text", "domain", "time", "ingested_at")
+    kinds = [pa.repeat(pa.scalar("phrase"), n_phr), pa.repeat(pa.scalar("passage"), n_pas)]
     return SnapshotTables(
         nodes=pa.table(
             {
-                "id": _column(concepts, "id") + _column(passages, "id"),
-                "kind": ["phrase"] * n_phr + ["passage"] * n_pas,
-                "name": _column(concepts, "name") + _column(passages, "title"),
+                "id": pa.concat_arrays([_strings(concepts, "id"), _strings(passages, "id")]),
+                "kind": pa.concat_arrays(kinds),
+                "name": pa.concat_arrays([_strings(concepts, "name"), _strings(passages, "title")]),
             }
         ),
-        passages=passages.drop_columns(["vector"])
+        passages=passages
         if n_pas
         else pa.table({k: pa.array([], pa.string()) for k in passage_columns}),
-        facts=pa.table(
-            {
-                k: pa.array(_column(facts, k), pa.string())
-                for k in ("id", "subject", "predicate", "object")
-            }
-        ),
+        facts=pa.table({k: _strings(facts, k) for k in ("id", "subject", "predicate", "object")}),
         rules=_rules_table(stored),
     )
 
@@ -311,18 +374,14 @@ def build_snapshot(
     nothing), unless ``force``.
     """
     versions = store.versions()
-    passages = store.read(PASSAGES)
+    passages = store.read_without(PASSAGES, ["vector"])
     # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
     versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     inputs = _inputs_digest(versions, embedding_model, graph_config, params)
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:
         return unchanged
-    # facts cell by cell when they are many: a query scores only its nearest cells' facts
-    facts, cells = _cell_sorted(store.read(FACTS), graph_config.fact_cells)
-    # hubs first within each node block: locality for the PPR products (ingest/graph.py)
-    concepts, passages = hub_first_tables(store.read(CONCEPTS), passages, facts)
-    stored = _Stored(passages, concepts, facts, store.read(RULES), store.read(SYNONYMS))
+    stored, cells = _read_stored(store, passages, graph_config.fact_cells)
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
     tables = _snapshot_tables(stored)
     counts = SnapshotCounts(

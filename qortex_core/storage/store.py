@@ -235,6 +235,13 @@ class LanceStore:
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
+    def read_without(self, name: str, dropped: Sequence[str]) -> pa.Table:
+        """Every column but ``dropped``, every row in row order (empty table if none)."""
+        table = self._table(name)
+        if table is None:
+            return pa.table({})
+        return self.read_columns(name, [c for c in table.schema.names if c not in dropped])
+
     def scan(
         self, name: str, columns: Sequence[str], batch_rows: int = 65536
     ) -> Iterator[pa.RecordBatch]:

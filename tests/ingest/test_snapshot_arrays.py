@@ -13,7 +13,7 @@ from qortex_core.errors import SnapshotError
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.stages import build_index, build_snapshot
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import FACTS, SYNONYMS, LanceStore
+from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
 @pytest.fixture
@@ -55,3 +55,68 @@ def test_a_synonym_naming_an_unknown_concept_is_a_snapshot_error(synth_home):
     store.replace(SYNONYMS, pa.concat_tables([syn, bad.cast(syn.schema)]))
     with pytest.raises(SnapshotError, match="synonyms"):
         build_snapshot(store, home, "hash2-16", force=True)
+
+
+def test_snapshot_tables_and_vectors_match_the_stored_rows(synth_home):
+    home, store = synth_home
+    rules = store.read(RULES)
+    assert rules.num_rows > 0
+    concepts, passages = store.read(CONCEPTS), store.read(PASSAGES)
+    # one more rule naming a concept twice, an unknown concept and passages of two domains
+    odd_passages = [passages["id"][0].as_py(), passages["id"][-1].as_py(), "p_gone"]
+    odd = {
+        "id": ["r_odd"],
+        "text": ["odd rule"],
+        "concepts": [[concepts["id"][1].as_py(), "c_gone", concepts["id"][0].as_py()] * 2],
+        "category": ["x"],
+        "confidence": [0.5],
+        "passage_ids": [odd_passages],
+        "vector": [rules["vector"][0].as_py()],
+    }
+    store.replace(RULES, pa.concat_tables([rules, pa.table(odd).cast(rules.schema)]))
+    domains = ["synth"] * (passages.num_rows - 1) + ["alpha"]  # listed after "synth" above
+    passages = passages.set_column(
+        passages.schema.get_field_index("domain"), "domain", pa.array(domains)
+    )
+    store.replace(PASSAGES, passages)
+    build_snapshot(store, home, "hash2-16", force=True)
+    loaded = snap.load(home)
+    t, a = loaded.tables, loaded.arrays
+    node_at = {nid: i for i, nid in enumerate(t["nodes"]["id"].to_pylist())}
+    domain = dict(zip(passages["id"].to_pylist(), passages["domain"].to_pylist()))
+    stored = {r["id"]: r for r in store.read(RULES).to_pylist()}
+    got = t["rules"].to_pylist()
+    assert sorted(r["id"] for r in got) == sorted(stored)
+    for row in got:
+        want = stored[row["id"]]
+        assert row["concept_nodes"] == [node_at[c] for c in want["concepts"] if c in node_at]
+        assert row["domains"] == sorted({domain[p] for p in want["passage_ids"] if p in domain})
+    assert {r["id"]: r["domains"] for r in got}["r_odd"] == ["alpha", "synth"]
+    # every vector array holds each row's stored vector, in snapshot order
+    for name, array, ids in (
+        (PASSAGES, "passage_vectors", t["passages"]["id"]),
+        (CONCEPTS, "phrase_vectors", t["nodes"]["id"][: concepts.num_rows]),
+        (FACTS, "fact_vectors", t["facts"]["id"]),
+    ):
+        rows = store.read(name)
+        by_id = dict(zip(rows["id"].to_pylist(), rows["vector"].to_pylist()))
+        want = np.array([by_id[i] for i in ids.to_pylist()], np.float32)
+        assert np.array_equal(np.asarray(a[array]), want)
+
+
+def test_a_table_changed_while_the_snapshot_reads_it_is_a_snapshot_error(synth_home, monkeypatch):
+    home, store = synth_home
+    latest = snap.latest_name(home)
+    read_without = store.read_without
+
+    def read_then_write(name, dropped):  # another writer appends between the two reads
+        rows = read_without(name, dropped)
+        if name == CONCEPTS:
+            full = store.read(CONCEPTS)
+            store.append(CONCEPTS, full.slice(0, 1).set_column(0, "id", pa.array(["c_new"])))
+        return rows
+
+    monkeypatch.setattr(store, "read_without", read_then_write)
+    with pytest.raises(SnapshotError, match="concepts changed"):
+        build_snapshot(store, home, "hash2-16", force=True)
+    assert snap.latest_name(home) == latest  # nothing published

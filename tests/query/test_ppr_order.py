@@ -78,7 +78,11 @@ def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch)
 
     hub = tmp_path / "hub"
     ingest(hub, corpus(), embedder)
-    monkeypatch.setattr(snapshot_stage, "hub_first_tables", lambda c, p, f: (c, p))
+    monkeypatch.setattr(
+        snapshot_stage,
+        "hub_first_orders",
+        lambda c, p, f: (np.arange(c.num_rows), np.arange(p.num_rows)),
+    )
     plain = tmp_path / "plain"
     ingest(plain, corpus(), embedder)
     a, b = Retriever.open(hub, embedder=embedder), Retriever.open(plain, embedder=embedder)
