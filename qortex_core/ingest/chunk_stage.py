@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Collection, Mapping, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.errors import QortexError
 from qortex_core.ingest.extract import Extractor
 from qortex_core.storage import ids, times
 from qortex_core.storage.model import Extraction, Passage
@@ -206,3 +208,53 @@ def read_extraction_json(
         return {}
     ok = rows.filter(pc.equal(rows["status"], "ok"))
     return dict(zip(ok["passage_id"].to_pylist(), ok["payload"].to_pylist()))
+
+
+class ExtractionJson(Mapping[str, str]):
+    """:func:`read_extraction_json` read lazily: the payloads of ``passage_ids`` are fetched
+    ``batch`` passages at a time (by row offset), so looking them up in that order holds one
+    batch of JSON text rather than all of it. Membership needs no payload."""
+
+    def __init__(
+        self, store: LanceStore, extractor_key: str, passage_ids: Sequence[str], batch: int = 20_000
+    ) -> None:
+        self._store, self._batch, self._ids = store, max(1, batch), list(passage_ids)
+        self._position = {p: i for i, p in enumerate(self._ids)}
+        rows = store.read_columns(EXTRACTIONS, ["key", "status"])
+        self._offset = np.full(len(self._ids), -1, np.int64)  # (passages,) row of its ok payload
+        if rows.num_rows and self._ids:
+            keys = pa.array([extraction_key(p, extractor_key) for p in self._ids], pa.string())
+            at = pc.fill_null(pc.index_in(keys, value_set=rows["key"]), -1).to_numpy()
+            ok = pc.equal(rows["status"], "ok").to_numpy(zero_copy_only=False)  # (rows,)
+            self._offset = np.where((at >= 0) & ok[np.maximum(at, 0)], at, -1).astype(np.int64)
+        self._loaded: tuple[int, dict[str, str]] = (-1, {})
+
+    def _load(self, b: int) -> dict[str, str]:
+        span = slice(b * self._batch, (b + 1) * self._batch)
+        offsets, wanted = self._offset[span], self._ids[span]
+        rows = self._store.take(
+            EXTRACTIONS, offsets[offsets >= 0].tolist(), ["passage_id", "payload"]
+        )
+        got = dict(zip(rows["passage_id"].to_pylist(), rows["payload"].to_pylist()))
+        if any(p not in got for p, o in zip(wanted, offsets) if o >= 0):
+            raise QortexError("the extractions table changed while it was read: run it again")
+        self._loaded = (b, got)
+        return got
+
+    def __getitem__(self, passage_id: str) -> str:
+        at = self._position[passage_id]
+        if self._offset[at] < 0:
+            raise KeyError(passage_id)
+        b = at // self._batch
+        batch = self._loaded[1] if self._loaded[0] == b else self._load(b)
+        return batch[passage_id]
+
+    def __contains__(self, passage_id: object) -> bool:
+        at = self._position.get(passage_id) if isinstance(passage_id, str) else None
+        return at is not None and bool(self._offset[at] >= 0)
+
+    def __iter__(self) -> Iterator[str]:
+        return (p for p, o in zip(self._ids, self._offset) if o >= 0)
+
+    def __len__(self) -> int:
+        return int((self._offset >= 0).sum())

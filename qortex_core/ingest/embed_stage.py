@@ -14,10 +14,10 @@ import pyarrow as pa
 
 from qortex_core.embed import Embedder
 from qortex_core.ingest.chunk_stage import (
+    ExtractionJson,
     Progress,
     no_progress,
     read_chunks,
-    read_extraction_json,
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.node_tables import node_tables
@@ -86,7 +86,7 @@ def embed_index(
     """Rebuild the passages, concepts, facts and rules tables with vectors from the embedding
     cache."""
     chunks = read_chunks(store)
-    payloads = read_extraction_json(store, extractor_key, [p.id for p in chunks])
+    payloads = ExtractionJson(store, extractor_key, [p.id for p in chunks])  # read as parsed
     digest = ids.digest(
         embedder.name,
         extractor_key,
@@ -102,22 +102,24 @@ def embed_index(
         n = [store.count(name) for name in outputs]
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
-    concepts, facts, rules = node_tables(chunks, payloads)
-    del payloads  # the extractions' JSON text: as large as the node tables, not needed past here
-    nodes = ((CONCEPTS, concepts), (FACTS, facts), (RULES, rules))
-    # one model call path: all four tables' texts, cache-checked and length-sorted together
-    p_vec, *node_vecs = cached.embed_groups(
-        [[p.full_text for p in chunks], *(_node_texts(name, rows) for name, rows in nodes)],
-        progress,
-    )
+    nodes = dict(zip((CONCEPTS, FACTS, RULES), node_tables(chunks, payloads)))
+    n_concepts, n_facts, n_rules = (nodes[n].num_rows for n in (CONCEPTS, FACTS, RULES))
+    n_passages = len(chunks)
+    # one model call path, a table at a time (its texts cache-checked and length-sorted
+    # together): memory holds one table's texts and vectors, not all four tables'
+    (p_vec,) = cached.embed_groups([[p.full_text for p in chunks]], progress)
     store.replace(PASSAGES, _passages_table(chunks, p_vec))
+    del chunks, p_vec
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
-    for done, ((name, rows), vectors) in enumerate(zip(nodes, node_vecs), 2):
+    for done, name in enumerate((CONCEPTS, FACTS, RULES), 2):
+        rows = nodes.pop(name)
+        (vectors,) = cached.embed_groups([_node_texts(name, rows)], progress)
         store.replace(name, _with_vectors(rows, vectors))
+        del rows, vectors
         progress("embed_tables", done, 4)
     store.set_stage_digest("embeddings", digest)
-    counts = (concepts.num_rows, facts.num_rows, rules.num_rows)
-    return EmbedReport(len(chunks), *counts, cached.texts_embedded, cached.cache_hits)
+    counts = (n_passages, n_concepts, n_facts, n_rules)
+    return EmbedReport(*counts, cached.texts_embedded, cached.cache_hits)
 
 
 # -- synonyms -----------------------------------------------------------------------------

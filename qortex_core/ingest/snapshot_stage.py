@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError, SnapshotError
-from qortex_core.ingest.cells import FactCells, FactCellsConfig, fact_cells
+from qortex_core.ingest.cells import FactCells, fact_cells
 from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
@@ -37,14 +37,19 @@ from qortex_core.storage.store import (
 
 
 # -- snapshot -----------------------------------------------------------------------------
-def _vectors_of(store: LanceStore, name: str, rows: pa.Table) -> np.ndarray:
+def _vectors_of(
+    store: LanceStore, name: str, rows: pa.Table, order: np.ndarray | None = None
+) -> np.ndarray:
     """(n, d) float32 ``vector`` column of ``name``'s ``rows`` (read without it), a batch at a
-    time into one array: the vectors are never held twice.
+    time into one array, row i holding stored row ``order[i]``: never held twice.
 
     Raises:
         SnapshotError: the table changed between the two reads (its ids differ).
     """
     out, at = np.zeros((0, 1), np.float32), 0
+    place = np.arange(rows.num_rows)  # stored row -> output row
+    if order is not None:
+        place[order] = np.arange(len(order))
     for batch in store.scan(name, ["id", "vector"]):
         n, dim = batch.num_rows, batch.schema.field("vector").type.list_size
         if at == 0:
@@ -53,7 +58,7 @@ def _vectors_of(store: LanceStore, name: str, rows: pa.Table) -> np.ndarray:
             pa.chunked_array([batch.column(0)])
         ):
             raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
-        out[at : at + n] = arrow_to_vectors(batch.column(1), dim)
+        out[place[at : at + n]] = arrow_to_vectors(batch.column(1), dim)
         at += n
     if at != rows.num_rows:
         raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
@@ -227,20 +232,23 @@ def _sequence_edges(
 
 
 def _read_stored(
-    store: LanceStore, passages: pa.Table, config: FactCellsConfig
+    store: LanceStore, passages: pa.Table, config: GraphConfig
 ) -> tuple[_Stored, FactCells | None]:
     """The stored tables in snapshot order, and the fact index when facts are many."""
-    facts = store.read_without(FACTS, ["vector"])
+    weighted = bool(config.relation_weights)  # the facts' relation column is read only then
+    facts = store.read_without(FACTS, ["vector"] if weighted else ["vector", "relation"])
     f_vec = _vectors_of(store, FACTS, facts)
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
-    cells = fact_cells(f_vec, config)
-    if cells is not None:
-        facts, f_vec = facts.take(pa.array(cells.order)), f_vec[cells.order]
+    cells = fact_cells(f_vec, config.fact_cells)
+    if cells is not None:  # read again in cell order rather than holding a permuted copy
+        del f_vec
+        f_vec = _vectors_of(store, FACTS, facts, cells.order)
+        facts = facts.take(pa.array(cells.order))
     concepts = store.read_without(CONCEPTS, ["vector"])
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     c_order, p_order = hub_first_orders(concepts, passages, facts)
-    c_vec = _vectors_of(store, CONCEPTS, concepts)[c_order]
-    p_vec = _vectors_of(store, PASSAGES, passages)[p_order]
+    c_vec = _vectors_of(store, CONCEPTS, concepts, c_order)
+    p_vec = _vectors_of(store, PASSAGES, passages, p_order)
     concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
     rules, synonyms = store.read(RULES), store.read(SYNONYMS)
     return _Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
@@ -381,7 +389,7 @@ def build_snapshot(
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:
         return unchanged
-    stored, cells = _read_stored(store, passages, graph_config.fact_cells)
+    stored, cells = _read_stored(store, passages, graph_config)
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
     tables = _snapshot_tables(stored)
     counts = SnapshotCounts(

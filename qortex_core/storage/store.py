@@ -242,6 +242,16 @@ class LanceStore:
             return pa.table({})
         return self.read_columns(name, [c for c in table.schema.names if c not in dropped])
 
+    def take(self, name: str, offsets: Sequence[int], columns: Sequence[str]) -> pa.Table:
+        """``columns`` of the rows at ``offsets`` (row positions; empty table if none)."""
+        table = self._table(name)
+        if table is None or len(offsets) == 0:
+            return pa.table({})
+        try:
+            return table.take_offsets([int(o) for o in offsets]).select(list(columns)).to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
+
     def scan(
         self, name: str, columns: Sequence[str], batch_rows: int = 65536
     ) -> Iterator[pa.RecordBatch]:

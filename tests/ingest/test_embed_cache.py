@@ -220,3 +220,26 @@ def test_a_lookup_that_can_hit_nothing_reads_no_vectors(tmp_path, monkeypatch):
     assert hit.tolist() == [False, False, False] and not found.any()
     with pytest.raises(AssertionError, match="scanned"):
         LanceVectorCache(store).find(["k2"])  # a key that hits is read from the vectors
+
+
+def test_extraction_json_reads_payloads_a_batch_at_a_time(tmp_path, monkeypatch):
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+    from qortex_core.ingest.chunk_stage import ExtractionJson, read_extraction_json
+    from qortex_core.ingest.extract import OfflineExtractor
+    from qortex_core.ingest.stages import extract_chunks, sync_chunks
+
+    store = LanceStore.open(tmp_path)
+    sync_chunks(store, SynthCorpus(SynthConfig(passages=30, seed=4)).passages())
+    key = OfflineExtractor().cache_key
+    extract_chunks(store, OfflineExtractor(), 8)
+    chunk_ids = sorted(store.read("chunks")["id"].to_pylist()) + ["p_never_extracted"]
+    whole = read_extraction_json(store, key, chunk_ids)
+    taken: list[int] = []
+    take = store.take
+    monkeypatch.setattr(store, "take", lambda n, o, c: taken.append(len(o)) or take(n, o, c))
+    lazy = ExtractionJson(store, key, chunk_ids, batch=7)
+    assert len(lazy) == len(whole) == 30 and "p_never_extracted" not in lazy
+    assert taken == []  # membership and length read no payload
+    assert {p: lazy[p] for p in chunk_ids if p in lazy} == whole
+    assert max(taken) <= 7 and sum(taken) == 30  # each batch fetched once, in order
+    assert lazy.get("p_never_extracted") is None
