@@ -31,44 +31,89 @@ from qortex_core.storage.model import Passage
 _STR_LIST = pa.list_(pa.string())
 
 
+_FLUSH = 20_000  # chunks whose occurrences are gathered as Python values before going columnar
+_STRING_COLUMNS = ("c_name", "c_desc", "f_s", "f_p", "f_o", "f_rel")
+
+
 @dataclass
 class _Flat:
-    """Every occurrence in the payloads, one entry per column (chunk index in ``*_at``)."""
+    """Every occurrence in the payloads as columns: chunk index in ``*_at``; concept listings
+    (``c_*``) and fact occurrences (``f_*``) as Arrow strings, not a Python object each; rules
+    (few) as rows."""
 
-    c_at: list[int] = field(default_factory=list)
-    c_name: list[str] = field(default_factory=list)
-    c_desc: list[str] = field(default_factory=list)
-    f_at: list[int] = field(default_factory=list)
-    f_parts: list[tuple[str, str, str, str]] = field(default_factory=list)
+    c_at: np.ndarray
+    c_name: pa.Array
+    c_desc: pa.Array
+    f_at: np.ndarray
+    f_s: pa.Array
+    f_p: pa.Array
+    f_o: pa.Array
+    f_rel: pa.Array
     r_at: list[int] = field(default_factory=list)
     r_rows: list[tuple[str, list[str], str, float]] = field(default_factory=list)
 
 
+class _Gather:
+    """Occurrences gathered a few chunks at a time, then flushed into Arrow parts."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list] = {n: [] for n in ("c_at", "f_at", *_STRING_COLUMNS)}
+        self.parts: dict[str, list] = {n: [] for n in self.values}
+
+    def flush(self) -> None:
+        for name, values in self.values.items():
+            kind = pa.int64() if name.endswith("_at") else pa.string()
+            self.parts[name].append(pa.array(values, kind))
+            self.values[name] = []
+
+    def column(self, name: str) -> pa.Array:
+        """Every gathered value of ``name`` (call after the last :meth:`flush`)."""
+        out = pa.concat_arrays(self.parts[name])
+        self.parts[name] = []
+        return out
+
+
 def _flatten(chunks: Sequence[Passage], payloads: Mapping[str, dict | str]) -> _Flat:
-    flat = _Flat()
+    gather, r_at, r_rows = _Gather(), [], []
+    v = gather.values
     for at, p in enumerate(chunks):
+        if at % _FLUSH == _FLUSH - 1:
+            gather.flush()
         payload = payloads.get(p.id)
         if isinstance(payload, str):  # JSON text: parsed one chunk at a time
             payload = json.loads(payload)
         if not payload:
             continue
         for name, description in payload.get("concepts", []):
-            flat.c_at.append(at)
-            flat.c_name.append(name)
-            flat.c_desc.append(description)
+            v["c_at"].append(at)
+            v["c_name"].append(name)
+            v["c_desc"].append(description)
         for s, pred, o, relation in payload.get("facts", []):
-            flat.f_at.append(at)
-            flat.f_parts.append((s, pred, o, relation))
+            v["f_at"].append(at)
+            v["f_s"].append(s)
+            v["f_p"].append(pred)
+            v["f_o"].append(o)
+            v["f_rel"].append(relation)
         for text, names, category, confidence in payload.get("rules", []):
-            flat.r_at.append(at)
-            flat.r_rows.append((text, names, category, float(confidence)))
-    return flat
+            r_at.append(at)
+            r_rows.append((text, names, category, float(confidence)))
+    gather.flush()
+    ats = {n: gather.column(n).to_numpy(zero_copy_only=False) for n in ("c_at", "f_at")}
+    strings = {n: gather.column(n) for n in _STRING_COLUMNS}
+    return _Flat(**ats, **strings, r_at=r_at, r_rows=r_rows)
 
 
 def _hashed(values: Sequence, hash_of: Callable) -> list[str]:
     """``hash_of(v)`` for every value, computed once per distinct value."""
     memo = {v: hash_of(v) for v in dict.fromkeys(values)}
     return [memo[v] for v in values]
+
+
+def _hashed_strings(values: pa.Array, hash_of: Callable[[str], str]) -> pa.Array:
+    """``hash_of(v)`` for every string, computed once per distinct string."""
+    encoded = pc.dictionary_encode(values)
+    hashed = pa.array([hash_of(v) for v in encoded.dictionary.to_pylist()], pa.string())
+    return hashed.take(encoded.indices)
 
 
 def _concept_id(name: str) -> str:
@@ -86,8 +131,9 @@ class _Groups:
     start: np.ndarray
 
     @classmethod
-    def of(cls, id_values: Sequence[str]) -> "_Groups":
-        encoded = pc.dictionary_encode(pa.array(id_values, pa.string()))
+    def of(cls, id_values: Sequence[str] | pa.Array) -> "_Groups":
+        values = id_values if isinstance(id_values, pa.Array) else pa.array(id_values, pa.string())
+        encoded = pc.dictionary_encode(values)
         dictionary = encoded.dictionary
         by_id = pc.sort_indices(dictionary).to_numpy().astype(np.int64)  # (groups,) id order
         rank = np.empty_like(by_id)
@@ -136,25 +182,27 @@ def _concept_domains(g: _Groups, at: np.ndarray, listed: np.ndarray, domains: li
 
 
 def _concepts(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
-    ends = [name for s, _, o, _ in flat.f_parts for name in (s, o)]
-    names = flat.c_name + ends
-    at = np.array(flat.c_at + [a for a in flat.f_at for _ in (0, 1)], np.int64)  # (occ,)
-    listed = np.r_[np.ones(len(flat.c_name), bool), np.zeros(len(ends), bool)]
+    n_c, n_f = len(flat.c_at), len(flat.f_at)
+    pick = np.empty(2 * n_f, np.int64)  # fact endpoints: subject, then object, per occurrence
+    pick[0::2], pick[1::2] = np.arange(n_f), n_f + np.arange(n_f)
+    ends = pa.concat_arrays([flat.f_s, flat.f_o]).take(pa.array(pick))
+    at = np.r_[flat.c_at, np.repeat(flat.f_at, 2)].astype(np.int64)  # (occ,)
+    listed = np.r_[np.ones(n_c, bool), np.zeros(2 * n_f, bool)]
     seq = np.argsort(at, kind="stable")  # occurrence order: chunk, then listings, then ends
-    names = [names[i] for i in seq]
+    order = pa.array(seq)
+    names = pa.concat_arrays([flat.c_name, ends]).take(order)
+    descs = pa.concat_arrays([flat.c_desc, pa.repeat(pa.scalar(""), 2 * n_f)]).take(order)
     at, listed = at[seq], listed[seq]
-    all_descs = flat.c_desc + [""] * len(ends)
-    descs = [all_descs[i] for i in seq]
-    g = _Groups.of(_hashed(names, _concept_id))
-    first = g.first()
+    g = _Groups.of(_hashed_strings(names, _concept_id))
+    first = pa.array(g.first())
     p_off, p_at = _concept_passages(g, at, listed, len(chunks))
     d_off, d_val = _concept_domains(g, at, listed, [p.domain for p in chunks])
     chunk_ids = pa.array([p.id for p in chunks], pa.string())
     return pa.table(
         {
             "id": g.keys,
-            "name": _take(names, first),
-            "description": _take(descs, first),
+            "name": names.take(first),
+            "description": descs.take(first),
             "passage_ids": _lists(p_off, chunk_ids.take(pa.array(p_at))),
             "domains": _lists(d_off, d_val),
         }
@@ -167,30 +215,40 @@ def _occurrence_lists(g: _Groups, at: np.ndarray, chunks: Sequence[Passage]) -> 
     return _lists(g.start, chunk_ids.take(pa.array(at[g.order])))
 
 
-def _fact_ids(parts: list[tuple[str, str, str, str]]) -> list[str]:
-    """:func:`ids.fact_id` of every fact, each distinct string normalised once."""
-    norm = {t: ids.normalize_phrase(t) for p in parts for t in dict.fromkeys(p[:3])}
-    return _hashed(
-        [(norm[s], norm[pred], norm[o]) for s, pred, o, _ in parts],
-        lambda t: ids.fact_id_normalized(*t),
-    )
+def _fact_ids(flat: _Flat) -> pa.Array:
+    """:func:`ids.fact_id` of every fact occurrence, each distinct string normalised once and
+    each distinct (subject, predicate, object) hashed once."""
+    codes, norms = [], []
+    for column in (flat.f_s, flat.f_p, flat.f_o):
+        encoded = pc.dictionary_encode(column)
+        codes.append(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+        norms.append([ids.normalize_phrase(t) for t in encoded.dictionary.to_pylist()])
+    n_p, n_o = max(len(norms[1]), 1), max(len(norms[2]), 1)
+    pairs, pair_at = np.unique(codes[0] * n_p + codes[1], return_inverse=True)  # (s, p)
+    triples, triple_at = np.unique(pair_at.reshape(-1) * n_o + codes[2], return_inverse=True)
+    sp = pairs[triples // n_o]  # (distinct triples,)
+    s_at, p_at, o_at = (sp // n_p).tolist(), (sp % n_p).tolist(), (triples % n_o).tolist()
+    hashed = [
+        ids.fact_id_normalized(norms[0][a], norms[1][b], norms[2][c])
+        for a, b, c in zip(s_at, p_at, o_at)
+    ]
+    return pa.array(hashed, pa.string()).take(pa.array(triple_at.reshape(-1)))
 
 
 def _facts(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
-    parts = flat.f_parts
-    g = _Groups.of(_fact_ids(parts))
-    first = g.first()
-    subjects, objects = [p[0] for p in parts], [p[2] for p in parts]
+    g = _Groups.of(_fact_ids(flat))
+    first = pa.array(g.first())
+    subjects, objects = flat.f_s.take(first), flat.f_o.take(first)
     return pa.table(
         {
             "id": g.keys,
-            "subject": _take(subjects, first),
-            "predicate": _take([p[1] for p in parts], first),
-            "object": _take(objects, first),
-            "relation": _take([p[3] for p in parts], first),
-            "subject_id": pa.array(_hashed([subjects[i] for i in first], _concept_id), pa.string()),
-            "object_id": pa.array(_hashed([objects[i] for i in first], _concept_id), pa.string()),
-            "passage_ids": _occurrence_lists(g, np.array(flat.f_at, np.int64), chunks),
+            "subject": subjects,
+            "predicate": flat.f_p.take(first),
+            "object": objects,
+            "relation": flat.f_rel.take(first),
+            "subject_id": _hashed_strings(subjects, _concept_id),
+            "object_id": _hashed_strings(objects, _concept_id),
+            "passage_ids": _occurrence_lists(g, flat.f_at.astype(np.int64), chunks),
         }
     )
 

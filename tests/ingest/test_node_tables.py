@@ -7,8 +7,10 @@ import dataclasses
 import json
 
 import pyarrow as pa
+import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+from qortex_core.ingest import node_tables as node_tables_module
 from qortex_core.ingest.chunk_stage import _payload
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.node_tables import node_tables
@@ -75,7 +77,9 @@ def _assert_same(chunks, payloads):
         assert table.to_pylist() == rows
 
 
-def test_synthetic_corpus_tables_equal_the_row_merge():
+@pytest.mark.parametrize("flush", [20_000, 7])  # occurrences gathered in one part, or in many
+def test_synthetic_corpus_tables_equal_the_row_merge(flush, monkeypatch):
+    monkeypatch.setattr(node_tables_module, "_FLUSH", flush)
     passages = SynthCorpus(SynthConfig(passages=300, seed=3)).passages()
     # three domains so the domain lists are exercised; chunks in id order, as the stage reads
     chunks = sorted(
