@@ -97,6 +97,33 @@ class LanceVectorCache:
         hit = np.zeros(len(keys), bool)
         if stored is None or not (wanted >= 0).any():  # nothing to read (a first run): no scan
             return hit, np.zeros((len(keys), 1), np.float32)
+        found = self._take(keys, stored, wanted)
+        return found if found is not None else self._scan(keys, stored, wanted)
+
+    def _take(
+        self, keys: pa.Array, stored: pa.ChunkedArray, wanted: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Only the cache rows holding a looked-up key, fetched by row offset; None when a
+        fetched row's key is not the one the key column had there (the table changed)."""
+        rows = np.flatnonzero(wanted >= 0)  # (hits,) ascending cache rows
+        hit, out = np.zeros(len(keys), bool), np.zeros((len(keys), 1), np.float32)
+        for start in range(0, rows.size, self.batch_rows):
+            at = rows[start : start + self.batch_rows]
+            got = self.store.take(EMBEDDINGS, at.tolist(), ["key", "vector"])
+            if got.num_rows != at.size or not got["key"].equals(stored.take(pa.array(at))):
+                return None
+            width = got.schema.field("vector").type.list_size
+            if start == 0:
+                self._width, out = width, np.zeros((len(keys), width), np.float32)  # (n, d)
+            out[wanted[at]] = arrow_to_vectors(got["vector"], width)
+            hit[wanted[at]] = True
+        return hit, out
+
+    def _scan(
+        self, keys: pa.Array, stored: pa.ChunkedArray, wanted: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every cache row scanned a batch at a time, keeping the looked-up keys' vectors."""
+        hit = np.zeros(len(keys), bool)
         out: np.ndarray | None = None
         start = 0
         for batch in self.store.scan(EMBEDDINGS, ["key", "vector"], self.batch_rows):

@@ -5,9 +5,10 @@ Incremental: unchanged inputs (by digest) leave the tables as they are."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -64,9 +65,9 @@ def _with_vectors(columns: dict[str, list] | pa.Table, vectors: np.ndarray) -> p
     )
 
 
-def _passages_table(chunks: Sequence[Passage], vectors: np.ndarray) -> pa.Table:
-    """The passages table: one row per chunk with its (n, d) vectors."""
-    return _with_vectors(
+def _passage_rows(chunks: Sequence[Passage]) -> pa.Table:
+    """The passages table's columns but the vectors: one row per chunk."""
+    return pa.table(
         {
             "id": [p.id for p in chunks],
             "doc_id": [p.doc_id for p in chunks],
@@ -75,9 +76,44 @@ def _passages_table(chunks: Sequence[Passage], vectors: np.ndarray) -> pa.Table:
             "domain": [p.domain for p in chunks],
             "time": pa.array([p.time for p in chunks], pa.string()),
             "ingested_at": pa.array([p.ingested_at for p in chunks], pa.string()),
-        },
-        vectors,
+        }
     )
+
+
+BLOCK_ROWS = 1_000_000  # rows embedded and written at a time: memory holds one block's vectors
+
+
+def _write_embedded(
+    store: LanceStore,
+    name: str,
+    n: int,
+    block: Callable[[int, int], tuple[pa.Table, list[str]]],
+    cached: CachedEmbedder,
+    progress: Progress,
+) -> None:
+    """Replace table ``name`` with its ``n`` rows and their vectors, made a block at a time
+    (``block(start, end)``: those rows without vectors, and their texts) while the table is
+    written: one new version, and memory for one block's texts and vectors."""
+
+    def embedded(start: int) -> list[pa.RecordBatch]:
+        rows, texts = block(start, min(n, start + BLOCK_ROWS))
+        (vectors,) = cached.embed_groups([texts], progress)  # cache-checked, length-sorted
+        return _with_vectors(rows, vectors).to_batches()
+
+    if n == 0:
+        store.replace(name, _with_vectors(block(0, 0)[0], np.zeros((0, 1), np.float32)))
+        return
+    first = embedded(0)  # made before the write starts: its errors surface as they are
+    rest = (b for start in range(BLOCK_ROWS, n, BLOCK_ROWS) for b in embedded(start))
+    store.replace_stream(name, first[0].schema, itertools.chain(first, rest))
+
+
+def _passage_block(chunks: Sequence[Passage]) -> Callable[[int, int], tuple[pa.Table, list[str]]]:
+    return lambda s, e: (_passage_rows(chunks[s:e]), [p.full_text for p in chunks[s:e]])
+
+
+def _node_block(name: str, rows: pa.Table) -> Callable[[int, int], tuple[pa.Table, list[str]]]:
+    return lambda s, e: (rows.slice(s, e - s), _node_texts(name, rows.slice(s, e - s)))
 
 
 def embed_index(
@@ -105,17 +141,15 @@ def embed_index(
     nodes = dict(zip((CONCEPTS, FACTS, RULES), node_tables(chunks, payloads)))
     n_concepts, n_facts, n_rules = (nodes[n].num_rows for n in (CONCEPTS, FACTS, RULES))
     n_passages = len(chunks)
-    # one model call path, a table at a time (its texts cache-checked and length-sorted
-    # together): memory holds one table's texts and vectors, not all four tables'
-    (p_vec,) = cached.embed_groups([[p.full_text for p in chunks]], progress)
-    store.replace(PASSAGES, _passages_table(chunks, p_vec))
-    del chunks, p_vec
+    # one model call path, a table at a time and a block of rows at a time (each block's texts
+    # cache-checked and length-sorted together): memory holds one block's texts and vectors
+    _write_embedded(store, PASSAGES, n_passages, _passage_block(chunks), cached, progress)
+    del chunks
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
     for done, name in enumerate((CONCEPTS, FACTS, RULES), 2):
         rows = nodes.pop(name)
-        (vectors,) = cached.embed_groups([_node_texts(name, rows)], progress)
-        store.replace(name, _with_vectors(rows, vectors))
-        del rows, vectors
+        _write_embedded(store, name, rows.num_rows, _node_block(name, rows), cached, progress)
+        del rows
         progress("embed_tables", done, 4)
     store.set_stage_digest("embeddings", digest)
     counts = (n_passages, n_concepts, n_facts, n_rules)

@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence, cast
+from typing import Iterable, Iterator, Protocol, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -298,13 +298,35 @@ class LanceStore:
         with self._writing(name):
             table.delete(f"{key} IN ({quoted})")
 
-    def replace(self, name: str, rows: pa.Table) -> None:
+    def replace(self, name: str, rows: pa.Table | pa.RecordBatchReader) -> None:
         table = self._table(name)
         # overwrite is one new Lance version: readers see the old or the new rows
         with self._writing(name):
             self._tables[name] = self._db.create_table(
                 name, rows, mode="create" if table is None else "overwrite"
             )
+
+    def replace_stream(
+        self, name: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+    ) -> None:
+        """:meth:`replace` with rows made while they are written (one new version, after the
+        last batch): memory holds a batch, not the table. An error raised while making a batch
+        is raised as it is, and the table keeps its old rows."""
+        failure: list[BaseException] = []
+
+        def guarded() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from batches
+            except BaseException as exc:  # Lance reports it as a RuntimeError: keep the original
+                failure.append(exc)
+                raise
+
+        try:
+            self.replace(name, pa.RecordBatchReader.from_batches(schema, guarded()))
+        except Exception:
+            if failure:
+                raise failure[0] from None
+            raise
 
     def append(self, name: str, rows: pa.Table) -> None:
         """Append rows (safe from several processes: Lance commits appends without conflict)."""

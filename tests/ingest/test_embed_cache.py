@@ -208,18 +208,23 @@ def test_cache_lookup_stays_right_when_the_key_read_and_the_scan_disagree(tmp_pa
         np.testing.assert_array_equal(row, stored[key] if h else np.zeros(3, np.float32))
 
 
-def test_a_lookup_that_can_hit_nothing_reads_no_vectors(tmp_path, monkeypatch):
+def test_a_lookup_reads_only_the_rows_it_hits(tmp_path, monkeypatch):
     store = LanceStore.open(tmp_path)
     LanceVectorCache(store).add(["k1", "k2"], np.eye(2, 3, dtype=np.float32))
+    LanceVectorCache(store).add(["k3", "k4"], 2 * np.eye(2, 3, dtype=np.float32))
 
     def no_scan(*args, **kwargs):
         raise AssertionError("the vectors were scanned")
 
+    taken: list[list[int]] = []
+    take = store.take
     monkeypatch.setattr(store, "scan", no_scan)
+    monkeypatch.setattr(store, "take", lambda n, o, c: taken.append(list(o)) or take(n, o, c))
     hit, found = LanceVectorCache(store).find(["new1", "new2", "new1"])
-    assert hit.tolist() == [False, False, False] and not found.any()
-    with pytest.raises(AssertionError, match="scanned"):
-        LanceVectorCache(store).find(["k2"])  # a key that hits is read from the vectors
+    assert hit.tolist() == [False, False, False] and not found.any() and taken == []
+    hit, found = LanceVectorCache(store).find(["k4", "new", "k2", "k4"])
+    assert hit.tolist() == [True, False, True, True] and taken == [[1, 3]]
+    assert found.tolist() == [[0, 2, 0], [0, 0, 0], [0, 1, 0], [0, 2, 0]]
 
 
 def test_extraction_json_reads_payloads_a_batch_at_a_time(tmp_path, monkeypatch):
