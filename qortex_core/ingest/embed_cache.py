@@ -1,11 +1,11 @@
 """The embedding stage's one model call path: a persistent vector cache and an embedder over it.
 
-:class:`CachedEmbedder` takes every text the stage needs (passages, concepts, facts and rules
-at once), looks all their cache keys up in one read of the cache table, sends each distinct
-missing text to the model once, longest first, in slices of whole batches, appends the new
-vectors (one append per ``SAVE_TEXTS`` texts, so a killed stage keeps most of its work), and
-scatters the vectors back to each group. The model therefore sees the same global
-length-sorted batches as one plain ``encode`` of the distinct texts.
+:class:`CachedEmbedder` takes a group of texts (the stage passes one table's block of rows at
+a time), looks their cache keys up in one read of the cache's key column and fetches only the
+rows that hit, sends each distinct missing text to the model once, longest first, in slices of
+whole batches, appends the new vectors (one append per ``SAVE_TEXTS`` texts, so a killed stage
+keeps most of its work), and scatters the vectors back to each group. Within a call the model
+therefore sees the same length-sorted batches as one plain ``encode`` of the distinct texts.
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def _same(batch_keys: pa.Array, stored: pa.ChunkedArray, start: int) -> bool:
 class LanceVectorCache:
     """The store's embedding table as a :class:`VectorCache`.
 
-    A lookup reads the key column once, then scans the vectors a batch at a time and keeps
-    only the hit rows, so its memory is the looked-up keys' vectors, not the whole cache (which
-    holds every text ever embedded, under every model). One append per write."""
+    A lookup reads the key column once, then fetches only the rows that hit by row offset (or,
+    when the table changed between the two reads, scans the vectors a batch at a time keeping the
+    hit rows), so its memory is the looked-up keys' vectors, not the whole cache (which holds
+    every text ever embedded, under every model). One append per write."""
 
     def __init__(self, store: LanceStore, batch_rows: int = 65536) -> None:
         self.store = store
