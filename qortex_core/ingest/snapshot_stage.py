@@ -21,10 +21,11 @@ from qortex_core.ingest.graph import (
     phrase_passage_counts,
 )
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
+from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -63,17 +64,6 @@ def _vectors_of(
     if at != rows.num_rows:
         raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
     return out
-
-
-_DOMAINS = pa.list_(pa.string())
-_RULE_COLUMNS = {
-    "id": pa.string(),
-    "text": pa.string(),
-    "category": pa.string(),
-    "confidence": pa.float32(),
-    "concept_nodes": pa.list_(pa.int32()),
-    "domains": _DOMAINS,
-}
 
 
 @dataclass(frozen=True)
@@ -177,21 +167,12 @@ def _synonym_edges(stored: _Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return _positions(syn["a"], keys, "synonyms"), _positions(syn["b"], keys, "synonyms"), weights
 
 
-def _listed(lists: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, key index) of every listed value that is among ``keys``, in list order."""
-    flat = lists.combine_chunks()
-    row = pc.list_parent_indices(flat).to_numpy().astype(np.int64)  # (listings,)
-    at = pc.index_in(pc.list_flatten(flat), value_set=keys)  # null: not a key
-    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    return row[known], at.drop_null().to_numpy().astype(np.int64)
-
-
 def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(row, passage index) pairs of ``table``'s ``passage_ids`` lists: stored passages only,
     each pair once, sorted by row then passage."""
     if table.num_rows == 0 or passages.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    row, passage = _listed(table["passage_ids"], passages["id"])  # (known listings,)
+    row, passage = listed(table["passage_ids"], passages["id"])  # (known listings,)
     key = np.unique(row * passages.num_rows + passage)  # (pairs,)
     return key // passages.num_rows, key % passages.num_rows
 
@@ -294,79 +275,6 @@ def _graph_arrays(
     return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
 
 
-def _strings(table: pa.Table, name: str) -> pa.Array:
-    """``table[name]`` as one string array; empty for an empty table (which may lack it)."""
-    if table.num_rows == 0:
-        return pa.array([], pa.string())
-    return pc.cast(table[name].combine_chunks(), pa.string())
-
-
-def _grouped(rows: np.ndarray, values: pa.Array, n_rows: int, kind: pa.DataType) -> pa.Array:
-    """A list per row of ``values`` (sorted by row), empty for rows with none."""
-    offsets = np.zeros(n_rows + 1, np.int64)
-    offsets[1:] = np.cumsum(np.bincount(rows, minlength=n_rows))
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=kind)
-
-
-def _rule_domains(stored: _Stored) -> pa.Array:
-    """Each rule's distinct stored-passage domains, sorted (rules are filtered by them)."""
-    rules, passages = stored.rules, stored.passages
-    if passages.num_rows == 0:
-        return _grouped(np.zeros(0, np.int64), pa.array([], pa.string()), rules.num_rows, _DOMAINS)
-    rule, passage = _listed(rules["passage_ids"], passages["id"])  # (listings,)
-    domains = pc.dictionary_encode(_strings(passages, "domain"))
-    by_name = pc.sort_indices(domains.dictionary).to_numpy().astype(np.int64)  # (n_domains,)
-    rank = np.empty_like(by_name)
-    rank[by_name] = np.arange(len(by_name))
-    width = max(len(by_name), 1)
-    code = rank[domains.indices.to_numpy(zero_copy_only=False)[passage]]  # (listings,)
-    key = np.unique(rule * width + code)  # (pairs,) by rule, then domain name
-    names = domains.dictionary.take(pa.array(by_name[key % width]))
-    return _grouped(key // width, names, rules.num_rows, _DOMAINS)
-
-
-def _rules_table(stored: _Stored) -> pa.Table:
-    """Rules with their concepts as phrase indices and the domains of their passages."""
-    rules = stored.rules
-    if rules.num_rows == 0:
-        return pa.table({k: pa.array([], t) for k, t in _RULE_COLUMNS.items()})
-    concept_keys = stored.concepts["id"] if stored.concepts.num_rows else pa.array([], pa.string())
-    rule, node = _listed(rules["concepts"], concept_keys)  # (known listings,) in list order
-    nodes = pa.array(node.astype(np.int32), pa.int32())
-    return pa.table(
-        {
-            "id": _strings(rules, "id"),
-            "text": _strings(rules, "text"),
-            "category": _strings(rules, "category"),
-            "confidence": pc.cast(rules["confidence"].combine_chunks(), pa.float32()),
-            "concept_nodes": _grouped(rule, nodes, rules.num_rows, _RULE_COLUMNS["concept_nodes"]),
-            "domains": _rule_domains(stored),
-        }
-    )
-
-
-def _snapshot_tables(stored: _Stored) -> SnapshotTables:
-    """The node, passage, fact and rule tables of the snapshot."""
-    concepts, passages, facts = stored.concepts, stored.passages, stored.facts
-    n_phr, n_pas = concepts.num_rows, passages.num_rows
-    passage_columns = ("id", "doc_id", "title", "text", "domain", "time", "ingested_at")
-    kinds = [pa.repeat(pa.scalar("phrase"), n_phr), pa.repeat(pa.scalar("passage"), n_pas)]
-    return SnapshotTables(
-        nodes=pa.table(
-            {
-                "id": pa.concat_arrays([_strings(concepts, "id"), _strings(passages, "id")]),
-                "kind": pa.concat_arrays(kinds),
-                "name": pa.concat_arrays([_strings(concepts, "name"), _strings(passages, "title")]),
-            }
-        ),
-        passages=passages
-        if n_pas
-        else pa.table({k: pa.array([], pa.string()) for k in passage_columns}),
-        facts=pa.table({k: _strings(facts, k) for k in ("id", "subject", "predicate", "object")}),
-        rules=_rules_table(stored),
-    )
-
-
 def build_snapshot(
     store: LanceStore,
     home: str | Path,
@@ -391,7 +299,7 @@ def build_snapshot(
         return unchanged
     stored, cells = _read_stored(store, passages, graph_config)
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
-    tables = _snapshot_tables(stored)
+    tables = snapshot_tables(stored.concepts, stored.passages, stored.facts, stored.rules)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
         passages=stored.passages.num_rows,

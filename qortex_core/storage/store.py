@@ -238,9 +238,8 @@ class LanceStore:
     def read_without(self, name: str, dropped: Sequence[str]) -> pa.Table:
         """Every column but ``dropped``, every row in row order (empty table if none)."""
         table = self._table(name)
-        if table is None:
-            return pa.table({})
-        return self.read_columns(name, [c for c in table.schema.names if c not in dropped])
+        kept = [] if table is None else [c for c in table.schema.names if c not in dropped]
+        return pa.table({}) if table is None else self.read_columns(name, kept)
 
     def take(self, name: str, offsets: Sequence[int], columns: Sequence[str]) -> pa.Table:
         """``columns`` of the rows at ``offsets`` (row positions; empty table if none)."""
@@ -309,9 +308,8 @@ class LanceStore:
     def replace_stream(
         self, name: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
     ) -> None:
-        """:meth:`replace` with rows made while they are written (one new version, after the
-        last batch): memory holds a batch, not the table. An error raised while making a batch
-        is raised as it is, and the table keeps its old rows."""
+        """:meth:`replace` with rows made while they are written (one version; memory: a batch).
+        An error raised making a batch is raised as it is; the table keeps its old rows."""
         failure: list[BaseException] = []
 
         def guarded() -> Iterator[pa.RecordBatch]:
