@@ -18,7 +18,7 @@ Rows are sorted by id.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -49,8 +49,8 @@ class _Flat:
     f_p: pa.Array
     f_o: pa.Array
     f_rel: pa.Array
-    r_at: list[int] = field(default_factory=list)
-    r_rows: list[tuple[str, list[str], str, float]] = field(default_factory=list)
+    r_at: list[int]
+    r_rows: list[tuple[str, list[str], str, float]]
 
 
 class _Gather:
@@ -150,10 +150,6 @@ class _Groups:
 
 def _lists(offsets: np.ndarray, values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=_STR_LIST)
-
-
-def _take(values: Sequence, at: np.ndarray, kind: pa.DataType = pa.string()) -> pa.Array:
-    return pa.array(values, kind).take(pa.array(at))
 
 
 def _concept_passages(g: _Groups, at: np.ndarray, listed: np.ndarray, n_chunks: int) -> tuple:
