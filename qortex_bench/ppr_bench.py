@@ -15,7 +15,7 @@ The exact solution is float64 power iteration to an L1 change of 1e-12.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -89,7 +89,8 @@ def _timed(build: Callable[[], object]) -> tuple[object, float]:
 
 
 def qortex_engines(adjacency: sp.csr_matrix, n_phrases: int, config: PPRConfig) -> list[Engine]:
-    """The symmetric solver, per query and batched; background = the passage nodes."""
+    """The symmetric solver per query (compiled passes, and the numpy solve) and batched;
+    background = the passage nodes."""
     background = np.zeros(adjacency.shape[0], np.float32)
     background[n_phrases:] = 1.0
 
@@ -99,9 +100,19 @@ def qortex_engines(adjacency: sp.csr_matrix, n_phrases: int, config: PPRConfig) 
         return walk
 
     walk, prep = _timed(build)
-    note = f"conjugate gradients, certified L1 bound {config.tol:g}, background = passage nodes"
+    numpy_config = replace(config, compiled=False)
+    note = (
+        f"conjugate gradients, compiled passes, certified L1 bound {config.tol:g}, "
+        "background = passage nodes"
+    )
     return [
         Engine("qortex", lambda t: personalized_pagerank(walk, t, config), prep, note=note),
+        Engine(
+            "qortex_numpy",
+            lambda t: personalized_pagerank(walk, t, numpy_config),
+            prep,
+            note="the same solve with numpy and scipy operations (PPRConfig(compiled=False))",
+        ),
         Engine(
             "qortex_batched",
             lambda t: personalized_pagerank(walk, t, config),

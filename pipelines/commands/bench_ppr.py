@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-ENGINES = ("qortex", "qortex_batched", "scipy_power", "igraph_prpack", "networkx")
+ENGINES = ("qortex", "qortex_numpy", "qortex_batched", "scipy_power", "igraph_prpack", "networkx")
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
@@ -77,6 +77,8 @@ def _ratios(engines: dict) -> dict[str, float]:
             out[f"speedup_vs_{name.split('_')[0]}"] = round(
                 engines[name]["p50_ms"] / base["p50_ms"], 2
             )
+    if "qortex_numpy" in engines and base["p50_ms"] > 0:
+        out["compiled_vs_numpy"] = round(engines["qortex_numpy"]["p50_ms"] / base["p50_ms"], 2)
     if "qortex_batched" in engines and base["qps"] > 0:
         out["batched_qps_gain"] = round(engines["qortex_batched"]["qps"] / base["qps"], 2)
     return out
@@ -86,7 +88,7 @@ def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> lis
     from qortex_bench import ppr_bench as pb
 
     out = []
-    if {"qortex", "qortex_batched"} & set(names):
+    if {"qortex", "qortex_numpy", "qortex_batched"} & set(names):
         out += [
             e
             for e in pb.qortex_engines(graph.adjacency, graph.n_phrases, config)

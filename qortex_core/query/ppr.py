@@ -43,12 +43,16 @@ class PPRConfig:
             that); the symmetric solver stops when its certified L1 error bound does.
         max_iter: cap on iterations (matrix products).
         threads: threads per matrix product of the symmetric solver (scipy releases the GIL).
+        compiled: solve a single teleport on a symmetric walk with the compiled passes of
+            :mod:`qortex_core.query.ppr_fused` (same iterates and certificate, fewer passes over
+            memory); False keeps the numpy solve, which batches of teleports always take.
     """
 
     damping: float = 0.5
     tol: float = 1e-7
     max_iter: int = 100
     threads: int = 1
+    compiled: bool = True
 
 
 def query_threads(cap: int = 4) -> int:
@@ -126,6 +130,16 @@ def _power_iteration(walk: sp.csr_matrix, t: np.ndarray, config: PPRConfig) -> n
     return x
 
 
+def _compiled(walk: SymmetricWalk, t: np.ndarray, config: PPRConfig) -> np.ndarray:
+    """One normalised teleport (n,) through :func:`~qortex_core.query.ppr_fused.fused_pagerank`."""
+    if not t.any():
+        return t.copy()
+    from qortex_core.query.ppr_fused import fused_pagerank
+
+    x, _ = fused_pagerank(walk, t, config.damping, config.tol, config.max_iter, config.threads)
+    return x
+
+
 def personalized_pagerank(
     walk: sp.csr_matrix | SymmetricWalk,
     teleport: np.ndarray,
@@ -151,7 +165,9 @@ def personalized_pagerank(
     t, _ = _normalised(teleport, n)
     if t.size == 0:
         return t.reshape(shape)
-    if isinstance(walk, SymmetricWalk):
+    if isinstance(walk, SymmetricWalk) and config.compiled and t.shape[1] == 1:
+        x = _compiled(walk, t[:, 0], config)
+    elif isinstance(walk, SymmetricWalk):
         x = symmetric_pagerank(walk, t, config.damping, config.tol, config.max_iter, config.threads)
     else:
         x = _power_iteration(walk, t, config)

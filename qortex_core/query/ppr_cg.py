@@ -21,54 +21,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from qortex_core.query.csr_views import compressed_view, row_blocks
+
 PARALLEL_MIN_NNZ = 200_000  # below this a product is too short to split across threads
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _pool(threads: int) -> ThreadPoolExecutor:
+def thread_pool(threads: int) -> ThreadPoolExecutor:
     with _POOLS_LOCK:
         if threads not in _POOLS:
             _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="qortex-ppr")
         return _POOLS[threads]
-
-
-def compressed_view(
-    kind: type, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]
-) -> sp.spmatrix:
-    """A CSR/CSC matrix over the given arrays without copying them.
-
-    scipy's constructor copies index/data arrays that are slices of a much larger array
-    (``prune``), which would duplicate a memory-mapped snapshot; setting the arrays on an
-    empty matrix keeps the views. The caller guarantees a valid compressed layout.
-    """
-    out = kind(shape, dtype=np.float32)
-    out.data, out.indices, out.indptr = data, indices, indptr
-    return out
-
-
-def row_blocks(adj: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr_matrix]]:
-    """``parts`` row ranges with about equal non-zeros, as CSR views sharing ``adj``'s arrays."""
-    n = adj.shape[0]
-    cuts = np.searchsorted(adj.indptr, np.linspace(0, adj.nnz, parts + 1)[1:-1])
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
-    out = []
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        s, e = int(adj.indptr[lo]), int(adj.indptr[hi])
-        out.append(
-            (
-                lo,
-                hi,
-                compressed_view(
-                    sp.csr_matrix,
-                    adj.data[s:e],
-                    adj.indices[s:e],
-                    adj.indptr[lo : hi + 1] - s,
-                    (hi - lo, n),
-                ),
-            )
-        )
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +86,7 @@ class SymmetricWalk:
             lo, hi, rows = block
             out[lo:hi] = rows @ x
 
-        list(_pool(threads).map(run, self._blocks[threads]))
+        list(thread_pool(threads).map(run, self._blocks[threads]))
         return out
 
     def sparse_product(self, x: np.ndarray, threads: int = 1) -> np.ndarray:
@@ -134,10 +98,26 @@ class SymmetricWalk:
         passage mass + a few seeds), and the passage rows hold a small share of the edges.
         Falls back to :meth:`product` when the rows to read are half the matrix or more.
         """
-        span = self._background_rows()
+        span = self.sparse_rows(x)
         if span is None:
             return self.product(x, threads)
-        lo, hi, rows = span
+        lo, hi, others = span
+        a, rows = self.adjacency, self._background_rows()[2]  # type: ignore[index]
+        out = rows @ x[lo:hi]  # (n, hi - lo) CSC = the rows transposed: a scatter
+        for j in others.tolist():  # a few seed rows; a CSR row has no repeated column
+            s, e = int(a.indptr[j]), int(a.indptr[j + 1])
+            weights = a.data[s:e] if x.ndim == 1 else a.data[s:e, None]
+            out[a.indices[s:e]] += weights * x[j]
+        return out
+
+    def sparse_rows(self, x: np.ndarray) -> tuple[int, int, np.ndarray] | None:
+        """``(lo, hi, others)``: ``x`` (n,) or (n, q) is zero but on the background's rows
+        ``lo:hi`` and the few rows ``others``, which hold less than half the non-zeros of ``A``;
+        None when reading all of ``A`` is as cheap (see :meth:`sparse_product`)."""
+        span = self._background_rows()
+        if span is None:
+            return None
+        lo, hi, _ = span
         x2 = x.reshape(x.shape[0], -1)
         others = np.concatenate(
             [np.flatnonzero(x2[:lo].any(axis=1)), hi + np.flatnonzero(x2[hi:].any(axis=1))]
@@ -146,16 +126,7 @@ class SymmetricWalk:
         read = int(a.indptr[hi] - a.indptr[lo]) + int(
             (a.indptr[others + 1] - a.indptr[others]).sum()
         )
-        if others.size > 64 or read * 2 >= a.nnz:
-            return self.product(x, threads)
-        out = (
-            rows @ x[lo:hi]
-        )  # (n, hi - lo) CSC = the rows transposed: a scatter over the background rows
-        for j in others.tolist():  # a few seed rows; a CSR row has no repeated column
-            s, e = int(a.indptr[j]), int(a.indptr[j + 1])
-            weights = a.data[s:e] if x.ndim == 1 else a.data[s:e, None]
-            out[a.indices[s:e]] += weights * x[j]
-        return out
+        return None if others.size > 64 or read * 2 >= a.nnz else (lo, hi, others)
 
     def _background_rows(self) -> tuple[int, int, sp.csc_matrix] | None:
         """(lo, hi, rows lo:hi transposed, a CSC view).
@@ -244,16 +215,24 @@ def symmetric_walk(
     return SymmetricWalk(adj, degree, (1.0 / degree).astype(np.float32), isolated, background)
 
 
-def _start(walk: SymmetricWalk, t: np.ndarray, damping: float) -> tuple[np.ndarray, np.ndarray]:
-    """Starting ``z`` and residual ``r = t - (D - aA) z`` for teleports ``t`` (n, q)."""
+def background_solution(walk: SymmetricWalk, damping: float) -> np.ndarray | None:
+    """(n,) ``z_u`` solving ``(D - aA) z_u = u`` for the background ``u`` (once per damping)."""
     u = walk.background
     if u is None or not float(u.sum()) > 0:
-        return np.zeros_like(t), t.copy()
+        return None
     if damping not in walk._prior:
         z_u, _ = conjugate_gradient(walk, u[:, None], damping, 1e-7, 200, use_background=False)
         walk._prior[damping] = z_u[:, 0]
+    return walk._prior[damping]
+
+
+def _start(walk: SymmetricWalk, t: np.ndarray, damping: float) -> tuple[np.ndarray, np.ndarray]:
+    """Starting ``z`` and residual ``r = t - (D - aA) z`` for teleports ``t`` (n, q)."""
+    z_u, u = background_solution(walk, damping), walk.background
+    if z_u is None or u is None:
+        return np.zeros_like(t), t.copy()
     c = (u @ t) / float(u @ u)  # (q,) least-squares share of the background in each teleport
-    return walk._prior[damping][:, None] * c, t - u[:, None] * c
+    return z_u[:, None] * c, t - u[:, None] * c
 
 
 def unconverged(

@@ -10,8 +10,8 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.query.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.query.csr_views import compressed_view
 from qortex_core.query.fact_index import FactIndex
-from qortex_core.query.ppr_cg import compressed_view
 from qortex_core.query.rules import RuleIndex
 from qortex_core.query.seeding import FactSources, phrase_key
 from qortex_core.storage import snapshot as snap

@@ -234,7 +234,7 @@ def test_sparse_first_product_reads_only_background_and_seed_rows(hippo):
 
 
 def test_row_views_share_the_adjacency_arrays():
-    from qortex_core.query.ppr_cg import row_blocks
+    from qortex_core.query.csr_views import row_blocks
 
     graph = synthetic_graph(3000, 120_000, seed=12)
     background = np.zeros(graph.n_nodes, np.float32)
