@@ -9,6 +9,7 @@ without any (random directions) far less often.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +30,29 @@ def nearest_cells(v: np.ndarray, centroids: np.ndarray, probes: int) -> np.ndarr
     return out
 
 
-def spherical_kmeans(v: np.ndarray, cells: int, seed: int, rounds: int = 8) -> np.ndarray:
+def _nothing() -> None:
+    return None
+
+
+def gathered(v: np.ndarray, rows: np.ndarray, release: Callable[[], None] = _nothing) -> np.ndarray:
+    """``v[rows]`` a block of rows at a time, calling ``release`` after each (``v`` may be a
+    memory map whose pages the caller drops: see :mod:`.snapshot_vectors`)."""
+    out = np.empty((len(rows), *v.shape[1:]), v.dtype)
+    step = max(1, (1 << 24) // max(v.itemsize * int(np.prod(v.shape[1:])), 1))
+    for s in range(0, len(rows), step):
+        out[s : s + step] = v[rows[s : s + step]]
+        release()
+    return out
+
+
+def spherical_kmeans(
+    v: np.ndarray, cells: int, seed: int, rounds: int = 8, release: Callable[[], None] = _nothing
+) -> np.ndarray:
     """(cells, d) unit centroids of spherical k-means on a sample of ``v`` (32 per cell)."""
     rng = np.random.default_rng(seed)
-    sample = v[rng.choice(v.shape[0], min(v.shape[0], cells * 32), replace=False)]
+    sample = gathered(
+        v, rng.choice(v.shape[0], min(v.shape[0], cells * 32), replace=False), release
+    )
     centroids = sample[rng.choice(sample.shape[0], cells, replace=False)].copy()  # (cells, d)
     for _ in range(rounds):
         at = nearest_cells(sample, centroids, 1)[:, 0]  # (sample,)
@@ -74,14 +94,23 @@ class FactCells:
     bounds: np.ndarray
 
 
-def fact_cells(vectors: np.ndarray, config: FactCellsConfig) -> FactCells | None:
-    """The cells of (n_facts, d) unit fact vectors; None below ``config.min_facts``."""
+def fact_cells(
+    vectors: np.ndarray, config: FactCellsConfig, release: Callable[[], None] = _nothing
+) -> FactCells | None:
+    """The cells of (n_facts, d) unit fact vectors; None below ``config.min_facts``.
+
+    ``release`` is called after each block of vectors read (see :func:`gathered`).
+    """
     n = vectors.shape[0]
     if n < max(config.min_facts, 2):
         return None
     cells = max(1, n // max(config.cell_size, 1))
-    centroids = spherical_kmeans(vectors, cells, config.seed)  # (cells, d)
-    home = nearest_cells(vectors, centroids, 1)[:, 0]  # (n,)
+    centroids = spherical_kmeans(vectors, cells, config.seed, release=release)  # (cells, d)
+    home = np.empty(n, np.int64)  # (n,)
+    step = max(1, (1 << 24) // max(cells, 1))
+    for s in range(0, n, step):
+        home[s : s + step] = nearest_cells(vectors[s : s + step], centroids, 1)[:, 0]
+        release()
     order = np.argsort(home, kind="stable")  # (n,) facts by cell, id order inside a cell
     bounds = np.searchsorted(home[order], np.arange(cells + 1)).astype(np.int64)  # (cells+1,)
     return FactCells(order, centroids, bounds)

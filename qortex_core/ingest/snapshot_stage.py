@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError, SnapshotError
+from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.ingest.cells import FactCells, fact_cells
 from qortex_core.ingest.graph import (
     GraphConfig,
@@ -25,7 +27,7 @@ from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -33,37 +35,24 @@ from qortex_core.storage.store import (
     RULES,
     SYNONYMS,
     LanceStore,
-    arrow_to_vectors,
 )
 
 
 # -- snapshot -----------------------------------------------------------------------------
-def _vectors_of(
-    store: LanceStore, name: str, rows: pa.Table, order: np.ndarray | None = None
+def _staged(
+    store: LanceStore, name: str, ids: pa.ChunkedArray, order: np.ndarray | None, folder: Path
 ) -> np.ndarray:
-    """(n, d) float32 ``vector`` column of ``name``'s ``rows`` (read without it), a batch at a
-    time into one array, row i holding stored row ``order[i]``: never held twice.
-
-    Raises:
-        SnapshotError: the table changed between the two reads (its ids differ).
-    """
-    out, at = np.zeros((0, 1), np.float32), 0
-    place = np.arange(rows.num_rows)  # stored row -> output row
-    if order is not None:
-        place[order] = np.arange(len(order))
-    for batch in store.scan(name, ["id", "vector"]):
-        n, dim = batch.num_rows, batch.schema.field("vector").type.list_size
-        if at == 0:
-            out = np.empty((rows.num_rows, dim), np.float32)
-        if at + n > rows.num_rows or not rows["id"].slice(at, n).equals(
-            pa.chunked_array([batch.column(0)])
-        ):
-            raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
-        out[place[at : at + n]] = arrow_to_vectors(batch.column(1), dim)
-        at += n
-    if at != rows.num_rows:
-        raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
-    return out
+    """``name``'s vectors, row i = stored row ``order[i]``, as a memory map of a finished
+    ``.npy`` file in ``folder`` (:mod:`.snapshot_vectors`: never held whole in memory)."""
+    stored = folder / f"{name}.stored.npy"
+    if not stored.exists():
+        vectors.write_stored(store, name, ids, stored)
+    if order is None:
+        return vectors.load(stored)
+    final = folder / f"{name}.npy"
+    vectors.write_permuted(stored, order, final)
+    stored.unlink()
+    return vectors.load(final)
 
 
 @dataclass(frozen=True)
@@ -213,23 +202,24 @@ def _sequence_edges(
 
 
 def _read_stored(
-    store: LanceStore, passages: pa.Table, config: GraphConfig
+    store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path
 ) -> tuple[_Stored, FactCells | None]:
-    """The stored tables in snapshot order, and the fact index when facts are many."""
+    """The stored tables in snapshot order, and the fact index when facts are many; the
+    vectors are memory maps of files written to ``folder``."""
     weighted = bool(config.relation_weights)  # the facts' relation column is read only then
     facts = store.read_without(FACTS, ["vector"] if weighted else ["vector", "relation"])
-    f_vec = _vectors_of(store, FACTS, facts)
+    vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
-    cells = fact_cells(f_vec, config.fact_cells)
-    if cells is not None:  # read again in cell order rather than holding a permuted copy
-        del f_vec
-        f_vec = _vectors_of(store, FACTS, facts, cells.order)
+    with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
+        cells = fact_cells(rows, config.fact_cells, release)
+    f_vec = _staged(store, FACTS, facts["id"], None if cells is None else cells.order, folder)
+    if cells is not None:
         facts = facts.take(pa.array(cells.order))
     concepts = store.read_without(CONCEPTS, ["vector"])
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     c_order, p_order = hub_first_orders(concepts, passages, facts)
-    c_vec = _vectors_of(store, CONCEPTS, concepts, c_order)
-    p_vec = _vectors_of(store, PASSAGES, passages, p_order)
+    c_vec = _staged(store, CONCEPTS, concepts["id"], c_order, folder)
+    p_vec = _staged(store, PASSAGES, passages["id"], p_order, folder)
     concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
     rules, synonyms = store.read(RULES), store.read(SYNONYMS)
     return _Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
@@ -297,7 +287,30 @@ def build_snapshot(
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:
         return unchanged
-    stored, cells = _read_stored(store, passages, graph_config)
+    manifest_base = {
+        "embedding_model": embedding_model,
+        "table_versions": versions,
+        "inputs_digest": inputs,
+        "params": dict(params or {}, graph=asdict(graph_config)),
+    }
+    folder = snap.staging_dir(home)
+    try:
+        path, counts = _assemble(store, home, passages, graph_config, folder, manifest_base)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
+    return SnapshotReport(path.name, int(path.name[1:7]), path, counts)
+
+
+def _assemble(
+    store: LanceStore,
+    home: str | Path,
+    passages: pa.Table,
+    graph_config: GraphConfig,
+    folder: Path,
+    manifest_base: dict,
+) -> tuple[Path, SnapshotCounts]:
+    """Read, build and publish the snapshot, staging its vector files in ``folder``."""
+    stored, cells = _read_stored(store, passages, graph_config, folder)
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
     tables = snapshot_tables(stored.concepts, stored.passages, stored.facts, stored.rules)
     counts = SnapshotCounts(
@@ -311,13 +324,24 @@ def build_snapshot(
         contains=contains,
     )
     manifest = {
+        **manifest_base,
         "counts": counts.as_dict(),
-        "embedding_model": embedding_model,
-        "table_versions": versions,
-        "inputs_digest": inputs,
-        "params": dict(params or {}, graph=asdict(graph_config)),
         "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
-    published = snap.Snapshot(arrays=arrays.as_dict(), tables=tables.as_dict(), manifest=manifest)
-    path = snap.publish(home, published)
-    return SnapshotReport(path.name, int(path.name[1:7]), path, counts)
+    return _publish(home, arrays, tables, manifest), counts
+
+
+def _publish(
+    home: str | Path, arrays: SnapshotArrays, tables: SnapshotTables, manifest: dict
+) -> Path:
+    """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
+    vectors, :func:`_staged`) are linked in rather than written again."""
+    data = arrays.as_dict()
+    files = {
+        name: Path(a.filename)
+        for name, a in data.items()
+        if isinstance(a, np.memmap) and a.filename is not None
+    }
+    kept = {name: a for name, a in data.items() if name not in files}
+    published = snap.Snapshot(arrays=kept, tables=tables.as_dict(), manifest=manifest)
+    return snap.publish(home, published, files=files)

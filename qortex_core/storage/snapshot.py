@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,8 +137,34 @@ def list_versions(home: str | Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name))
 
 
-def publish(home: str | Path, snapshot: Snapshot) -> Path:
+def staging_dir(home: str | Path) -> Path:
+    """A new empty folder under ``snapshots/`` for files a build writes before publishing
+    (named ``.tmp-*`` so `qortex doctor` reports one an interrupted build left behind)."""
+    root = snapshots_dir(home)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        folder = root / f".tmp-stage-{uuid.uuid4().hex}"
+        folder.mkdir()
+    except OSError as exc:
+        raise HomeError(
+            f"cannot write snapshots under data home {home}: {exc.strerror or exc}"
+        ) from None
+    return folder
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or no hard links there
+        shutil.copyfile(source, target)
+
+
+def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | None = None) -> Path:
     """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
+
+    ``files`` maps array names to finished ``.npy`` files (e.g. from :func:`staging_dir`) that
+    are linked (or copied) in as they are rather than written from memory; the caller keeps
+    them unchanged until this returns.
 
     The directory is complete and fsynced before the pointer moves, and the
     pointer is replaced with ``os.replace``, so readers see the old or the new
@@ -153,22 +180,26 @@ def publish(home: str | Path, snapshot: Snapshot) -> Path:
             f"cannot write snapshots under data home {home}: {exc.strerror or exc}"
         ) from None
     try:
-        files: dict[str, str] = {}
+        digests: dict[str, str] = {}
         for name, array in snapshot.arrays.items():
             target = tmp / f"{name}.npy"
             np.save(target, np.ascontiguousarray(array))
-            files[target.name] = _sha256(target)
+            digests[target.name] = _sha256(target)
+        for name, source in (files or {}).items():
+            target = tmp / f"{name}.npy"
+            _link_or_copy(Path(source), target)
+            digests[target.name] = _sha256(target)
         for name, table in snapshot.tables.items():
             target = tmp / f"{name}.arrow"
             _write_arrow(table, target)
-            files[target.name] = _sha256(target)
+            digests[target.name] = _sha256(target)
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
         manifest = dict(
             snapshot.manifest,
             format=FORMAT,
             version=version,
-            files=files,
+            files=digests,
             created=dt.datetime.now(dt.timezone.utc).isoformat(),
         )
         body = json.dumps(manifest, indent=2, sort_keys=True)

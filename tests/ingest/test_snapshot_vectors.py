@@ -1,0 +1,127 @@
+"""The snapshot's vector files, streamed from LanceDB and permuted a block at a time
+(ingest/snapshot_vectors.py): same rows as the stored table, same files whatever the block size,
+pages released, staged files linked into the snapshot and never left behind."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+from qortex_core.errors import SnapshotError
+from qortex_core.ingest import snapshot_vectors as sv
+from qortex_core.ingest.cells import FactCellsConfig, fact_cells
+from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.ingest.graph import GraphConfig
+from qortex_core.ingest.stages import build_index, build_snapshot
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import CONCEPTS, FACTS, LanceStore
+
+INDEXED = GraphConfig(fact_cells=FactCellsConfig(min_facts=0, cell_size=16))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vectors")
+    store = LanceStore.open(path)
+    passages = SynthCorpus(SynthConfig(passages=150, seed=4)).passages()
+    build_index(store, path, passages, OfflineExtractor(), HashEmbedder(HashEmbedderConfig(16)))
+    return path, store
+
+
+def _stored_vectors(store: LanceStore, name: str) -> tuple[list, np.ndarray]:
+    rows = store.read(name)
+    return rows["id"].to_pylist(), np.array(rows["vector"].to_pylist(), np.float32)
+
+
+def test_stored_then_permuted_files_hold_the_stored_rows_for_any_block_size(
+    home, tmp_path, monkeypatch
+):
+    _, store = home
+    ids, want = _stored_vectors(store, FACTS)
+    stored = tmp_path / "stored.npy"
+    sv.write_stored(store, FACTS, store.read_without(FACTS, ["vector"])["id"], stored)
+    assert np.array_equal(np.load(stored), want)
+    order = np.random.default_rng(0).permutation(len(ids))
+    sv.write_permuted(stored, order, tmp_path / "one.npy")
+    monkeypatch.setattr(sv, "BLOCK_BYTES", 3 * 16 * 4)  # three rows a block: many blocks
+    sv.write_permuted(stored, order, tmp_path / "many.npy")
+    one, many = (tmp_path / "one.npy").read_bytes(), (tmp_path / "many.npy").read_bytes()
+    assert one == many  # byte for byte, header included
+    assert np.array_equal(np.load(tmp_path / "one.npy"), want[order])
+    buffer = tmp_path / "saved.npy"
+    np.save(buffer, want[order])
+    assert buffer.read_bytes() == one  # the header np.save writes
+
+
+def test_cells_from_a_mapped_file_equal_cells_from_memory(home, tmp_path):
+    _, store = home
+    _, want = _stored_vectors(store, FACTS)
+    path = tmp_path / "facts.npy"
+    np.save(path, want)
+    config = FactCellsConfig(min_facts=0, cell_size=16)
+    calls = []
+    with sv.mapped(path) as (rows, release):
+        mapped_cells = fact_cells(rows, config, lambda: (calls.append(1), release()))
+    memory_cells = fact_cells(want, config)
+    assert mapped_cells is not None and memory_cells is not None and calls
+    assert np.array_equal(mapped_cells.order, memory_cells.order)
+    assert np.array_equal(mapped_cells.centroids, memory_cells.centroids)
+
+
+def _rss_file_kb() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"RssFile:\s+(\d+)", status).group(1))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux /proc only")
+def test_release_drops_the_mapped_pages_from_the_process(tmp_path):
+    path = tmp_path / "big.npy"
+    np.save(path, np.ones((1 << 16, 256), np.float32))  # 64 MB
+    with sv.mapped(path) as (rows, release):
+        before = _rss_file_kb()
+        assert float(rows.sum()) == rows.size  # every page read
+        touched = _rss_file_kb()
+        release()
+        after = _rss_file_kb()
+    assert touched - before > 48_000  # the pages were resident...
+    assert touched - after > 48_000  # ...and are not any more
+
+
+def test_snapshot_links_its_vector_files_and_leaves_no_staging_folder(home):
+    path, store = home
+    report = build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+    loaded = snap.load(path)  # verifies every checksum
+    facts = loaded.tables["facts"]["id"].to_pylist()
+    ids, want = _stored_vectors(store, FACTS)
+    at = {fid: i for i, fid in enumerate(ids)}
+    assert len(loaded.arrays["fact_cell_bounds"]) > 2  # the facts are stored cell by cell
+    assert np.array_equal(np.asarray(loaded.arrays["fact_vectors"]), want[[at[f] for f in facts]])
+    assert os.stat(report.path / "fact_vectors.npy").st_nlink == 1  # the staged name is gone
+    assert not [p for p in snap.snapshots_dir(path).iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_failed_build_leaves_no_staging_folder(home, monkeypatch):
+    path, store = home
+    latest = snap.latest_name(path)
+    read_without = store.read_without
+
+    def read_then_write(name, dropped):  # another writer appends between the two reads
+        rows = read_without(name, dropped)
+        if name == CONCEPTS:
+            monkeypatch.setattr(store, "read_without", read_without)
+            full = store.read(CONCEPTS)
+            store.append(CONCEPTS, full.slice(0, 1).set_column(0, "id", pa.array(["c_extra"])))
+        return rows
+
+    monkeypatch.setattr(store, "read_without", read_then_write)
+    with pytest.raises(SnapshotError, match="concepts changed"):
+        build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+    assert snap.latest_name(path) == latest
+    assert not [p for p in snap.snapshots_dir(path).iterdir() if p.name.startswith(".tmp-")]
