@@ -30,6 +30,9 @@ def nearest_cells(v: np.ndarray, centroids: np.ndarray, probes: int) -> np.ndarr
     return out
 
 
+FAULT_AROUND = 64 << 10  # bytes a read fault maps in a file mapping (Linux's default)
+
+
 def _nothing() -> None:
     return None
 
@@ -38,7 +41,9 @@ def gathered(v: np.ndarray, rows: np.ndarray, release: Callable[[], None] = _not
     """``v[rows]`` a block of rows at a time, calling ``release`` after each (``v`` may be a
     memory map whose pages the caller drops: see :mod:`.snapshot_vectors`)."""
     out = np.empty((len(rows), *v.shape[1:]), v.dtype)
-    step = max(1, (1 << 24) // max(v.itemsize * int(np.prod(v.shape[1:])), 1))
+    # a page fault on a file map maps up to 64 kB around it (the kernel's fault-around): a
+    # random row costs that much resident memory until released, whatever its own size
+    step = max(1, (1 << 24) // max(v.itemsize * int(np.prod(v.shape[1:])), FAULT_AROUND))
     for s in range(0, len(rows), step):
         out[s : s + step] = v[rows[s : s + step]]
         release()
@@ -55,7 +60,7 @@ def spherical_kmeans(
     )
     centroids = sample[rng.choice(sample.shape[0], cells, replace=False)].copy()  # (cells, d)
     for _ in range(rounds):
-        at = nearest_cells(sample, centroids, 1)[:, 0]  # (sample,)
+        at = CellSearch.of(centroids, seed).nearest(sample, 1)[:, 0]  # (sample,)
         sums = np.zeros_like(centroids)
         np.add.at(sums, at, sample)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)  # (cells, 1)
@@ -64,6 +69,68 @@ def spherical_kmeans(
             empty[:, None], centroids, sums / np.where(empty, 1, norms[:, 0])[:, None]
         )
     return centroids.astype(np.float32)
+
+
+EXACT_CELLS = 4096  # up to this many centroids a vector is compared with every one
+GROUPS_PER_CELL = 4  # above, each centroid is listed in its 4 most similar groups
+
+
+@dataclass(frozen=True)
+class CellSearch:
+    """Each vector's most similar centroids, in time that grows with the square root of the
+    number of centroids rather than with it.
+
+    Up to :data:`EXACT_CELLS` centroids the search is exact (:func:`nearest_cells`). Above, the
+    centroids are themselves grouped by spherical k-means into about ``sqrt(cells)`` groups, and
+    each centroid is listed in its :data:`GROUPS_PER_CELL` most similar groups; a vector is
+    compared with the group centroids, then only with the centroids listed in its most similar
+    group (about ``4 sqrt(cells)`` comparisons in all). With ``cells`` proportional to the number
+    of vectors (a fixed cell size) an exact assignment is quadratic in the corpus; this is
+    ``n^1.5``. A vector may land in a cell that is not its most similar one (on clustered test
+    vectors 2-4 % do); an inverted file stays correct (a vector is stored once, in the cell it
+    was given), only a little less selective.
+
+    Build with :meth:`of`.
+    """
+
+    centroids: np.ndarray  # (cells, d)
+    coarse: np.ndarray | None  # (groups, d), None: exact
+    candidates: tuple[np.ndarray, ...]  # per group: the cells listed in it
+
+    @classmethod
+    def of(cls, centroids: np.ndarray, seed: int = 0) -> CellSearch:
+        cells = len(centroids)
+        if cells <= EXACT_CELLS:
+            return cls(centroids, None, ())
+        groups = int(np.ceil(np.sqrt(cells)))
+        coarse = spherical_kmeans(centroids, groups, seed)  # (groups, d)
+        listed = nearest_cells(centroids, coarse, min(GROUPS_PER_CELL, groups))  # (cells, m)
+        cell_of = np.repeat(np.arange(cells), listed.shape[1])  # (cells * m,)
+        order = np.argsort(listed.reshape(-1), kind="stable")
+        bounds = np.searchsorted(listed.reshape(-1)[order], np.arange(groups + 1))
+        return cls(
+            centroids,
+            coarse,
+            tuple(np.sort(cell_of[order[bounds[g] : bounds[g + 1]]]) for g in range(groups)),
+        )
+
+    def nearest(self, v: np.ndarray, probes: int) -> np.ndarray:
+        """(m, probes) indices of each vector's most similar centroids (as
+        :func:`nearest_cells`: the best first only when ``probes`` is 1)."""
+        if self.coarse is None:
+            return nearest_cells(v, self.centroids, probes)
+        top = nearest_cells(v, self.coarse, 1)[:, 0]  # (m,) each vector's group
+        by_group = np.argsort(top, kind="stable")
+        bounds = np.searchsorted(top[by_group], np.arange(len(self.coarse) + 1))
+        out = np.empty((v.shape[0], probes), np.int64)
+        for g in np.flatnonzero(np.diff(bounds)).tolist():
+            rows = by_group[bounds[g] : bounds[g + 1]]
+            cand = self.candidates[g]
+            if cand.size < probes:  # too few candidates: compare with every centroid
+                out[rows] = nearest_cells(v[rows], self.centroids, probes)
+                continue
+            out[rows] = cand[nearest_cells(v[rows], self.centroids[cand], probes)]
+        return out
 
 
 @dataclass(frozen=True)
@@ -106,10 +173,11 @@ def fact_cells(
         return None
     cells = max(1, n // max(config.cell_size, 1))
     centroids = spherical_kmeans(vectors, cells, config.seed, release=release)  # (cells, d)
+    search = CellSearch.of(centroids, config.seed)
     home = np.empty(n, np.int64)  # (n,)
-    step = max(1, (1 << 24) // max(cells, 1))
+    step = max(1, (1 << 24) // max(cells, 1)) if search.coarse is None else 1 << 18
     for s in range(0, n, step):
-        home[s : s + step] = nearest_cells(vectors[s : s + step], centroids, 1)[:, 0]
+        home[s : s + step] = search.nearest(vectors[s : s + step], 1)[:, 0]
         release()
     order = np.argsort(home, kind="stable")  # (n,) facts by cell, id order inside a cell
     bounds = np.searchsorted(home[order], np.arange(cells + 1)).astype(np.int64)  # (cells+1,)
