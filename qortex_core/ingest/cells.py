@@ -51,16 +51,26 @@ def gathered(v: np.ndarray, rows: np.ndarray, release: Callable[[], None] = _not
 
 
 def spherical_kmeans(
-    v: np.ndarray, cells: int, seed: int, rounds: int = 8, release: Callable[[], None] = _nothing
+    v: np.ndarray,
+    cells: int,
+    seed: int,
+    rounds: int = 8,
+    release: Callable[[], None] = _nothing,
+    exact: bool = False,
 ) -> np.ndarray:
-    """(cells, d) unit centroids of spherical k-means on a sample of ``v`` (32 per cell)."""
+    """(cells, d) unit centroids of spherical k-means on a sample of ``v`` (32 per cell).
+
+    Each round assigns the sample with :class:`CellSearch` (two-level above ``EXACT_CELLS``
+    centroids), or with every centroid when ``exact``.
+    """
     rng = np.random.default_rng(seed)
     sample = gathered(
         v, rng.choice(v.shape[0], min(v.shape[0], cells * 32), replace=False), release
     )
     centroids = sample[rng.choice(sample.shape[0], cells, replace=False)].copy()  # (cells, d)
     for _ in range(rounds):
-        at = CellSearch.of(centroids, seed).nearest(sample, 1)[:, 0]  # (sample,)
+        search = CellSearch(centroids, None, ()) if exact else CellSearch.of(centroids, seed)
+        at = search.nearest(sample, 1)[:, 0]  # (sample,)
         sums = np.zeros_like(centroids)
         np.add.at(sums, at, sample)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)  # (cells, 1)
