@@ -159,6 +159,24 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
+def _write_payload(tmp: Path, snapshot: Snapshot, files: Mapping[str, Path]) -> dict[str, str]:
+    """Write arrays, link staged files and write tables into ``tmp``; file name -> sha256."""
+    digests: dict[str, str] = {}
+    for name, array in snapshot.arrays.items():
+        target = tmp / f"{name}.npy"
+        np.save(target, np.ascontiguousarray(array))
+        digests[target.name] = _sha256(target)
+    for name, source in files.items():
+        target = tmp / f"{name}.npy"
+        _link_or_copy(Path(source), target)
+        digests[target.name] = _sha256(target)
+    for name, table in snapshot.tables.items():
+        target = tmp / f"{name}.arrow"
+        _write_arrow(table, target)
+        digests[target.name] = _sha256(target)
+    return digests
+
+
 def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | None = None) -> Path:
     """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
 
@@ -180,19 +198,7 @@ def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | No
             f"cannot write snapshots under data home {home}: {exc.strerror or exc}"
         ) from None
     try:
-        digests: dict[str, str] = {}
-        for name, array in snapshot.arrays.items():
-            target = tmp / f"{name}.npy"
-            np.save(target, np.ascontiguousarray(array))
-            digests[target.name] = _sha256(target)
-        for name, source in (files or {}).items():
-            target = tmp / f"{name}.npy"
-            _link_or_copy(Path(source), target)
-            digests[target.name] = _sha256(target)
-        for name, table in snapshot.tables.items():
-            target = tmp / f"{name}.arrow"
-            _write_arrow(table, target)
-            digests[target.name] = _sha256(target)
+        digests = _write_payload(tmp, snapshot, files or {})
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
         manifest = dict(
@@ -209,9 +215,8 @@ def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | No
         for child in tmp.iterdir():
             with open(child, "rb") as fh:
                 os.fsync(fh.fileno())
-        _fsync_dir(
-            tmp
-        )  # the directory's entries too, so a crash cannot leave LATEST on a folder missing files
+        # the directory's entries too, so a crash cannot leave LATEST on a folder missing files
+        _fsync_dir(tmp)
         final = root / name
         os.rename(tmp, final)
         _fsync_dir(root)
