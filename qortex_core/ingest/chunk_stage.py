@@ -6,6 +6,7 @@ Incremental by content hash."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Callable, Collection, Iterator, Mapping, Sequence
 
@@ -132,6 +133,40 @@ def extraction_key(passage_id: str, extractor_key: str) -> str:
     return ids.digest(passage_id, extractor_key)
 
 
+WRITE_ROWS = 8192  # extraction rows written at a time ...
+WRITE_SECONDS = 10.0  # ... or after this long: a crash loses at most that much work
+
+
+class _ExtractionWriter:
+    """Extraction rows written in groups: one append (or upsert, when a key is already
+    stored) per :data:`WRITE_ROWS` rows or :data:`WRITE_SECONDS`, not one merge per batch (a
+    merge joins against every stored row: quadratic over a large corpus)."""
+
+    def __init__(self, store: LanceStore, into: str, stored_keys: pa.ChunkedArray | None) -> None:
+        self.store, self.into, self.stored_keys = store, into, stored_keys
+        self.pending: list[pa.Table] = []
+        self.rows, self.since = 0, time.monotonic()
+
+    def add(self, columns: dict[str, list]) -> None:
+        table = pa.table(columns)
+        self.pending.append(table)
+        self.rows += table.num_rows
+        if self.rows >= WRITE_ROWS or time.monotonic() - self.since >= WRITE_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            rows = pa.concat_tables(self.pending)
+            known = self.stored_keys is not None and pc.any(
+                pc.is_in(rows["key"], value_set=self.stored_keys)
+            ).as_py()
+            if known or self.into != EXTRACTIONS:
+                self.store.upsert(self.into, rows, key="key")
+            else:
+                self.store.append(self.into, rows)
+        self.pending, self.rows, self.since = [], 0, time.monotonic()
+
+
 def extract_chunks(
     store: LanceStore,
     extractor: Extractor,
@@ -150,24 +185,22 @@ def extract_chunks(
     if only is not None:
         chunks = [p for p in chunks if p.id in only]
     key = extractor.cache_key
-    done_rows = store.read(EXTRACTIONS)
+    stored = store.read_columns(EXTRACTIONS, ["key", "status"])  # not the payloads
     done: set[str] = set()
-    if done_rows.num_rows:
-        done = {
-            k
-            for k, s in zip(done_rows["key"].to_pylist(), done_rows["status"].to_pylist())
-            if s == "ok"
-        }
+    if stored.num_rows:
+        ok = pc.equal(stored["status"], "ok").to_numpy(zero_copy_only=False)
+        done = set(np.asarray(stored["key"].to_numpy(zero_copy_only=False), object)[ok])
     todo = [p for p in chunks if extraction_key(p.id, key) not in done]
+    # a key stored with a failed status is replaced (upsert); new keys are appended
+    writer = _ExtractionWriter(store, into, stored["key"] if stored.num_rows else None)
     failed = 0
-    for start in range(0, len(todo), batch):
-        part = todo[start : start + batch]
-        results = extractor.extract(part)
-        status = [ex.meta.get("status", "ok") for ex in results]
-        failed += sum(s != "ok" for s in status)
-        store.upsert(
-            into,
-            pa.table(
+    try:
+        for start in range(0, len(todo), batch):
+            part = todo[start : start + batch]
+            results = extractor.extract(part)
+            status = [ex.meta.get("status", "ok") for ex in results]
+            failed += sum(s != "ok" for s in status)
+            writer.add(
                 {
                     "key": [extraction_key(p.id, key) for p in part],
                     "passage_id": [p.id for p in part],
@@ -176,10 +209,10 @@ def extract_chunks(
                     "error": [str(ex.meta.get("error", "")) for ex in results],
                     "payload": [_payload(ex) for ex in results],
                 }
-            ),
-            key="key",
-        )
-        progress("extract", min(start + batch, len(todo)), len(todo))
+            )
+            progress("extract", min(start + batch, len(todo)), len(todo))
+    finally:  # what was extracted is stored, also when a later batch raises
+        writer.flush()
     return ExtractReport(
         chunks=len(chunks),
         extracted=len(todo) - failed,
