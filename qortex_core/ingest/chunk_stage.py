@@ -157,9 +157,10 @@ class _ExtractionWriter:
     def flush(self) -> None:
         if self.pending:
             rows = pa.concat_tables(self.pending)
-            known = self.stored_keys is not None and pc.any(
-                pc.is_in(rows["key"], value_set=self.stored_keys)
-            ).as_py()
+            known = (
+                self.stored_keys is not None
+                and pc.any(pc.is_in(rows["key"], value_set=self.stored_keys)).as_py()
+            )
             if known or self.into != EXTRACTIONS:
                 self.store.upsert(self.into, rows, key="key")
             else:
