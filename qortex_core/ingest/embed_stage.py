@@ -5,15 +5,15 @@ Incremental: unchanged inputs (by digest) leave the tables as they are."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from qortex_core.embed import Embedder
+from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.chunk_stage import (
     ExtractionJson,
     Progress,
@@ -21,7 +21,7 @@ from qortex_core.ingest.chunk_stage import (
     read_chunks,
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
-from qortex_core.ingest.node_tables import node_tables
+from qortex_core.ingest.node_tables import ChunkKey, node_tables
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
@@ -103,9 +103,15 @@ def _write_embedded(
     if n == 0:
         store.replace(name, _with_vectors(block(0, 0)[0], np.zeros((0, 1), np.float32)))
         return
-    first = embedded(0)  # made before the write starts: its errors surface as they are
-    rest = (b for start in range(BLOCK_ROWS, n, BLOCK_ROWS) for b in embedded(start))
-    store.replace_stream(name, first[0].schema, itertools.chain(first, rest))
+    pending = [embedded(0)]  # made before the write starts: its errors surface as they are
+    schema = pending[0][0].schema
+
+    def stream() -> Iterator[pa.RecordBatch]:
+        yield from pending.pop()  # not held once written
+        for start in range(BLOCK_ROWS, n, BLOCK_ROWS):
+            yield from embedded(start)
+
+    store.replace_stream(name, schema, stream())
 
 
 def _passage_block(chunks: Sequence[Passage]) -> Callable[[int, int], tuple[pa.Table, list[str]]]:
@@ -138,15 +144,17 @@ def embed_index(
         n = [store.count(name) for name in outputs]
         return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
-    nodes = dict(zip((CONCEPTS, FACTS, RULES), node_tables(chunks, payloads)))
-    n_concepts, n_facts, n_rules = (nodes[n].num_rows for n in (CONCEPTS, FACTS, RULES))
     n_passages = len(chunks)
     # one model call path, a table at a time and a block of rows at a time (each block's texts
     # cache-checked and length-sorted together): memory holds one block's texts and vectors
     _write_embedded(store, PASSAGES, n_passages, _passage_block(chunks), cached, progress)
-    del chunks
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
+    keys = [ChunkKey(p.id, p.domain) for p in chunks]
+    del chunks  # the texts: the node tables need each chunk's id and domain only
+    nodes = dict(zip((CONCEPTS, FACTS, RULES), node_tables(keys, payloads)))
+    n_concepts, n_facts, n_rules = (nodes[n].num_rows for n in (CONCEPTS, FACTS, RULES))
     for done, name in enumerate((CONCEPTS, FACTS, RULES), 2):
+        give_back()  # what the last phase freed, before the next one allocates
         rows = nodes.pop(name)
         _write_embedded(store, name, rows.num_rows, _node_block(name, rows), cached, progress)
         del rows

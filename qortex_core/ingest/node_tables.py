@@ -19,16 +19,32 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.storage import ids
-from qortex_core.storage.model import Passage
 
 _STR_LIST = pa.list_(pa.string())
+
+
+class Chunk(Protocol):
+    """What the merge reads of a chunk (a :class:`~qortex_core.storage.model.Passage` is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def domain(self) -> str: ...
+
+
+class ChunkKey(NamedTuple):
+    """A chunk's id and domain without its text (the stage drops the texts before merging)."""
+
+    id: str
+    domain: str
 
 
 _FLUSH = 20_000  # chunks whose occurrences are gathered as Python values before going columnar
@@ -73,7 +89,7 @@ class _Gather:
         return out
 
 
-def _flatten(chunks: Sequence[Passage], payloads: Mapping[str, dict | str]) -> _Flat:
+def _flatten(chunks: Sequence[Chunk], payloads: Mapping[str, dict | str]) -> _Flat:
     gather, r_at, r_rows = _Gather(), [], []
     v = gather.values
     for at, p in enumerate(chunks):
@@ -109,11 +125,22 @@ def _hashed(values: Sequence, hash_of: Callable) -> list[str]:
     return [memo[v] for v in values]
 
 
+_SLICE = 1 << 20  # strings turned into Python objects at a time
+
+
+def _mapped(values: pa.Array, fn: Callable[[str], str]) -> pa.Array:
+    """``fn`` of every string, a slice at a time: Python strings for one slice only."""
+    parts = [
+        pa.array([fn(v) for v in values.slice(s, _SLICE).to_pylist()], pa.string())
+        for s in range(0, len(values), _SLICE)
+    ]
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
 def _hashed_strings(values: pa.Array, hash_of: Callable[[str], str]) -> pa.Array:
     """``hash_of(v)`` for every string, computed once per distinct string."""
     encoded = pc.dictionary_encode(values)
-    hashed = pa.array([hash_of(v) for v in encoded.dictionary.to_pylist()], pa.string())
-    return hashed.take(encoded.indices)
+    return _mapped(encoded.dictionary, hash_of).take(encoded.indices)
 
 
 def _concept_id(name: str) -> str:
@@ -177,7 +204,7 @@ def _concept_domains(g: _Groups, at: np.ndarray, listed: np.ndarray, domains: li
     return np.cumsum(offsets), dom.dictionary.take(pa.array(d_code[keep]))
 
 
-def _concepts(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
+def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     n_c, n_f = len(flat.c_at), len(flat.f_at)
     pick = np.empty(2 * n_f, np.int64)  # fact endpoints: subject, then object, per occurrence
     pick[0::2], pick[1::2] = np.arange(n_f), n_f + np.arange(n_f)
@@ -205,7 +232,7 @@ def _concepts(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
     )
 
 
-def _occurrence_lists(g: _Groups, at: np.ndarray, chunks: Sequence[Passage]) -> pa.Array:
+def _occurrence_lists(g: _Groups, at: np.ndarray, chunks: Sequence[Chunk]) -> pa.Array:
     """Each group's chunk ids, one per occurrence, in occurrence order."""
     chunk_ids = pa.array([p.id for p in chunks], pa.string())
     return _lists(g.start, chunk_ids.take(pa.array(at[g.order])))
@@ -218,20 +245,21 @@ def _fact_ids(flat: _Flat) -> pa.Array:
     for column in (flat.f_s, flat.f_p, flat.f_o):
         encoded = pc.dictionary_encode(column)
         codes.append(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
-        norms.append([ids.normalize_phrase(t) for t in encoded.dictionary.to_pylist()])
+        norms.append(_mapped(encoded.dictionary, ids.normalize_phrase))
     n_p, n_o = max(len(norms[1]), 1), max(len(norms[2]), 1)
     pairs, pair_at = np.unique(codes[0] * n_p + codes[1], return_inverse=True)  # (s, p)
     triples, triple_at = np.unique(pair_at.reshape(-1) * n_o + codes[2], return_inverse=True)
     sp = pairs[triples // n_o]  # (distinct triples,)
-    s_at, p_at, o_at = (sp // n_p).tolist(), (sp % n_p).tolist(), (triples % n_o).tolist()
-    hashed = [
-        ids.fact_id_normalized(norms[0][a], norms[1][b], norms[2][c])
-        for a, b, c in zip(s_at, p_at, o_at)
-    ]
-    return pa.array(hashed, pa.string()).take(pa.array(triple_at.reshape(-1)))
+    at = (sp // n_p, sp % n_p, triples % n_o)  # (distinct triples,) each part's dictionary row
+    parts = []
+    for s in range(0, len(triples), _SLICE):  # Python strings for one slice of triples only
+        texts = [norm.take(pa.array(a[s : s + _SLICE])).to_pylist() for norm, a in zip(norms, at)]
+        parts.append(pa.array([ids.fact_id_normalized(*t) for t in zip(*texts)], pa.string()))
+    hashed = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+    return hashed.take(pa.array(triple_at.reshape(-1)))
 
 
-def _facts(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
+def _facts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     g = _Groups.of(_fact_ids(flat))
     first = pa.array(g.first())
     subjects, objects = flat.f_s.take(first), flat.f_o.take(first)
@@ -249,7 +277,7 @@ def _facts(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
     )
 
 
-def _rules(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
+def _rules(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     rows = flat.r_rows
     g = _Groups.of(_hashed([r[0] for r in rows], ids.rule_id))
     first = g.first().tolist()
@@ -266,7 +294,7 @@ def _rules(flat: _Flat, chunks: Sequence[Passage]) -> pa.Table:
 
 
 def node_tables(
-    chunks: Sequence[Passage], payloads: Mapping[str, dict | str]
+    chunks: Sequence[Chunk], payloads: Mapping[str, dict | str]
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """The concepts, facts and rules tables (no vectors) merged over the chunks' payloads.
 
