@@ -42,105 +42,142 @@ def _positions(values: pa.Array | pa.ChunkedArray, keys: pa.Array) -> np.ndarray
     return np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
 
 
-def _same(batch_keys: pa.Array, stored: pa.ChunkedArray, start: int) -> bool:
-    """Whether a scanned batch holds the key column's rows from ``start`` on (a scan is in row
-    order; a table appended to between the two reads need not be)."""
-    expected = stored.slice(start, len(batch_keys))
-    return len(expected) == len(batch_keys) and bool(
-        pc.all(pc.equal(batch_keys, expected.combine_chunks())).as_py()
-    )
+def _first_positions(keys: list[str]) -> np.ndarray:
+    """(n,) position of each key's first occurrence."""
+    first: dict[str, int] = {}
+    return np.array([first.setdefault(k, i) for i, k in enumerate(keys)], np.int64)
+
+
+def _hashes(keys: Sequence[str]) -> np.ndarray:
+    return np.fromiter((hash(k) for k in keys), np.int64, len(keys))
+
+
+class _KeyIndex:
+    """The cache's key column as sorted 64-bit hashes and their rows (16 bytes a key, read
+    once, then extended by this process's own appends), so a lookup need not read every stored
+    key again. Python's ``hash`` is stable within a process, which is all it needs; a row it
+    names is confirmed against the row's own key when fetched (:meth:`LanceVectorCache._take`),
+    so a collision or a table changed by another writer is caught, never returned."""
+
+    def __init__(self, hashes: np.ndarray, rows: np.ndarray, count: int) -> None:
+        order = np.argsort(hashes, kind="stable")  # equal hashes keep row order
+        self.hashes, self.rows, self.count = hashes[order], rows[order], count
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+
+    @classmethod
+    def read(cls, store: LanceStore) -> _KeyIndex:
+        """Every stored key, a batch at a time."""
+        batches = store.scan(EMBEDDINGS, ["key"], 1 << 20)
+        parts = [_hashes(b.column(0).to_pylist()) for b in batches]
+        hashes = np.concatenate(parts) if parts else np.zeros(0, np.int64)  # (rows,)
+        return cls(hashes, np.arange(hashes.size, dtype=np.int64), hashes.size)
+
+    def appended(self, keys: Sequence[str]) -> None:
+        """``keys`` were appended as the next rows of the table."""
+        self.pending.append((_hashes(keys), np.arange(self.count, self.count + len(keys))))
+        self.count += len(keys)
+
+    def rows_of(self, keys: Sequence[str]) -> np.ndarray:
+        """(len(keys),) the first row whose key hashes like each key's, -1 where none does."""
+        if self.pending:  # merged once per lookup, not once per append
+            merged = _KeyIndex(
+                np.concatenate([self.hashes, *(h for h, _ in self.pending)]),
+                np.concatenate([self.rows, *(r for _, r in self.pending)]),
+                self.count,
+            )
+            self.hashes, self.rows, self.pending = merged.hashes, merged.rows, []
+        h = _hashes(keys)  # (n,)
+        if not self.hashes.size:
+            return np.full(len(keys), -1, np.int64)
+        at = np.minimum(np.searchsorted(self.hashes, h), self.hashes.size - 1)  # (n,)
+        return np.where(self.hashes[at] == h, self.rows[at], -1)
 
 
 class LanceVectorCache:
     """The store's embedding table as a :class:`VectorCache`.
 
-    A lookup reads the key column once, then fetches only the rows that hit by row offset (or,
-    when the table changed between the two reads, scans the vectors a batch at a time keeping the
-    hit rows), so its memory is the looked-up keys' vectors, not the whole cache (which holds
-    every text ever embedded, under every model). One append per write."""
+    A lookup finds each key's row in a :class:`_KeyIndex` of the key column (read once per
+    cache object, then kept up to date with its own appends), then fetches only the rows that
+    hit by row offset, checking each fetched key. When the table changed under it (another
+    writer), the index is read again and, should the rows still disagree, the vectors are
+    scanned a batch at a time keeping the hit rows. Memory: the index and the looked-up keys'
+    vectors, not the whole cache (which holds every text ever embedded, under every model); no
+    lookup reads every stored key again (at 1M passages that was ~21 M keys per block)."""
 
     def __init__(self, store: LanceStore, batch_rows: int = 65536) -> None:
         self.store = store
         self.batch_rows = batch_rows  # vectors per scanned batch
         self._width: int | None = None  # vector width of the table as last read; 0: no table
+        self._index: _KeyIndex | None = None
 
-    def _rows_of(self, keys: pa.Array) -> tuple[pa.ChunkedArray | None, np.ndarray]:
-        """The cache's key column and, per cache row, the first position of its key in
-        ``keys`` (-1: not wanted)."""
-        stored = self.store.read_columns(EMBEDDINGS, ["key"])
-        if not stored.num_rows or not len(keys):
-            return None, np.full(stored.num_rows, -1, np.int64)
-        return stored["key"], _positions(stored["key"], keys)
-
-    @staticmethod
-    def _repeats(keys: pa.Array) -> np.ndarray | None:
-        """(n,) first position of each key when some key repeats, else None."""
-        first = pc.index_in(keys, value_set=keys).to_numpy(zero_copy_only=False)
-        return first if len(first) and (first != np.arange(len(first))).any() else None
+    def _rows(self, keys: Sequence[str]) -> np.ndarray:
+        """(n,) cache row of each key by the index (read again if the table's size changed)."""
+        if self._index is None or self._index.count != self.store.count(EMBEDDINGS):
+            self._index = _KeyIndex.read(self.store)
+        return self._index.rows_of(keys)
 
     def contains(self, keys: Sequence[str]) -> np.ndarray:
-        """(n,) bool: which ``keys`` the cache holds (reads the key column only)."""
-        wanted_keys = pa.array(keys, pa.string())
-        hit = np.zeros(len(keys), bool)
-        _, wanted = self._rows_of(wanted_keys)
-        hit[wanted[wanted >= 0]] = True
-        first = self._repeats(wanted_keys)
-        return hit if first is None else hit[first]
+        """(n,) bool: which ``keys`` the cache holds (fetches the key of each hit row)."""
+        return self._find(list(keys), with_vectors=False)[0]
 
     def find(self, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        wanted_keys = pa.array(keys, pa.string())
-        hit, out = self._find(wanted_keys)
-        first = self._repeats(wanted_keys)  # a repeated key: its first position was filled
-        return (hit, out) if first is None else (hit[first], out[first])
+        return self._find(list(keys), with_vectors=True)
 
-    def _find(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        stored, wanted = self._rows_of(keys)  # (rows,) key position or -1
-        hit = np.zeros(len(keys), bool)
-        if stored is None or not (wanted >= 0).any():  # nothing to read (a first run): no scan
-            return hit, np.zeros((len(keys), 1), np.float32)
-        found = self._take(keys, stored, wanted)
-        return found if found is not None else self._scan(keys, stored, wanted)
+    def _find(self, keys: list[str], with_vectors: bool) -> tuple[np.ndarray, np.ndarray]:
+        if not keys or not self.store.count(EMBEDDINGS):
+            return np.zeros(len(keys), bool), np.zeros((len(keys), 1), np.float32)
+        for _ in range(2):  # a stale index (another writer) is read again once
+            found = self._take(keys, self._rows(keys), with_vectors)
+            if found is not None:
+                return found
+            self._index = None
+        hit, out = self._scan(pa.array(keys, pa.string()))
+        first = _first_positions(keys)  # a repeated key: its first position was filled
+        return hit[first], out[first]
 
     def _take(
-        self, keys: pa.Array, stored: pa.ChunkedArray, wanted: np.ndarray
+        self, keys: list[str], rows: np.ndarray, with_vectors: bool
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """Only the cache rows holding a looked-up key, fetched by row offset; None when a
-        fetched row's key is not the one the key column had there (the table changed)."""
-        rows = np.flatnonzero(wanted >= 0)  # (hits,) ascending cache rows
+        """Only the cache rows the index names, each fetched once by row offset; None when a
+        fetched row's key is not the key looked up (the table changed, or a hash collided)."""
+        at = np.flatnonzero(rows >= 0)  # (hits,) key positions
+        distinct, inverse = np.unique(rows[at], return_inverse=True)  # ascending cache rows
         hit, out = np.zeros(len(keys), bool), np.zeros((len(keys), 1), np.float32)
-        for start in range(0, rows.size, self.batch_rows):
-            at = rows[start : start + self.batch_rows]
-            got = self.store.take(EMBEDDINGS, at.tolist(), ["key", "vector"])
-            if got.num_rows != at.size or not got["key"].equals(stored.take(pa.array(at))):
+        columns = ["key", "vector"] if with_vectors else ["key"]
+        wanted = pa.array(keys, pa.string())
+        for start in range(0, distinct.size, self.batch_rows):
+            part = distinct[start : start + self.batch_rows]
+            got = self.store.take(EMBEDDINGS, part.tolist(), columns)
+            sel = (inverse >= start) & (inverse < start + part.size)  # (hits,) in this part
+            pos, local = at[sel], inverse[sel] - start
+            if got.num_rows != part.size or not got["key"].take(pa.array(local)).equals(
+                pa.chunked_array([wanted.take(pa.array(pos))])
+            ):
                 return None
-            width = got.schema.field("vector").type.list_size
-            if start == 0:
-                self._width, out = width, np.zeros((len(keys), width), np.float32)  # (n, d)
-            out[wanted[at]] = arrow_to_vectors(got["vector"], width)
-            hit[wanted[at]] = True
+            hit[pos] = True
+            if with_vectors:
+                width = got.schema.field("vector").type.list_size
+                if start == 0:
+                    self._width, out = width, np.zeros((len(keys), width), np.float32)  # (n, d)
+                out[pos] = arrow_to_vectors(got["vector"], width)[local]
         return hit, out
 
-    def _scan(
-        self, keys: pa.Array, stored: pa.ChunkedArray, wanted: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Every cache row scanned a batch at a time, keeping the looked-up keys' vectors."""
+    def _scan(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Every cache row scanned a batch at a time, keeping the looked-up keys' vectors
+        (each key's first position)."""
         hit = np.zeros(len(keys), bool)
         out: np.ndarray | None = None
-        start = 0
         for batch in self.store.scan(EMBEDDINGS, ["key", "vector"], self.batch_rows):
             width = batch.schema.field("vector").type.list_size
             if out is None:
                 self._width = width
                 out = np.zeros((len(keys), width), np.float32)  # (n, d)
-            rows = wanted[start : start + batch.num_rows]  # (batch,) key position or -1
-            if not _same(batch["key"], stored, start):
-                rows = _positions(batch["key"], keys)  # another order or version: look up here
+            rows = _positions(batch["key"], keys)  # (batch,) key position or -1
             take = np.flatnonzero(rows >= 0)
             if take.size:
                 picked = batch["vector"].take(pa.array(take))  # (take,) vectors
                 out[rows[take]] = arrow_to_vectors(picked, width)
                 hit[rows[take]] = True
-            start += batch.num_rows
         if out is None:
             self._width = 0
             out = np.zeros((len(keys), 1), np.float32)
@@ -157,8 +194,14 @@ class LanceVectorCache:
             # a model of another width (re-embedding on purpose): keys name the model, so the
             # old vectors can never be hits for it; the cache starts over in the new width
             self.store.replace(EMBEDDINGS, rows)
+            self._index = None
         else:
+            before = self.store.count(EMBEDDINGS)
             self.store.append(EMBEDDINGS, rows)  # find() missed these keys: nothing to merge
+            if self._index is not None and self._index.count == before:
+                self._index.appended(keys)  # the next rows, unless another writer came between
+            else:
+                self._index = None
         self._width = int(vectors.shape[1])
 
 

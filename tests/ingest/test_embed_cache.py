@@ -189,23 +189,43 @@ def test_store_scan_and_read_columns_keep_row_order(tmp_path):
     assert store.read_columns("missing", ["n"]).num_rows == 0
 
 
-def test_cache_lookup_stays_right_when_the_key_read_and_the_scan_disagree(tmp_path, monkeypatch):
+def test_cache_lookup_stays_right_when_another_writer_reorders_the_table(tmp_path):
     store = LanceStore.open(tmp_path)
     rng = np.random.default_rng(4)
     stored = {f"k{i}": rng.random(3).astype(np.float32) for i in range(20)}
-    LanceVectorCache(store).add(list(stored), np.stack(list(stored.values())))
-    real = store.read_columns
-
-    def reversed_keys(name, columns):  # as if rows moved between the two reads
-        table = real(name, columns)
-        return table.take(pa.array(range(table.num_rows - 1, -1, -1)))
-
-    monkeypatch.setattr(store, "read_columns", reversed_keys)
-    want = ["k3", "k17", "x", "k0"]
-    hit, found = LanceVectorCache(store, batch_rows=6).find(want)
-    assert hit.tolist() == [True, True, False, True]
+    cache = LanceVectorCache(store, batch_rows=6)
+    cache.add(list(stored), np.stack(list(stored.values())))
+    assert cache.find(["k3"])[0].tolist() == [True]  # its key index now holds the old rows
+    reordered = store.read(EMBEDDINGS).take(pa.array(range(19, -1, -1)))
+    LanceStore.open(tmp_path).replace(EMBEDDINGS, reordered)  # same size, other rows
+    want = ["k3", "k17", "x", "k0", "k3"]
+    hit, found = cache.find(want)
+    assert hit.tolist() == [True, True, False, True, True]
     for key, h, row in zip(want, hit, found):
         np.testing.assert_array_equal(row, stored[key] if h else np.zeros(3, np.float32))
+
+
+def test_lookups_read_the_key_column_once_and_follow_their_own_appends(tmp_path, monkeypatch):
+    store = LanceStore.open(tmp_path)
+    cache = LanceVectorCache(store)
+    cache.add(["k1", "k2"], np.eye(2, 3, dtype=np.float32))
+    scans: list[list[str]] = []
+    scan = store.scan
+
+    def counted(name, columns, *args, **kwargs):
+        scans.append(list(columns))
+        return scan(name, columns, *args, **kwargs)
+
+    monkeypatch.setattr(store, "scan", counted)
+    assert cache.find(["k2", "k9"])[0].tolist() == [True, False]
+    cache.add(["k9"], 3 * np.ones((1, 3), np.float32))
+    hit, found = cache.find(["k9", "k1", "k2"])
+    assert hit.tolist() == [True, True, True]
+    assert found.tolist() == [[3, 3, 3], [1, 0, 0], [0, 1, 0]]
+    assert scans == [["key"]]  # one read of the keys, none after its own append
+    LanceVectorCache(store).add(["k5"], np.ones((1, 3), np.float32))  # another cache object
+    assert cache.find(["k5"])[0].tolist() == [True]  # another writer's row: keys read again
+    assert scans[-1] == ["key"] and scans.count(["key"]) == 2
 
 
 def test_a_lookup_reads_only_the_rows_it_hits(tmp_path, monkeypatch):
@@ -213,12 +233,16 @@ def test_a_lookup_reads_only_the_rows_it_hits(tmp_path, monkeypatch):
     LanceVectorCache(store).add(["k1", "k2"], np.eye(2, 3, dtype=np.float32))
     LanceVectorCache(store).add(["k3", "k4"], 2 * np.eye(2, 3, dtype=np.float32))
 
-    def no_scan(*args, **kwargs):
-        raise AssertionError("the vectors were scanned")
+    scan = store.scan
+
+    def no_vector_scan(name, columns, *args, **kwargs):
+        if "vector" in columns:
+            raise AssertionError("the vectors were scanned")
+        return scan(name, columns, *args, **kwargs)
 
     taken: list[list[int]] = []
     take = store.take
-    monkeypatch.setattr(store, "scan", no_scan)
+    monkeypatch.setattr(store, "scan", no_vector_scan)
     monkeypatch.setattr(store, "take", lambda n, o, c: taken.append(list(o)) or take(n, o, c))
     hit, found = LanceVectorCache(store).find(["new1", "new2", "new1"])
     assert hit.tolist() == [False, False, False] and not found.any() and taken == []
