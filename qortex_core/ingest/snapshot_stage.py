@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError, SnapshotError
 from qortex_core.ingest import snapshot_vectors as vectors
+from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.cells import FactCells, fact_cells
 from qortex_core.ingest.graph import (
     GraphConfig,
@@ -201,13 +202,38 @@ def _sequence_edges(
     return a, b, sequence_weights(distance, graph_config.sequence)
 
 
+def _fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | None) -> pa.Table:
+    """The facts' ``id``, ``subject``, ``predicate`` and ``object`` in snapshot order (row i =
+    stored row ``order[i]``), reordered a column at a time.
+
+    Raises:
+        SnapshotError: the facts table changed since the stage read its links.
+    """
+    text = store.read_columns(FACTS, ["id", "subject", "predicate", "object"])
+    if text.num_rows != len(ids):
+        raise SnapshotError(f"table {FACTS} changed while the snapshot read it: run it again")
+    index = None if order is None else pa.array(order)
+    columns = {}
+    for name in text.column_names:
+        column = text[name]
+        text = text.drop_columns([name])  # the stored-order column goes once reordered
+        columns[name] = column if index is None else column.take(index)
+        del column
+    out = pa.table(columns) if columns else pa.table({})
+    if out.num_rows and not out["id"].equals(ids):
+        raise SnapshotError(f"table {FACTS} changed while the snapshot read it: run it again")
+    return out
+
+
 def _read_stored(
     store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path
 ) -> tuple[_Stored, FactCells | None]:
     """The stored tables in snapshot order, and the fact index when facts are many; the
     vectors are memory maps of files written to ``folder``."""
-    weighted = bool(config.relation_weights)  # the facts' relation column is read only then
-    facts = store.read_without(FACTS, ["vector"] if weighted else ["vector", "relation"])
+    # the facts' links only (their texts are read when the tables are made, _fact_texts); the
+    # relation column only when relation weights are set
+    links = ["id", "subject_id", "object_id", "passage_ids"]
+    facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
     vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
     with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
@@ -311,8 +337,13 @@ def _assemble(
 ) -> tuple[Path, SnapshotCounts]:
     """Read, build and publish the snapshot, staging its vector files in ``folder``."""
     stored, cells = _read_stored(store, passages, graph_config, folder)
+    give_back()  # what reading freed, before the graph is built
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
-    tables = snapshot_tables(stored.concepts, stored.passages, stored.facts, stored.rules)
+    fact_ids = stored.facts["id"] if stored.facts.num_rows else pa.chunked_array([], pa.string())
+    stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
+    give_back()
+    facts = _fact_texts(store, fact_ids, None if cells is None else cells.order)
+    tables = snapshot_tables(stored.concepts, stored.passages, facts, stored.rules)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
         passages=stored.passages.num_rows,

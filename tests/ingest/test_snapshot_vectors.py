@@ -125,3 +125,36 @@ def test_a_failed_build_leaves_no_staging_folder(home, monkeypatch):
         build_snapshot(store, path, "hash2-16", INDEXED, force=True)
     assert snap.latest_name(path) == latest
     assert not [p for p in snap.snapshots_dir(path).iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_fact_texts_read_after_the_graph_match_their_rows(home):
+    path, store = home
+    build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+    snapshot_facts = snap.load(path).tables["facts"].to_pylist()
+    stored = {r["id"]: r for r in store.read(FACTS).to_pylist()}
+    assert len(snapshot_facts) == len(stored) > 50
+    assert [r["id"] for r in snapshot_facts] != sorted(stored)  # cell order, not stored order
+    for row in snapshot_facts:
+        want = stored[row["id"]]
+        assert (row["subject"], row["predicate"], row["object"]) == (
+            want["subject"],
+            want["predicate"],
+            want["object"],
+        )
+
+
+def test_facts_changed_between_links_and_texts_is_a_snapshot_error(home, monkeypatch):
+    path, store = home
+    latest = snap.latest_name(path)
+    read_columns = store.read_columns
+
+    def shuffled_texts(name, columns):  # another writer rewrote the facts in between
+        rows = read_columns(name, columns)
+        if name == FACTS and "subject" in columns:
+            return rows.take(pa.array(np.roll(np.arange(rows.num_rows), 1)))
+        return rows
+
+    monkeypatch.setattr(store, "read_columns", shuffled_texts)
+    with pytest.raises(SnapshotError, match="facts changed"):
+        build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+    assert snap.latest_name(path) == latest
