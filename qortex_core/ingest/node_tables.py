@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.allocators import give_back
 from qortex_core.storage import ids
 
 _STR_LIST = pa.list_(pa.string())
@@ -137,10 +138,18 @@ def _mapped(values: pa.Array, fn: Callable[[str], str]) -> pa.Array:
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
+def _hashed_codes(values: pa.Array, hash_of: Callable[[str], str]) -> tuple[pa.Array, np.ndarray]:
+    """``hash_of`` of each distinct string (computed once each; two strings may hash alike),
+    and each value's row in it: the hashes without a string per value."""
+    encoded = pc.dictionary_encode(values)
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return _mapped(encoded.dictionary, hash_of), codes
+
+
 def _hashed_strings(values: pa.Array, hash_of: Callable[[str], str]) -> pa.Array:
     """``hash_of(v)`` for every string, computed once per distinct string."""
-    encoded = pc.dictionary_encode(values)
-    return _mapped(encoded.dictionary, hash_of).take(encoded.indices)
+    hashed, codes = _hashed_codes(values, hash_of)
+    return hashed.take(pa.array(codes))
 
 
 def _concept_id(name: str) -> str:
@@ -161,11 +170,17 @@ class _Groups:
     def of(cls, id_values: Sequence[str] | pa.Array) -> "_Groups":
         values = id_values if isinstance(id_values, pa.Array) else pa.array(id_values, pa.string())
         encoded = pc.dictionary_encode(values)
+        return cls.coded(encoded.dictionary, encoded.indices.to_numpy(zero_copy_only=False))
+
+    @classmethod
+    def coded(cls, ids_: pa.Array, at: np.ndarray) -> "_Groups":
+        """Occurrence i has id ``ids_[at[i]]`` (``ids_`` may repeat an id)."""
+        encoded = pc.dictionary_encode(ids_)
         dictionary = encoded.dictionary
         by_id = pc.sort_indices(dictionary).to_numpy().astype(np.int64)  # (groups,) id order
         rank = np.empty_like(by_id)
         rank[by_id] = np.arange(len(by_id))
-        code = rank[encoded.indices.to_numpy(zero_copy_only=False)]  # (occurrences,)
+        code = rank[encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)[at]]  # (occ,)
         order = np.argsort(code, kind="stable")  # by id, then occurrence order
         start = np.searchsorted(code[order], np.arange(len(by_id) + 1))  # (groups+1,)
         return cls(dictionary.take(pa.array(by_id)), code, order, start)
@@ -216,7 +231,7 @@ def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     names = pa.concat_arrays([flat.c_name, ends]).take(order)
     descs = pa.concat_arrays([flat.c_desc, pa.repeat(pa.scalar(""), 2 * n_f)]).take(order)
     at, listed = at[seq], listed[seq]
-    g = _Groups.of(_hashed_strings(names, _concept_id))
+    g = _Groups.coded(*_hashed_codes(names, _concept_id))
     first = pa.array(g.first())
     p_off, p_at = _concept_passages(g, at, listed, len(chunks))
     d_off, d_val = _concept_domains(g, at, listed, [p.domain for p in chunks])
@@ -238,9 +253,9 @@ def _occurrence_lists(g: _Groups, at: np.ndarray, chunks: Sequence[Chunk]) -> pa
     return _lists(g.start, chunk_ids.take(pa.array(at[g.order])))
 
 
-def _fact_ids(flat: _Flat) -> pa.Array:
-    """:func:`ids.fact_id` of every fact occurrence, each distinct string normalised once and
-    each distinct (subject, predicate, object) hashed once."""
+def _fact_ids(flat: _Flat) -> tuple[pa.Array, np.ndarray]:
+    """:func:`ids.fact_id` of each distinct (subject, predicate, object), and each fact
+    occurrence's row in it; each distinct string normalised once."""
     codes, norms = [], []
     for column in (flat.f_s, flat.f_p, flat.f_o):
         encoded = pc.dictionary_encode(column)
@@ -256,11 +271,11 @@ def _fact_ids(flat: _Flat) -> pa.Array:
         texts = [norm.take(pa.array(a[s : s + _SLICE])).to_pylist() for norm, a in zip(norms, at)]
         parts.append(pa.array([ids.fact_id_normalized(*t) for t in zip(*texts)], pa.string()))
     hashed = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
-    return hashed.take(pa.array(triple_at.reshape(-1)))
+    return hashed, triple_at.reshape(-1)
 
 
 def _facts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
-    g = _Groups.of(_fact_ids(flat))
+    g = _Groups.coded(*_fact_ids(flat))
     first = pa.array(g.first())
     subjects, objects = flat.f_s.take(first), flat.f_o.take(first)
     return pa.table(
@@ -309,4 +324,9 @@ def node_tables(
         category, confidence, passage_ids), each sorted by id.
     """
     flat = _flatten(chunks, payloads)
-    return _concepts(flat, chunks), _facts(flat, chunks), _rules(flat, chunks)
+    give_back()  # the parsed payloads' garbage, before the merges allocate
+    concepts = _concepts(flat, chunks)
+    give_back()
+    facts = _facts(flat, chunks)
+    give_back()
+    return concepts, facts, _rules(flat, chunks)
