@@ -21,7 +21,7 @@ from qortex_core.ingest.chunk_stage import (
     read_chunks,
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
-from qortex_core.ingest.node_tables import ChunkKey, node_tables
+from qortex_core.ingest.node_tables import ChunkKey, NodeTables
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
@@ -151,17 +151,22 @@ def embed_index(
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
     keys = [ChunkKey(p.id, p.domain) for p in chunks]
     del chunks  # the texts: the node tables need each chunk's id and domain only
-    nodes = dict(zip((CONCEPTS, FACTS, RULES), node_tables(keys, payloads)))
-    n_concepts, n_facts, n_rules = (nodes[n].num_rows for n in (CONCEPTS, FACTS, RULES))
-    for done, name in enumerate((CONCEPTS, FACTS, RULES), 2):
-        give_back()  # what the last phase freed, before the next one allocates
-        rows = nodes.pop(name)
+    merged = NodeTables(keys, payloads)  # each table built, written and dropped in turn
+    counts = [n_passages]
+    for done, (name, build) in enumerate(
+        ((CONCEPTS, merged.concepts), (FACTS, merged.facts), (RULES, merged.rules)), 2
+    ):
+        rows = build()
+        counts.append(rows.num_rows)
         _write_embedded(store, name, rows.num_rows, _node_block(name, rows), cached, progress)
         del rows
+        give_back()  # what the last table freed, before the next one is built
         progress("embed_tables", done, 4)
     store.set_stage_digest("embeddings", digest)
-    counts = (n_passages, n_concepts, n_facts, n_rules)
-    return EmbedReport(*counts, cached.texts_embedded, cached.cache_hits)
+    n_concepts, n_facts, n_rules = counts[1:]
+    return EmbedReport(
+        n_passages, n_concepts, n_facts, n_rules, cached.texts_embedded, cached.cache_hits
+    )
 
 
 # -- synonyms -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ Rows are sorted by id.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -308,25 +308,45 @@ def _rules(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     )
 
 
-def node_tables(
-    chunks: Sequence[Chunk], payloads: Mapping[str, dict | str]
-) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The concepts, facts and rules tables (no vectors) merged over the chunks' payloads.
+class NodeTables:
+    """The payloads flattened once; each table merged when asked for, so a caller can build,
+    write and drop one table before the next is built (the embedding stage does). Each
+    method is called once, concepts first: it releases the occurrence columns only it reads.
 
     Args:
         chunks: the chunks, sorted by id (the merge order).
         payloads: extraction payloads (parsed, or their JSON text) by chunk id; chunks
             without one add nothing.
-
-    Returns:
-        concepts (id, name, description, passage_ids, domains), facts (id, subject, predicate,
-        object, relation, subject_id, object_id, passage_ids) and rules (id, text, concepts,
-        category, confidence, passage_ids), each sorted by id.
     """
-    flat = _flatten(chunks, payloads)
-    give_back()  # the parsed payloads' garbage, before the merges allocate
-    concepts = _concepts(flat, chunks)
-    give_back()
-    facts = _facts(flat, chunks)
-    give_back()
-    return concepts, facts, _rules(flat, chunks)
+
+    def __init__(self, chunks: Sequence[Chunk], payloads: Mapping[str, dict | str]) -> None:
+        self.chunks = chunks
+        self.flat = _flatten(chunks, payloads)
+        give_back()  # the parsed payloads' garbage, before the merges allocate
+
+    def concepts(self) -> pa.Table:
+        """id, name, description, passage_ids, domains; sorted by id."""
+        out = _concepts(self.flat, self.chunks)
+        empty = pa.array([], pa.string())
+        self.flat = replace(self.flat, c_at=np.zeros(0, np.int64), c_name=empty, c_desc=empty)
+        give_back()
+        return out
+
+    def facts(self) -> pa.Table:
+        """id, subject, predicate, object, relation, subject_id, object_id, passage_ids."""
+        out = _facts(self.flat, self.chunks)
+        give_back()
+        return out
+
+    def rules(self) -> pa.Table:
+        """id, text, concepts, category, confidence, passage_ids; sorted by id."""
+        return _rules(self.flat, self.chunks)
+
+
+def node_tables(
+    chunks: Sequence[Chunk], payloads: Mapping[str, dict | str]
+) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The concepts, facts and rules tables (no vectors) merged over the chunks' payloads
+    (:class:`NodeTables`, every table at once), each sorted by id."""
+    merged = NodeTables(chunks, payloads)
+    return merged.concepts(), merged.facts(), merged.rules()
