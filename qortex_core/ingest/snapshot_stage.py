@@ -309,6 +309,7 @@ def build_snapshot(
     passages = store.read_without(PASSAGES, ["vector"])
     # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
     versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
+    give_back()  # the sync's transient rows
     inputs = _inputs_digest(versions, embedding_model, graph_config, params)
     unchanged = None if force else _latest_with_inputs(home, inputs)
     if unchanged is not None:

@@ -64,12 +64,9 @@ def sync(db, passages: pa.Table) -> int:
     rows = passage_rows(passages)
     if table is None:
         return int(_create(db, rows).version)
-    held = set(table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist())
-    wanted = set(rows["id"].to_pylist())
-    new = rows.filter(
-        pc.invert(pc.is_in(rows["id"], value_set=pa.array(sorted(held), pa.string())))
-    )
-    gone = sorted(held - wanted)
+    held = table.search().select(["id"]).limit(None).to_arrow()["id"]  # no Python set of ids
+    new = rows.filter(pc.invert(pc.is_in(rows["id"], value_set=held)))
+    gone = sorted(set(held.filter(pc.invert(pc.is_in(held, value_set=rows["id"]))).to_pylist()))
     if new.num_rows:
         table.add(new)
     for start in range(0, len(gone), _DELETE_BATCH):
