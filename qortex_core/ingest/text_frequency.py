@@ -22,6 +22,8 @@ _BATCH = 100_000  # passages per counting batch
 
 def _as_strings(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
+        if values.num_chunks == 1:  # as it is: combine_chunks would copy it (0.5 GB at 1M)
+            return values.chunk(0)
         return values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
     return values if isinstance(values, pa.Array) else pa.array(values, pa.string())
 
