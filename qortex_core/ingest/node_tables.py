@@ -221,26 +221,31 @@ def _concept_domains(g: _Groups, at: np.ndarray, listed: np.ndarray, domains: li
 
 def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     n_c, n_f = len(flat.c_at), len(flat.f_at)
-    pick = np.empty(2 * n_f, np.int64)  # fact endpoints: subject, then object, per occurrence
-    pick[0::2], pick[1::2] = np.arange(n_f), n_f + np.arange(n_f)
-    ends = pa.concat_arrays([flat.f_s, flat.f_o]).take(pa.array(pick))
+    # occurrences: listings, then per fact occurrence its subject and object; src: each one's
+    # row in the listing names followed by the subjects and then the objects
+    src = np.empty(n_c + 2 * n_f, np.int64)  # (occ,)
+    src[:n_c] = np.arange(n_c)
+    src[n_c::2], src[n_c + 1 :: 2] = n_c + np.arange(n_f), n_c + n_f + np.arange(n_f)
     at = np.r_[flat.c_at, np.repeat(flat.f_at, 2)].astype(np.int64)  # (occ,)
-    listed = np.r_[np.ones(n_c, bool), np.zeros(2 * n_f, bool)]
     seq = np.argsort(at, kind="stable")  # occurrence order: chunk, then listings, then ends
-    order = pa.array(seq)
-    names = pa.concat_arrays([flat.c_name, ends]).take(order)
-    descs = pa.concat_arrays([flat.c_desc, pa.repeat(pa.scalar(""), 2 * n_f)]).take(order)
-    at, listed = at[seq], listed[seq]
+    src, at, listed = src[seq], at[seq], src[seq] < n_c
+    del seq
+    names = pa.concat_arrays([flat.c_name, flat.f_s, flat.f_o]).take(pa.array(src))  # (occ,)
     g = _Groups.coded(*_hashed_codes(names, _concept_id))
-    first = pa.array(g.first())
+    first_at = g.first()  # (concepts,) occurrence of each concept's first mention
+    first_src = src[first_at]
+    named = first_src < n_c  # its description comes from a listing, else it is empty
+    described = flat.c_desc.take(pa.array(np.where(named, first_src, 0))) if n_c else None
     p_off, p_at = _concept_passages(g, at, listed, len(chunks))
     d_off, d_val = _concept_domains(g, at, listed, [p.domain for p in chunks])
     chunk_ids = pa.array([p.id for p in chunks], pa.string())
     return pa.table(
         {
             "id": g.keys,
-            "name": names.take(first),
-            "description": descs.take(first),
+            "name": names.take(pa.array(first_at)),
+            "description": pc.if_else(pa.array(named), described, "")
+            if described is not None
+            else pa.repeat(pa.scalar(""), len(first_at)),
             "passage_ids": _lists(p_off, chunk_ids.take(pa.array(p_at))),
             "domains": _lists(d_off, d_val),
         }
