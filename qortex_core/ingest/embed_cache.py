@@ -77,15 +77,23 @@ class _KeyIndex:
         self.pending.append((_hashes(keys), np.arange(self.count, self.count + len(keys))))
         self.count += len(keys)
 
+    def _merge_pending(self) -> None:
+        """The appended keys inserted in place (once per lookup, not once per append): only
+        the merged arrays are allocated, not a sort of every key."""
+        new = _KeyIndex(
+            np.concatenate([h for h, _ in self.pending]),
+            np.concatenate([r for _, r in self.pending]),
+            0,
+        )
+        at = np.searchsorted(self.hashes, new.hashes, side="right")  # after equal older rows
+        self.hashes = np.insert(self.hashes, at, new.hashes)
+        self.rows = np.insert(self.rows, at, new.rows)
+        self.pending = []
+
     def rows_of(self, keys: Sequence[str]) -> np.ndarray:
         """(len(keys),) the first row whose key hashes like each key's, -1 where none does."""
-        if self.pending:  # merged once per lookup, not once per append
-            merged = _KeyIndex(
-                np.concatenate([self.hashes, *(h for h, _ in self.pending)]),
-                np.concatenate([self.rows, *(r for _, r in self.pending)]),
-                self.count,
-            )
-            self.hashes, self.rows, self.pending = merged.hashes, merged.rows, []
+        if self.pending:
+            self._merge_pending()
         h = _hashes(keys)  # (n,)
         if not self.hashes.size:
             return np.full(len(keys), -1, np.int64)

@@ -272,3 +272,23 @@ def test_extraction_json_reads_payloads_a_batch_at_a_time(tmp_path, monkeypatch)
     assert {p: lazy[p] for p in chunk_ids if p in lazy} == whole
     assert max(taken) <= 7 and sum(taken) == 30  # each batch fetched once, in order
     assert lazy.get("p_never_extracted") is None
+
+
+def test_many_appends_between_lookups_keep_every_key_at_its_row(tmp_path):
+    store = LanceStore.open(tmp_path)
+    cache = LanceVectorCache(store, batch_rows=16)
+    rng = np.random.default_rng(5)
+    stored: dict[str, np.ndarray] = {}
+    for part in range(5):
+        keys = [f"p{part}-k{i}" for i in range(30)]
+        vectors = rng.random((30, 4)).astype(np.float32)
+        cache.add(keys, vectors)  # appended after the index was read: merged in place
+        stored.update(zip(keys, vectors))
+        want = list(stored)[::7] + ["missing"]
+        hit, found = cache.find(want)
+        assert hit.tolist() == [k in stored for k in want]
+        for key, row in zip(want[:-1], found[:-1]):
+            np.testing.assert_array_equal(row, stored[key])
+    fresh_hit, fresh = LanceVectorCache(store).find(list(stored))  # an index read from scratch
+    assert fresh_hit.all()
+    np.testing.assert_array_equal(fresh, cache.find(list(stored))[1])
