@@ -344,6 +344,7 @@ def _assemble(
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
     give_back()
     facts = _fact_texts(store, fact_ids, None if cells is None else cells.order)
+    give_back()  # the stored-order texts, before the tables are assembled
     tables = snapshot_tables(stored.concepts, stored.passages, facts, stored.rules)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
