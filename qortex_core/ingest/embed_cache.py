@@ -52,6 +52,12 @@ def _hashes(keys: Sequence[str]) -> np.ndarray:
     return np.fromiter((hash(k) for k in keys), np.int64, len(keys))
 
 
+def _by_hash(hashes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both sorted by hash; equal hashes keep row order."""
+    order = np.argsort(hashes, kind="stable")
+    return hashes[order], rows[order]
+
+
 class _KeyIndex:
     """The cache's key column as sorted 64-bit hashes and their rows (16 bytes a key, read
     once, then extended by this process's own appends), so a lookup need not read every stored
@@ -60,8 +66,8 @@ class _KeyIndex:
     so a collision or a table changed by another writer is caught, never returned."""
 
     def __init__(self, hashes: np.ndarray, rows: np.ndarray, count: int) -> None:
-        order = np.argsort(hashes, kind="stable")  # equal hashes keep row order
-        self.hashes, self.rows, self.count = hashes[order], rows[order], count
+        self.hashes, self.rows = _by_hash(hashes, rows)
+        self.count = count
         self.pending: list[tuple[np.ndarray, np.ndarray]] = []
 
     @classmethod
@@ -80,14 +86,13 @@ class _KeyIndex:
     def _merge_pending(self) -> None:
         """The appended keys inserted in place (once per lookup, not once per append): only
         the merged arrays are allocated, not a sort of every key."""
-        new = _KeyIndex(
+        hashes, rows = _by_hash(
             np.concatenate([h for h, _ in self.pending]),
             np.concatenate([r for _, r in self.pending]),
-            0,
         )
-        at = np.searchsorted(self.hashes, new.hashes, side="right")  # after equal older rows
-        self.hashes = np.insert(self.hashes, at, new.hashes)
-        self.rows = np.insert(self.rows, at, new.rows)
+        at = np.searchsorted(self.hashes, hashes, side="right")  # after equal older rows
+        self.hashes = np.insert(self.hashes, at, hashes)
+        self.rows = np.insert(self.rows, at, rows)
         self.pending = []
 
     def rows_of(self, keys: Sequence[str]) -> np.ndarray:
@@ -118,9 +123,10 @@ class LanceVectorCache:
         self._width: int | None = None  # vector width of the table as last read; 0: no table
         self._index: _KeyIndex | None = None
 
-    def _rows(self, keys: Sequence[str]) -> np.ndarray:
-        """(n,) cache row of each key by the index (read again if the table's size changed)."""
-        if self._index is None or self._index.count != self.store.count(EMBEDDINGS):
+    def _rows(self, keys: Sequence[str], count: int) -> np.ndarray:
+        """(n,) cache row of each key by the index (read again unless it holds ``count``, the
+        table's rows)."""
+        if self._index is None or self._index.count != count:
             self._index = _KeyIndex.read(self.store)
         return self._index.rows_of(keys)
 
@@ -132,10 +138,11 @@ class LanceVectorCache:
         return self._find(list(keys), with_vectors=True)
 
     def _find(self, keys: list[str], with_vectors: bool) -> tuple[np.ndarray, np.ndarray]:
-        if not keys or not self.store.count(EMBEDDINGS):
+        count = self.store.count(EMBEDDINGS)
+        if not keys or not count:
             return np.zeros(len(keys), bool), np.zeros((len(keys), 1), np.float32)
         for _ in range(2):  # a stale index (another writer) is read again once
-            found = self._take(keys, self._rows(keys), with_vectors)
+            found = self._take(keys, self._rows(keys, count), with_vectors)
             if found is not None:
                 return found
             self._index = None

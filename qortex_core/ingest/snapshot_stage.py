@@ -211,7 +211,7 @@ def _fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | Non
     """
     text = store.read_columns(FACTS, ["id", "subject", "predicate", "object"])
     if text.num_rows != len(ids):
-        raise SnapshotError(f"table {FACTS} changed while the snapshot read it: run it again")
+        raise vectors.changed(FACTS)
     index = None if order is None else pa.array(order)
     columns = {}
     for name in text.column_names:
@@ -219,9 +219,9 @@ def _fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | Non
         text = text.drop_columns([name])  # the stored-order column goes once reordered
         columns[name] = column if index is None else column.take(index)
         del column
-    out = pa.table(columns) if columns else pa.table({})
+    out = pa.table(columns)
     if out.num_rows and not out["id"].equals(ids):
-        raise SnapshotError(f"table {FACTS} changed while the snapshot read it: run it again")
+        raise vectors.changed(FACTS)
     return out
 
 

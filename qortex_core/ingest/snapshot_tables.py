@@ -22,14 +22,14 @@ _RULE_COLUMNS = {
 
 def listed(lists: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(row, key index) of every listed value that is among ``keys``, in list order."""
-    flat = _contiguous(lists)
+    flat = contiguous(lists)
     row = pc.list_parent_indices(flat).to_numpy().astype(np.int64)  # (listings,)
     at = pc.index_in(pc.list_flatten(flat), value_set=keys)  # null: not a key
     known = pc.is_valid(at).to_numpy(zero_copy_only=False)
     return row[known], at.drop_null().to_numpy().astype(np.int64)
 
 
-def _contiguous(column: pa.ChunkedArray) -> pa.Array:
+def contiguous(column: pa.ChunkedArray) -> pa.Array:
     """``column`` as one array: its only chunk as it is (``combine_chunks`` would copy it)."""
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
@@ -38,7 +38,7 @@ def _strings(table: pa.Table, name: str) -> pa.Array:
     """``table[name]`` as one string array; empty for an empty table (which may lack it)."""
     if table.num_rows == 0:
         return pa.array([], pa.string())
-    return pc.cast(_contiguous(table[name]), pa.string())
+    return pc.cast(contiguous(table[name]), pa.string())
 
 
 def _grouped(rows: np.ndarray, values: pa.Array, n_rows: int, kind: pa.DataType) -> pa.Array:
@@ -76,7 +76,7 @@ def _rules_table(rules: pa.Table, concepts: pa.Table, passages: pa.Table) -> pa.
             "id": _strings(rules, "id"),
             "text": _strings(rules, "text"),
             "category": _strings(rules, "category"),
-            "confidence": pc.cast(_contiguous(rules["confidence"]), pa.float32()),
+            "confidence": pc.cast(contiguous(rules["confidence"]), pa.float32()),
             "concept_nodes": _grouped(rule, nodes, rules.num_rows, _RULE_COLUMNS["concept_nodes"]),
             "domains": _rule_domains(rules, passages),
         }

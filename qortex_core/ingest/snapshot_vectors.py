@@ -39,6 +39,11 @@ def _header(fh: BinaryIO, rows: int, dim: int) -> None:
     )
 
 
+def changed(name: str) -> SnapshotError:
+    """The error for table ``name`` changing between two reads of one snapshot build."""
+    return SnapshotError(f"table {name} changed while the snapshot read it: run it again")
+
+
 def write_stored(store: LanceStore, name: str, ids: pa.ChunkedArray, path: Path) -> None:
     """``name``'s ``vector`` column, in stored row order, into the ``.npy`` file ``path``.
 
@@ -54,15 +59,13 @@ def write_stored(store: LanceStore, name: str, ids: pa.ChunkedArray, path: Path)
             if at == 0:
                 _header(fh, rows, dim)
             if at + n > rows or not ids.slice(at, n).equals(pa.chunked_array([batch.column(0)])):
-                raise SnapshotError(
-                    f"table {name} changed while the snapshot read it: run it again"
-                )
+                raise changed(name)
             fh.write(arrow_to_vectors(batch.column(1), dim).tobytes())
             at += n
         if at == 0:
             _header(fh, 0, 1)
     if at != rows:
-        raise SnapshotError(f"table {name} changed while the snapshot read it: run it again")
+        raise changed(name)
 
 
 @contextmanager

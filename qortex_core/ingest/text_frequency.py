@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.snapshot_tables import contiguous
 from qortex_core.storage import ids
 
 _BATCH = 100_000  # passages per counting batch
@@ -22,9 +23,7 @@ _BATCH = 100_000  # passages per counting batch
 
 def _as_strings(values: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
-        if values.num_chunks == 1:  # as it is: combine_chunks would copy it (0.5 GB at 1M)
-            return values.chunk(0)
-        return values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+        return contiguous(values)  # combine_chunks would copy a single chunk (0.5 GB at 1M)
     return values if isinstance(values, pa.Array) else pa.array(values, pa.string())
 
 

@@ -137,19 +137,28 @@ def list_versions(home: str | Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name))
 
 
-def staging_dir(home: str | Path) -> Path:
-    """A new empty folder under ``snapshots/`` for files a build writes before publishing
-    (named ``.tmp-*`` so `qortex doctor` reports one an interrupted build left behind)."""
+def _new_folder(home: str | Path, prefix: str) -> Path:
+    """A new empty folder ``snapshots/{prefix}<random>``.
+
+    Raises:
+        HomeError: the snapshots folder cannot be written.
+    """
     root = snapshots_dir(home)
     try:
         root.mkdir(parents=True, exist_ok=True)
-        folder = root / f".tmp-stage-{uuid.uuid4().hex}"
+        folder = root / f"{prefix}{uuid.uuid4().hex}"
         folder.mkdir()
     except OSError as exc:
         raise HomeError(
             f"cannot write snapshots under data home {home}: {exc.strerror or exc}"
         ) from None
     return folder
+
+
+def staging_dir(home: str | Path) -> Path:
+    """A new empty folder under ``snapshots/`` for files a build writes before publishing
+    (named ``.tmp-*`` so `qortex doctor` reports one an interrupted build left behind)."""
+    return _new_folder(home, ".tmp-stage-")
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -189,14 +198,7 @@ def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | No
     snapshot, never a partial one.
     """
     root = snapshots_dir(home)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".tmp-{uuid.uuid4().hex}"
-        tmp.mkdir()
-    except OSError as exc:
-        raise HomeError(
-            f"cannot write snapshots under data home {home}: {exc.strerror or exc}"
-        ) from None
+    tmp = _new_folder(home, ".tmp-")
     try:
         digests = _write_payload(tmp, snapshot, files or {})
         existing = list_versions(home)
