@@ -56,6 +56,11 @@ def default_variants(base: RetrievalConfig = RetrievalConfig()) -> list[Variant]
     rows += [
         Variant(f"passage weight {w}", r(base, passage_node_weight=w)) for w in (0.01, 0.05, 0.2)
     ]
+    rows += [
+        Variant(f"passage seeds {k or 'every passage (HippoRAG 2)'}", r(base, passage_seeds=k))
+        for k in (0, 300, 3000)
+        if k != base.passage_seeds
+    ]
     rows += [Variant(f"synonym threshold {t}", base, synonym_min=t) for t in (0.85, 0.9)]
     rows += lexical_variants(base)
     rows.append(

@@ -84,6 +84,11 @@ class RetrievalConfig:
             or more), only the facts of the query's this many nearest cells are scored
             (0: every fact, exact).
         passage_node_weight: weight of min-max dense scores on passage nodes.
+        passage_seeds: only the this many passages most similar to the query get that restart
+            mass (their min-max over every passage, as before); 0: every passage, as HippoRAG 2.
+            Bounds the dense share of the teleport as the corpus grows (at 1M passages every
+            passage's share drowned the concept seeds), and keeps the teleport sparse, so a
+            large graph's walk is a local push (``PPRConfig.push_min_nodes``).
         specificity: divide phrase seeds by the number of passages containing the phrase
             (for verbatim seeds: the least passage-text frequency among its words, at least
             that count).
@@ -122,6 +127,7 @@ class RetrievalConfig:
     fact_context: float = 0.5
     fact_probes: int = 32
     passage_node_weight: float = 0.05
+    passage_seeds: int = 1000
     specificity: bool = True
     lexical_weight: float = 0.5
     lexical_max_passages: int = 50

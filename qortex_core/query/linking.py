@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -37,16 +37,65 @@ class Seeding:
     note: str | None = None
 
 
+@dataclass(frozen=True)
+class FactLinks:
+    """The facts one query scored (every fact, or a fact index's candidates) and those linked.
+
+    Facts left unscored count as the lowest scores seen, so they are never linked and the
+    min-max of the linking scores spans the scored facts.
+    """
+
+    at: np.ndarray | None  # (c,) indices of the scored facts; None: every fact, in order
+    cosine: np.ndarray  # (c,) raw query cosine
+    linking: np.ndarray  # (c,) linking score
+    picked: np.ndarray  # (t,) positions in the scored arrays of the linked facts, best first
+    n_facts: int
+
+    @property
+    def linked(self) -> np.ndarray:
+        """(t,) fact indices of the linked facts, best first."""
+        return self.picked if self.at is None else self.at[self.picked]
+
+    def weights(self) -> np.ndarray:
+        """(t,) min-max linking score of each linked fact (over every fact)."""
+        scores = self.linking
+        lo, hi = float(scores.min()), float(scores.max())
+        if self.at is not None and self.at.size < self.n_facts:  # the unscored facts' fill
+            lo, hi = min(lo, self._fill(scores)), max(hi, self._fill(scores))
+        picked = scores[self.picked]
+        return np.ones_like(picked) if hi - lo < 1e-12 else (picked - lo) / (hi - lo)
+
+    @staticmethod
+    def _fill(scores: np.ndarray) -> float:
+        """The score an unscored fact counts as: the lowest seen, at most 0."""
+        return float(scores.min(initial=0.0))
+
+    def full(self) -> tuple[np.ndarray, np.ndarray]:
+        """(n_facts,) cosine and linking score of every fact (a recognition filter reads them)."""
+        if self.at is None:
+            return self.cosine, self.linking
+        cos = np.full(self.n_facts, self._fill(self.cosine), np.float32)
+        link = np.full(self.n_facts, self._fill(self.linking), np.float32)
+        cos[self.at], link[self.at] = self.cosine, self.linking
+        return cos, link
+
+
 def link_facts(
     view: SnapshotView, config: RetrievalConfig, vector: np.ndarray, dense: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Raw fact cosines, linking scores and the linked facts above the threshold.
-
-    Returns:
-        (n_facts,) cosine, (n_facts,) linking score, (t,) linked fact indices, best first.
-    """
+) -> FactLinks:
+    """Score facts against the query and link the best ones above the threshold: through the
+    fact index's nearest cells when the snapshot has one, else every fact."""
     if view.fact_index is not None and config.fact_probes > 0:
-        return _linked_by_cells(view, config, vector, dense)
+        at, scores, link = cell_scores(
+            view.fact_index,
+            view.fact_vectors,
+            view.fact_sources,
+            vector,
+            dense,
+            config.fact_probes,
+            config.fact_context,
+        )  # (candidates,) each
+        return _links(at, scores, link, config, view.fact_vectors.shape[0])
     fact_scores = cosine(view.fact_vectors, vector)  # (n_facts,)
     # (n_facts,) cosine + fact_context x best cosine among each fact's source passages
     linking = (
@@ -54,32 +103,20 @@ def link_facts(
         if config.fact_context > 0
         else fact_scores
     )
-    linked = top_indices(linking, config.fact_top_k)
-    return fact_scores, linking, linked[fact_scores[linked] >= config.fact_threshold]
+    return _links(None, fact_scores, linking, config, fact_scores.shape[0])
 
 
-def _linked_by_cells(
-    view: SnapshotView, config: RetrievalConfig, vector: np.ndarray, dense: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`link_facts` over the fact index's candidates; every other fact gets the lowest
-    scores seen, so it is never linked and the min-max of the linking scores spans the
-    scored facts."""
-    assert view.fact_index is not None
-    at, scores, link = cell_scores(
-        view.fact_index,
-        view.fact_vectors,
-        view.fact_sources,
-        vector,
-        dense,
-        config.fact_probes,
-        config.fact_context,
-    )  # (candidates,) each
-    n = view.fact_vectors.shape[0]
-    fact_scores = np.full(n, scores.min(initial=0.0), np.float32)  # (n_facts,)
-    linking = np.full(n, link.min(initial=0.0), np.float32)
-    fact_scores[at], linking[at] = scores, link
-    linked = at[top_indices(link, config.fact_top_k)]
-    return fact_scores, linking, linked[fact_scores[linked] >= config.fact_threshold]
+def _links(
+    at: np.ndarray | None,
+    scores: np.ndarray,
+    link: np.ndarray,
+    config: RetrievalConfig,
+    n_facts: int,
+) -> FactLinks:
+    """The ``fact_top_k`` best by linking score whose cosine reaches ``fact_threshold``."""
+    picked = top_indices(link, config.fact_top_k)
+    picked = picked[scores[picked] >= config.fact_threshold]
+    return FactLinks(at, scores, link, picked, n_facts)
 
 
 def phrase_weights(
@@ -87,11 +124,15 @@ def phrase_weights(
     config: RetrievalConfig,
     text: str,
     linked: np.ndarray,
-    linking: np.ndarray,
+    linked_weights: np.ndarray,
 ) -> np.ndarray:
-    """(n_phrases,) seed weight per concept: linked facts' ends plus verbatim matches."""
+    """(n_phrases,) seed weight per concept: linked facts' ends plus verbatim matches.
+
+    Args:
+        linked: (t,) linked fact indices; linked_weights: (t,) their min-max linking scores.
+    """
     weights = phrase_seed_weights(
-        linked, min_max(linking)[linked], view.fact_nodes, view.passage_count, config.specificity
+        linked, linked_weights, view.fact_nodes, view.passage_count, config.specificity
     )  # (n_phrases,)
     if config.lexical_weight > 0:
         weights = weights + lexical_seed_weights(
@@ -122,11 +163,12 @@ def seed(
             when none), read only when the walk runs; lexical: (n_passages,) BM25 scores
             that add ``fulltext.seed_weight`` x min-max BM25 to the passages' restart mass.
     """
-    fact_scores, linking, linked = link_facts(view, config, vector, dense)
-    note = None  # what the recognition filter did, when it did not simply filter
+    links = link_facts(view, config, vector, dense)
+    linked, note = links.linked, None  # note: what the recognition filter did, if not filter
     if recognizer is not None and linked.size:
         from qortex_core.query.recognition import filter_linked
 
+        fact_scores, linking = links.full()  # (n_facts,) each
         linked, note = filter_linked(
             recognizer,
             text,
@@ -137,12 +179,16 @@ def seed(
             config.recognition_candidates,
             config.fact_threshold,
         )
-    best = float(fact_scores[linked].max()) if linked.size else None
+        links = _links(None, fact_scores, linking, config, links.n_facts)
+        links = replace(links, picked=linked)
+    best = float(links.cosine[links.picked].max()) if linked.size else None
     if linked.size == 0:  # HippoRAG 2: no relevant fact -> dense retrieval
         note = note or f"no fact reached cosine {config.fact_threshold}: dense retrieval"
         return Seeding(linked, best, np.zeros(view.n_phrases, np.float32), None, note)
-    weights = phrase_weights(view, config, text, linked, linking) * factors()  # (n_phrases,)
-    teleport = teleport_vector(weights, dense, config.passage_node_weight)  # (n_nodes,)
+    weights = phrase_weights(view, config, text, linked, links.weights()) * factors()
+    teleport = teleport_vector(
+        weights, dense, config.passage_node_weight, config.passage_seeds
+    )  # (n_nodes,)
     if lexical is not None and config.fulltext.seed_weight > 0 and lexical.max() > 0:
         teleport[view.n_phrases :] += config.fulltext.seed_weight * min_max(lexical)
     return Seeding(linked, best, weights, teleport, note)

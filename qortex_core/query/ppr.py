@@ -46,6 +46,12 @@ class PPRConfig:
         compiled: solve a single teleport on a symmetric walk with the compiled passes of
             :mod:`qortex_core.query.ppr_fused` (same iterates and certificate, fewer passes over
             memory); False keeps the numpy solve, which batches of teleports always take.
+        push_min_nodes: on a symmetric walk of at least this many nodes, a single teleport held
+            by at most 1/64 of them is solved by local push (:mod:`qortex_core.query.ppr_push`):
+            it reads the edges around the mass, not the whole graph (0: never).
+        push_eps: the push's threshold per unit of weighted degree: the score of a node ``v``
+            is then low by at most ``push_eps x degree(v) / (1 - damping)`` before the final
+            normalisation, and a solve reads at most ``1 / (push_eps (1 - damping))`` edges.
     """
 
     damping: float = 0.5
@@ -53,6 +59,8 @@ class PPRConfig:
     max_iter: int = 100
     threads: int = 1
     compiled: bool = True
+    push_min_nodes: int = 500_000
+    push_eps: float = 3e-7
 
 
 def query_threads(cap: int = 4) -> int:
@@ -140,6 +148,23 @@ def _compiled(walk: SymmetricWalk, t: np.ndarray, config: PPRConfig) -> np.ndarr
     return x
 
 
+def _pushed(
+    walk: sp.csr_matrix | SymmetricWalk, teleport: np.ndarray, config: PPRConfig
+) -> np.ndarray | None:
+    """The local push's scores of a sparse (n,) teleport on a large symmetric walk (see
+    PPRConfig); None: solve globally."""
+    n = walk.shape[0]
+    if not (isinstance(walk, SymmetricWalk) and 0 < config.push_min_nodes <= n):
+        return None
+    if np.shape(teleport) != (n,):
+        return None
+    from qortex_core.query.ppr_push import push_pagerank
+
+    t = np.ascontiguousarray(teleport, dtype=np.float32)
+    pushed = push_pagerank(walk, t, config.damping, config.push_eps, n // 64)
+    return None if pushed is None else pushed[0]
+
+
 def personalized_pagerank(
     walk: sp.csr_matrix | SymmetricWalk,
     teleport: np.ndarray,
@@ -160,6 +185,9 @@ def personalized_pagerank(
     Raises:
         ValueError: the teleport's shape does not match the graph, or it has negative entries.
     """
+    pushed = _pushed(walk, teleport, config)
+    if pushed is not None:
+        return pushed
     shape = np.shape(teleport)
     n = walk.shape[0]
     t, _ = _normalised(teleport, n)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -142,6 +143,24 @@ def recency(
     now_s = (now or dt.datetime.now(dt.timezone.utc)).timestamp()
     age_days = np.maximum(now_s - np.asarray(timestamps, dtype=np.float64), 0.0) / 86400.0
     return np.nan_to_num(np.power(0.5, age_days / half_life_days), nan=0.0).astype(np.float32)
+
+
+class Recency:
+    """:func:`recency` of one snapshot's passages as of the current minute, computed once a
+    minute per half-life (a minute moves no half-life measured in days)."""
+
+    def __init__(self, timestamps: np.ndarray | None, n: int) -> None:
+        self.timestamps, self.n = timestamps, n
+        self._cached: tuple[tuple[float, int], np.ndarray] | None = None
+
+    def __call__(self, half_life_days: float) -> np.ndarray:
+        minute = int(time.time() // 60)
+        cached = self._cached
+        if cached is None or cached[0] != (half_life_days, minute):
+            at = dt.datetime.fromtimestamp(minute * 60, dt.timezone.utc)
+            cached = (half_life_days, minute), recency(self.timestamps, self.n, half_life_days, at)
+            self._cached = cached
+        return cached[1]
 
 
 def _min_max(x: np.ndarray) -> np.ndarray:

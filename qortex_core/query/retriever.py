@@ -27,7 +27,7 @@ from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
 from qortex_core.query.results import ConceptHit, PassageHit, QueryResult, Seed
-from qortex_core.query.rules import rank_rules
+from qortex_core.query.rules import rank_rules, rule_cosine
 from qortex_core.query.seeding import cosine
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.query.validation import (
@@ -93,6 +93,7 @@ class Retriever:
         self.fresh = fresh  # agent memories: hides forgotten passages, adds unconsolidated ones
         self.recognizer = recognizer  # optional LLM recognition filter over the linked facts
         self.view = SnapshotView.of(snapshot)
+        self.recency = profiles.Recency(self.view.passage_times, self.view.n_passages)
         background = np.zeros(self.view.adjacency.shape[0], np.float32)
         background[self.view.n_phrases :] = 1.0  # every teleport holds dense mass on passages
         # symmetric: CG on the mmap'd arrays, no copy
@@ -371,7 +372,7 @@ class Retriever:
         """Rules by the walk's concept scores, or by concept cosine when nothing was walked."""
         view = self.view
         scores = (
-            self._phrase_cosine(ctx.vector)
+            rule_cosine(view.rule_index, view.phrase_vectors, view.n_phrases, ctx.vector)
             if ranking.walked is None
             else ranking.walked.node_scores[: view.n_phrases]
         )
@@ -385,15 +386,7 @@ class Retriever:
         """(n_passages,) recency (by event time, the profile's half-life; 0 without a time),
         salience and preference for the scoring profile."""
         return {
-            "recency": profiles.recency(
-                self.view.passage_times, self.view.n_passages, prof.recency_half_life_days
-            ),
+            "recency": self.recency(prof.recency_half_life_days),
             "salience": self.memory.salience,
             "preference": self.memory.preference(),
         }
-
-    def _phrase_cosine(self, vector: np.ndarray) -> np.ndarray:
-        """(n_phrases,) concept cosines to the query (zeros when the snapshot has no vectors)."""
-        if self.view.phrase_vectors.shape[0] == self.view.n_phrases:
-            return cosine(self.view.phrase_vectors, vector)
-        return np.zeros(self.view.n_phrases, np.float32)

@@ -30,11 +30,14 @@ class RuleIndex:
     offsets: np.ndarray  # (n_rules + 1,) int64
     nodes: np.ndarray  # (total links,) int64 phrase indices
     domains: list[list[str]]
+    confidence: np.ndarray  # (n_rules,) float32
+    linked: np.ndarray  # (m,) the distinct phrase indices any rule links, ascending
 
     @classmethod
     def from_table(cls, table: pa.Table | None) -> "RuleIndex":
         if table is None or table.num_rows == 0 or "concept_nodes" not in table.column_names:
-            return cls(pa.table({}), np.zeros(1, np.int64), np.zeros(0, np.int64), [])
+            none = np.zeros(0, np.int64)
+            return cls(pa.table({}), np.zeros(1, np.int64), none, [], np.zeros(0, np.float32), none)
         column = table["concept_nodes"].combine_chunks()
         offsets = np.asarray(column.offsets.to_numpy(), dtype=np.int64)
         offsets = offsets - offsets[0]
@@ -44,10 +47,24 @@ class RuleIndex:
             if "domains" in table.column_names
             else [[] for _ in range(table.num_rows)]
         )
-        return cls(table, offsets, nodes, domains)
+        confidence = np.asarray(
+            table["confidence"].to_numpy(zero_copy_only=False), dtype=np.float32
+        )
+        return cls(table, offsets, nodes, domains, confidence, np.unique(nodes))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+
+def rule_cosine(
+    index: RuleIndex, phrase_vectors: np.ndarray, n_phrases: int, vector: np.ndarray
+) -> np.ndarray:
+    """(n_phrases,) query cosine of the concepts rules link, zero elsewhere (and everywhere
+    when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query."""
+    out = np.zeros(n_phrases, np.float32)
+    if phrase_vectors.shape[0] == n_phrases and index.linked.size:
+        out[index.linked] = phrase_vectors[index.linked] @ vector  # (m, d) @ (d,)
+    return out
 
 
 def rule_scores(index: RuleIndex, phrase_scores: np.ndarray) -> np.ndarray:
@@ -82,16 +99,13 @@ def rank_rules(
     if len(index) == 0:
         return []
     scores = rule_scores(index, phrase_scores)
-    confidence = np.asarray(
-        index.table["confidence"].to_numpy(zero_copy_only=False), dtype=np.float32
-    )
-    keep = scores > 0
+    keep = np.flatnonzero(scores > 0)  # (kept,)
     if domains:
         allowed = set(domains)
-        keep &= np.array([bool(allowed.intersection(d)) for d in index.domains], dtype=bool)
-    if keep.any():
-        keep &= scores >= min_relative * float(scores[keep].max())
-    order = [i for i in np.lexsort((-confidence, -scores)).tolist() if keep[i]][:top_k]
+        keep = keep[[bool(allowed.intersection(index.domains[i])) for i in keep.tolist()]]
+    if keep.size:
+        keep = keep[scores[keep] >= min_relative * float(scores[keep].max())]
+    order = keep[np.lexsort((-index.confidence[keep], -scores[keep]))][:top_k].tolist()
     out = []
     for r in order:
         row = index.table.slice(r, 1).to_pylist()[0]

@@ -62,13 +62,15 @@ def phrase_seed_weights(
     """
     n = passage_count.shape[0]
     ends = fact_nodes[fact_rank].reshape(-1)  # (t, 2) -> (2t,)
-    w = np.repeat(fact_weight, 2)
-    total = np.bincount(ends, weights=w, minlength=n)  # (n_phrases,)
-    hits = np.bincount(ends, minlength=n)
-    weights = np.divide(total, hits, out=np.zeros(n), where=hits > 0)
+    nodes, at = np.unique(ends, return_inverse=True)  # (m,) seeded phrases
+    total = np.bincount(at, weights=np.repeat(fact_weight, 2), minlength=nodes.size)  # (m,)
+    mean = total / np.bincount(at, minlength=nodes.size)
     if specificity:
-        weights = np.divide(weights, passage_count, out=weights, where=passage_count > 0)
-    return weights.astype(np.float32)
+        count = passage_count[nodes]
+        mean = np.divide(mean, count, out=mean, where=count > 0)
+    weights = np.zeros(n, np.float32)
+    weights[nodes] = mean
+    return weights
 
 
 _STOP = frozenset(
@@ -271,9 +273,17 @@ def dense_first(
 
 
 def teleport_vector(
-    phrase_weights: np.ndarray, passage_dense: np.ndarray, passage_node_weight: float
+    phrase_weights: np.ndarray,
+    passage_dense: np.ndarray,
+    passage_node_weight: float,
+    passage_seeds: int = 0,
 ) -> np.ndarray:
-    """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight."""
-    return np.concatenate([phrase_weights, min_max(passage_dense) * passage_node_weight]).astype(
-        np.float32
-    )
+    """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight, on
+    the ``passage_seeds`` most similar passages only (0: on every passage)."""
+    passages = min_max(passage_dense) * np.float32(passage_node_weight)  # (n_passages,)
+    if 0 < passage_seeds < passages.size:
+        keep = top_indices(passage_dense, passage_seeds)
+        kept = passages[keep]
+        passages[:] = 0.0
+        passages[keep] = kept
+    return np.concatenate([phrase_weights, passages]).astype(np.float32)

@@ -91,3 +91,34 @@ def test_preference_maps_factors_to_unit_interval():
     passage_phrases = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0]], np.float32))
     pref = profiles.preference(passage_phrases, np.array([10.0, 10.0, 0.1]), upper=10.0)
     assert pref.tolist() == pytest.approx([1.0, 0.0, 0.5])
+
+
+def test_rule_cosine_scores_the_linked_concepts_only():
+    from qortex_core.query.rules import rule_cosine
+
+    index = RuleIndex.from_table(rules_table())
+    vectors = np.eye(4, dtype=np.float32)
+    query = np.array([0.6, 0.0, 0.8, 0.0], np.float32)
+    assert index.linked.tolist() == [0, 1, 2]
+    assert rule_cosine(index, vectors, 4, query).tolist() == pytest.approx([0.6, 0.0, 0.8, 0.0])
+    shifted = np.array([0.0, 0.0, 0.0, 1.0], np.float32)  # only an unlinked concept matches
+    assert not rule_cosine(index, vectors, 4, shifted).any()
+    assert not rule_cosine(index, np.zeros((0, 4), np.float32), 4, query).any()  # no vectors
+    hits = rank_rules(index, rule_cosine(index, vectors, 4, query), NODE_IDS, NAMES, top_k=10)
+    assert [h.id for h in hits] == ["r_3", "r_1"]
+
+
+def test_recency_is_computed_once_a_minute_per_half_life():
+    import datetime as dt
+    import time
+
+    stamps = np.array([time.time() - 86400.0, np.nan, time.time() - 10 * 86400.0])
+    recency = profiles.Recency(stamps, 3)
+    first = recency(1.0)
+    assert recency(1.0) is first  # cached within the minute
+    minute = dt.datetime.fromtimestamp(int(time.time() // 60) * 60, dt.timezone.utc)
+    if recency(1.0) is first:  # not across a minute boundary
+        assert np.array_equal(first, profiles.recency(stamps, 3, 1.0, now=minute))
+    assert first[1] == 0.0 and first[0] > first[2] > 0
+    assert recency(10.0)[2] > first[2]  # another half-life: computed anew
+    assert not profiles.Recency(None, 3)(1.0).any()

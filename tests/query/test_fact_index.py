@@ -16,7 +16,7 @@ from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_index, build_snapshot
 from qortex_core.query.linking import link_facts
 from qortex_core.query.retriever import Retriever
-from qortex_core.query.seeding import cosine
+from qortex_core.query.seeding import cosine, min_max
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_shapes import shape_problems
 from qortex_core.storage.store import LanceStore
@@ -83,7 +83,7 @@ def _linked(retriever: Retriever, text: str, probes: int) -> np.ndarray:
     vector = EMBED.embed([text])[0]
     dense = cosine(retriever.view.passage_vectors, vector)
     config = replace(retriever.config, fact_probes=probes)
-    return link_facts(retriever.view, config, vector, dense)[2]
+    return link_facts(retriever.view, config, vector, dense).linked
 
 
 def test_probing_every_cell_links_what_the_exact_scan_links(homes):
@@ -118,3 +118,19 @@ def test_retrieval_on_an_indexed_snapshot_matches_the_plain_one_when_every_cell_
         a = [h.id for h in plain.query(text, top_k=5, mode="hipporag").passages]
         b = [h.id for h in indexed.query(text, top_k=5, mode="hipporag").passages]
         assert a == b
+
+
+def test_linked_fact_weights_are_the_min_max_over_every_fact(homes):
+    retriever = Retriever.open(homes[1], embedder=EMBED)
+    view = retriever.view
+    for probes in (1, 3, 0):  # candidates only, more of them, every fact
+        config = replace(retriever.config, fact_probes=probes)
+        for text in SynthCorpus(SynthConfig(passages=150, seed=5)).queries(6):
+            vector = EMBED.embed([text])[0]
+            links = link_facts(view, config, vector, cosine(view.passage_vectors, vector))
+            cos, linking = links.full()  # (n_facts,) each: what the filter sees
+            assert cos.shape == linking.shape == (view.fact_vectors.shape[0],)
+            assert np.allclose(links.weights(), min_max(linking)[links.linked], atol=1e-6)
+            assert (cos[links.linked] >= config.fact_threshold).all()
+            if probes == 0:
+                assert np.allclose(cos, cosine(view.fact_vectors, vector), atol=1e-6)

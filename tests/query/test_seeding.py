@@ -233,3 +233,19 @@ def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
     assert Retriever(s, embedder).view.text_count[lune] == max(
         s.arrays["phrase_text_frequency"][lune], s.arrays["phrase_passage_count"][lune]
     )
+
+
+def test_passage_seeds_keep_the_most_similar_passages_at_their_full_min_max():
+    from qortex_core.query.seeding import min_max, teleport_vector
+
+    rng = np.random.default_rng(3)
+    phrases = rng.random(5).astype(np.float32)
+    dense = rng.uniform(-0.2, 0.9, 40).astype(np.float32)
+    every = teleport_vector(phrases, dense, 0.05)
+    some = teleport_vector(phrases, dense, 0.05, passage_seeds=6)
+    assert np.array_equal(every[:5], phrases) and np.array_equal(some[:5], phrases)
+    assert np.allclose(every[5:], min_max(dense) * 0.05)
+    kept = np.flatnonzero(some[5:])
+    assert sorted(kept.tolist()) == sorted(np.argsort(-dense)[:6].tolist())
+    assert np.array_equal(some[5:][kept], every[5:][kept])  # the min-max over every passage
+    assert np.array_equal(teleport_vector(phrases, dense, 0.05, passage_seeds=40), every)
