@@ -297,7 +297,26 @@ def run_ladder(config: ScaleConfig) -> dict:
         "sizes": rows,
         "growth": growth(rows),
         "workdir": str(config.workdir),
+        "seed": config.seed,
     }
+
+
+def requery(report: dict, queries: int | None = None) -> dict:
+    """``report`` (an earlier ladder's) with the retriever timed again on each size's data home:
+    new query code on the same corpora and snapshots; the stage figures stay the report's."""
+    from qortex_core.errors import ConfigError
+
+    rows, count = [], queries or report["queries_per_mode"]
+    dim = int(report["embedder"].rsplit("-", 1)[1])
+    for row in report["sizes"]:
+        n = row["passages"]
+        home = Path(report["workdir"]) / f"n{n}"
+        if not (home / "snapshots").is_dir():
+            raise ConfigError(f"{home} has no snapshot: the report's data homes are gone")
+        _say(f"bench scale: {n} passages, retriever open + {count} queries x {len(MODES)} modes")
+        retriever = _in_child(_run_queries, str(home), n, dim, report.get("seed", 0), count)
+        rows.append(row | {"retriever": retriever})
+    return report | {"queries_per_mode": count, "sizes": rows, "growth": growth(rows)}
 
 
 def markdown(report: dict) -> str:

@@ -19,16 +19,36 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _report(path: str) -> dict:
+    """An earlier ladder's --json report."""
+    from qortex_core.errors import ConfigError
+    from qortex_core.storage.source_files import load_json
+
+    try:
+        report = load_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"--requery {path}: {exc}") from None
+    if not isinstance(report, dict) or not {"sizes", "workdir", "embedder"} <= report.keys():
+        raise ConfigError(f"--requery {path}: not a `qortex bench scale --json` report")
+    return report
+
+
 def cmd_bench_scale(args: argparse.Namespace) -> int:
     from pipelines.cli import emit_report
-    from qortex_bench.scale_bench import ScaleConfig, markdown, run_ladder
+    from qortex_bench.scale_bench import ScaleConfig, markdown, requery, run_ladder
     from qortex_core.embed import HashEmbedderConfig
 
+    if args.requery:
+        report = requery(_report(args.requery), args.queries)
+        if args.markdown:
+            Path(args.markdown).write_text(markdown(report) + "\n")
+        emit_report(report, args.json)
+        return 0
     sizes = _sizes(args.passages)
     HashEmbedderConfig(dim=args.dim)  # a bad dimension fails before any work
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="qortex-scale-"))
     report = run_ladder(
-        ScaleConfig(sizes=sizes, workdir=workdir, dim=args.dim, queries=args.queries)
+        ScaleConfig(sizes=sizes, workdir=workdir, dim=args.dim, queries=args.queries or 50)
     )
     if args.markdown:
         Path(args.markdown).write_text(markdown(report) + "\n")
@@ -45,8 +65,16 @@ def register(kinds: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--passages", default="10000,100000", help="comma-separated corpus sizes")
     p.add_argument("--dim", type=int, default=64, help="hash embedder width (benchmark tool)")
-    p.add_argument("--queries", type=int, default=50, help="timed queries per mode and size")
+    p.add_argument(
+        "--queries", type=int, default=None, help="timed queries per mode and size (default 50)"
+    )
     p.add_argument("--workdir", help="folder for one data home per size (default: a temp folder)")
     p.add_argument("--markdown", help="also write the table here")
     p.add_argument("--json", help="also write the report here")
+    p.add_argument(
+        "--requery",
+        metavar="REPORT",
+        help="no ingestion: time the retriever again on the data homes of this earlier --json "
+        "report (the stage figures stay the report's)",
+    )
     p.set_defaults(func=cmd_bench_scale)

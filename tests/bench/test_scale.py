@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from qortex_bench.scale_bench import (
     ScaleConfig,
     growth,
     markdown,
+    requery,
     run_ladder,
     synonym_recall,
 )
@@ -175,6 +177,19 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
     assert report["growth"] == [] and "| 150 |" in markdown(report)
     with pytest.raises(ConfigError):  # the data home of a size must be fresh
         run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))
+    again = requery(report, queries=2)  # the retriever timed anew, the stages kept
+    (row2,) = again["sizes"]
+    assert row2["stages"] == row["stages"] and again["queries_per_mode"] == 2
+    assert row2["retriever"]["hipporag"]["p50_ms"] > 0
+    assert row2["retriever"]["open_s"] != r["open_s"]  # measured in a new process
+    report_file = tmp_path / "report.json"
+    report_file.write_text(json.dumps(report | {"workdir": str(tmp_path / "gone")}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "bench", "scale", "--requery", report_file],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "has no snapshot" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("argv", [["--passages", "100,50"], ["--passages", "x"], ["--dim", "1"]])
