@@ -137,7 +137,7 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
         "engines": {},
         "skipped": {},
     }
-    config = PPRConfig(tol=args.tol, threads=args.threads)
+    config = PPRConfig(tol=args.tol, threads=args.threads, push_min_nodes=0)  # the certified solve
     report["qortex_config"] = {
         "tol": config.tol,
         "threads": config.threads,

@@ -249,3 +249,20 @@ def test_passage_seeds_keep_the_most_similar_passages_at_their_full_min_max():
     assert sorted(kept.tolist()) == sorted(np.argsort(-dense)[:6].tolist())
     assert np.array_equal(some[5:][kept], every[5:][kept])  # the min-max over every passage
     assert np.array_equal(teleport_vector(phrases, dense, 0.05, passage_seeds=40), every)
+
+
+@pytest.mark.parametrize("k", [1, 10, 1000])
+def test_top_indices_of_a_long_vector_match_a_full_sort(k):
+    rng = np.random.default_rng(k)
+    scores = rng.standard_normal(1 << 21).astype(np.float32)
+    scores[rng.integers(0, scores.size, 5000)] = -np.inf  # masked entries never rank
+    expected = np.argsort(-scores, kind="stable")[:k]
+    got = top_indices(scores, k)
+    assert np.array_equal(scores[got], scores[expected])  # the same values, best first
+    assert len(set(got.tolist())) == k  # (equal float32 scores may swap places)
+    clustered = np.zeros(1 << 21, np.float32)  # the best few far from any sampled entry
+    clustered[[7, 65, 1_000_001]] = [3.0, 2.0, 1.0]
+    assert top_indices(clustered, 3).tolist() == [7, 65, 1_000_001]
+    masked = np.full(1 << 21, -np.inf, np.float32)
+    masked[[5, 9]] = [1.0, 2.0]
+    assert top_indices(masked, k)[:2].tolist() == [9, 5][:k]
