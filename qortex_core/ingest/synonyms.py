@@ -78,13 +78,15 @@ def _block_pairs(v: np.ndarray, start: int, rows: int, k: int, threshold: float)
 
     Rows with more than k candidates take the same ``argpartition`` pick as a full top-k pass
     (ties at the k-th value included), so the result equals it bit for bit."""
+    from qortex_core.ingest.pair_kernels import above
+
     sims = v[start : start + rows] @ v.T  # (rows, d) @ (d, m) -> (rows, m)
     np.fill_diagonal(sims[:, start : start + rows], -1.0)
-    r, c = np.nonzero(sims >= threshold)  # (hits,), row-major: grouped by row
+    r, c, w = above(sims, threshold)  # (hits,), row-major: grouped by row
     counts = np.bincount(r, minlength=sims.shape[0])  # (rows,)
     over = np.flatnonzero(counts > k)
     if over.size == 0:
-        return r + start, c, sims[r, c]
+        return r + start, c, w
     top = np.argpartition(-sims[over], k - 1, axis=1)[:, :k]  # (over, k)
     top_sims = np.take_along_axis(sims[over], top, axis=1)
     orr, occ = np.nonzero(top_sims >= threshold)
@@ -127,6 +129,8 @@ def _exact_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
 
 def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     """Inverted-file search: exact pairs inside each cell; directed pairs, top-k per row."""
+    from qortex_core.ingest.pair_kernels import above
+
     m = v.shape[0]
     cells = max(1, m // config.cell_size)
     probes = min(config.probes, cells)
@@ -146,9 +150,9 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
         for s in range(0, ix.size if ix.size > 1 else 0, rows):
             sims = members[s : s + rows] @ members.T  # (rows, size)
             np.fill_diagonal(sims[:, s : s + rows], -1.0)
-            r, c = np.nonzero(sims >= config.threshold)
+            r, c, w = above(sims, config.threshold)  # (hits,) each, row-major
             # a row's top-k lies within the union of its top-k in each of its cells
-            r, c, w = _top_k_per_row(r, c, sims[r, c], k)
+            r, c, w = _top_k_per_row(r, c, w, k)
             parts.append((ix[r + s], ix[c], w))
     if not parts:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)

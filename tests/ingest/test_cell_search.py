@@ -4,6 +4,7 @@ above, far fewer comparisons per vector and almost always the same cell as the e
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from qortex_core.ingest import cells as cells_mod
 from qortex_core.ingest.cells import CellSearch, FactCellsConfig, fact_cells, nearest_cells
@@ -65,3 +66,26 @@ def test_synonym_cells_stay_exact_whatever_the_limit(monkeypatch):
     after = synonym_pairs(v, names, config)
     assert len(before[0]) > 1000
     assert all(np.array_equal(x, y) for x, y in zip(before, after))
+
+
+@pytest.mark.parametrize("probes", [1, 2, 3, 8, 9, 40])
+def test_nearest_cells_are_the_most_similar_best_first(probes):
+    rng = np.random.default_rng(probes)
+    v = rng.standard_normal((500, 16)).astype(np.float32)
+    centroids = rng.standard_normal((40, 16)).astype(np.float32)
+    want = np.argsort(-(v @ centroids.T), axis=1, kind="stable")[:, :probes]
+    assert np.array_equal(nearest_cells(v, centroids, probes), want)
+
+
+def test_the_compiled_scan_finds_what_nonzero_finds():
+    from qortex_core.ingest.pair_kernels import above
+
+    rng = np.random.default_rng(9)
+    sims = rng.uniform(-1, 1, (300, 700)).astype(np.float32)
+    sims[5, 6] = 0.8  # exactly at the threshold: kept
+    r, c, w = above(sims, 0.8)
+    want_r, want_c = np.nonzero(sims >= np.float32(0.8))
+    assert np.array_equal(r, want_r) and np.array_equal(c, want_c)
+    assert np.array_equal(w, sims[want_r, want_c]) and (5, 6) in set(zip(r.tolist(), c.tolist()))
+    none = above(np.zeros((4, 4), np.float32), 0.5)
+    assert all(x.size == 0 for x in none)
