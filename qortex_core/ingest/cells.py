@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 _ARGMAX_PROBES = 8  # up to this many probes, one argmax pass per probe beats argpartition
 
 
