@@ -89,7 +89,7 @@ def seed_list(view: SnapshotView, seeding: Seeding) -> list[Seed]:
                 int(node), f"({row['subject']}, {row['predicate']}, {row['object']})"
             )
     weights = seeding.phrase_weights
-    seeded = np.flatnonzero(weights)
+    seeded = seeding.seeded_phrases()  # (s,) ascending
     out = [
         Seed(node_id, name, float(weights[n]), fact_text.get(n, ""))
         for n, node_id, name in zip(

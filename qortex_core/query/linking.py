@@ -12,7 +12,7 @@ from qortex_core.query.fact_index import cell_scores
 from qortex_core.query.seeding import (
     cosine,
     lexical_matches,
-    lexical_seed_weights,
+    lexical_seeds,
     link_scores,
     min_max,
     phrase_seed_weights,
@@ -35,6 +35,13 @@ class Seeding:
     phrase_weights: np.ndarray  # (n_phrases,)
     teleport: np.ndarray | None  # (n_nodes,) restart vector over [phrases | passages]
     note: str | None = None
+    seeded: np.ndarray | None = None  # ascending phrases with a weight (None: not kept)
+
+    def seeded_phrases(self) -> np.ndarray:
+        """Ascending indices of the phrases with a non-zero seed weight."""
+        if self.seeded is None:
+            return np.flatnonzero(self.phrase_weights)
+        return self.seeded[self.phrase_weights[self.seeded] != 0]
 
 
 @dataclass(frozen=True)
@@ -125,8 +132,9 @@ def phrase_weights(
     text: str,
     linked: np.ndarray,
     linked_weights: np.ndarray,
-) -> np.ndarray:
-    """(n_phrases,) seed weight per concept: linked facts' ends plus verbatim matches.
+) -> tuple[np.ndarray, np.ndarray]:
+    """(n_phrases,) seed weight per concept: linked facts' ends plus verbatim matches; and the
+    ascending indices of those concepts (the only ones that can carry a weight).
 
     Args:
         linked: (t,) linked fact indices; linked_weights: (t,) their min-max linking scores.
@@ -134,15 +142,17 @@ def phrase_weights(
     weights = phrase_seed_weights(
         linked, linked_weights, view.fact_nodes, view.passage_count, config.specificity
     )  # (n_phrases,)
+    idx = np.zeros(0, np.int64)
     if config.lexical_weight > 0:
-        weights = weights + lexical_seed_weights(
+        idx, values = lexical_seeds(
             lexical_matches(text, view.phrase_index),
             view.text_count,
             config.lexical_weight,
             config.lexical_max_passages,
             config.specificity,
-        )
-    return weights
+        )  # (k,) each: a few phrases, added in place
+        weights[idx] += values
+    return weights, np.union1d(view.fact_nodes[linked].reshape(-1), idx)
 
 
 def seed(
@@ -185,10 +195,11 @@ def seed(
     if linked.size == 0:  # HippoRAG 2: no relevant fact -> dense retrieval
         note = note or f"no fact reached cosine {config.fact_threshold}: dense retrieval"
         return Seeding(linked, best, np.zeros(view.n_phrases, np.float32), None, note)
-    weights = phrase_weights(view, config, text, linked, links.weights()) * factors()
+    weights, seeded = phrase_weights(view, config, text, linked, links.weights())  # (n_phrases,)
+    weights *= factors()
     teleport = teleport_vector(
         weights, dense, config.passage_node_weight, config.passage_seeds
     )  # (n_nodes,)
     if lexical is not None and config.fulltext.seed_weight > 0 and lexical.max() > 0:
         teleport[view.n_phrases :] += config.fulltext.seed_weight * min_max(lexical)
-    return Seeding(linked, best, weights, teleport, note)
+    return Seeding(linked, best, weights, teleport, note, seeded)

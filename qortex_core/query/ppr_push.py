@@ -99,28 +99,37 @@ def _give(walk: SymmetricWalk, space: _Workspace) -> None:
         walk._blocks["push"].append(space)
 
 
-@numba.njit(nogil=True, cache=True)
-def seed_pass(teleport, most):  # pragma: no cover - compiled
-    """``(seeds, total, negative)``: the indices of ``teleport``'s non-zeros (None when there
-    are more than ``most``), their sum in float64, and whether any entry is negative."""
+@numba.njit(nogil=True, cache=True, fastmath={"reassoc"})
+def _scan(teleport):  # pragma: no cover - compiled
+    """Non-zeros, sum (float64) and negatives of ``teleport``: branch-free, so it vectorises."""
     count = 0
     total = 0.0
-    negative = False
+    negative = 0
     for i in range(teleport.size):
         v = teleport[i]
-        if v != 0:
-            count += 1
-            total += v
-            negative |= v < 0
-    if count > most:
-        return None, total, negative
+        count += v != 0
+        total += v
+        negative += v < 0
+    return count, total, negative
+
+
+@numba.njit(nogil=True, cache=True)
+def _nonzeros(teleport, count):  # pragma: no cover - compiled
     seeds = np.empty(count, np.int32)
     j = 0
     for i in range(teleport.size):
         if teleport[i] != 0:
             seeds[j] = i
             j += 1
-    return seeds, total, negative
+    return seeds
+
+
+def seed_pass(teleport: np.ndarray, most: int) -> tuple[np.ndarray | None, float, bool]:
+    """``(seeds, total, negative)``: the indices of ``teleport``'s non-zeros (None when there
+    are more than ``most``), their sum in float64, and whether any entry is negative."""
+    count, total, negative = _scan(teleport)
+    seeds = _nonzeros(teleport, count) if count <= most else None
+    return seeds, float(total), bool(negative)
 
 
 @numba.njit(nogil=True, cache=True)

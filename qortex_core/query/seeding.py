@@ -153,10 +153,28 @@ def lexical_seed_weights(
     ``weight`` (/ passage count), common phrases dropped.
     """
     out = np.zeros(passage_count.shape[0], np.float32)
-    idx = np.array([m for m in matches if passage_count[m] <= max_passages], dtype=np.int64)
-    if idx.size:
-        out[idx] = weight / np.maximum(passage_count[idx], 1.0) if specificity else weight
+    idx, values = lexical_seeds(matches, passage_count, weight, max_passages, specificity)
+    out[idx] = values
     return out
+
+
+def lexical_seeds(
+    matches: Sequence[int],
+    passage_count: np.ndarray,
+    weight: float,
+    max_passages: int,
+    specificity: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lexical_seed_weights` as (k,) distinct phrase indices and (k,) float32 weights."""
+    idx = np.unique(
+        np.array([m for m in matches if passage_count[m] <= max_passages], dtype=np.int64)
+    )
+    if not idx.size:
+        return idx, np.zeros(0, np.float32)
+    values = (
+        weight / np.maximum(passage_count[idx], 1.0) if specificity else np.full(idx.size, weight)
+    )
+    return idx, np.asarray(values, np.float32)
 
 
 @dataclass(frozen=True)
@@ -300,4 +318,6 @@ def teleport_vector(
         kept = passages[keep]
         passages[:] = 0.0
         passages[keep] = kept
-    return np.concatenate([phrase_weights, passages]).astype(np.float32)
+    out = np.empty(phrase_weights.size + passages.size, np.float32)  # (n_nodes,)
+    out[: phrase_weights.size], out[phrase_weights.size :] = phrase_weights, passages
+    return out

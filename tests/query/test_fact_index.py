@@ -134,3 +134,15 @@ def test_linked_fact_weights_are_the_min_max_over_every_fact(homes):
             assert (cos[links.linked] >= config.fact_threshold).all()
             if probes == 0:
                 assert np.allclose(cos, cosine(view.fact_vectors, vector), atol=1e-6)
+
+
+def test_the_seeded_phrases_kept_are_every_phrase_with_a_weight(homes):
+    retriever = Retriever.open(homes[1], embedder=EMBED)
+    walked = 0
+    for text in SynthCorpus(SynthConfig(passages=150, seed=5)).queries(12):
+        seeding = retriever.context(text, EMBED.embed([text])[0]).seeding()
+        assert seeding.seeded is None or np.all(np.diff(seeding.seeded) > 0)
+        want = np.flatnonzero(seeding.phrase_weights)
+        assert np.array_equal(seeding.seeded_phrases(), want)
+        walked += seeding.teleport is not None and want.size > 0
+    assert walked > 6
