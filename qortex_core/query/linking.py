@@ -196,7 +196,7 @@ def seed(
         note = note or f"no fact reached cosine {config.fact_threshold}: dense retrieval"
         return Seeding(linked, best, np.zeros(view.n_phrases, np.float32), None, note)
     weights, seeded = phrase_weights(view, config, text, linked, links.weights())  # (n_phrases,)
-    weights *= factors()
+    weights[seeded] *= factors()[seeded]  # zero elsewhere
     teleport = teleport_vector(
         weights, dense, config.passage_node_weight, config.passage_seeds
     )  # (n_nodes,)

@@ -36,6 +36,15 @@ def walked(ctx: QueryContext) -> Walked:
     return ctx.extras["walk"]
 
 
+def _total(w: Walked, n: int) -> float:
+    """The teleport's total mass; the seeding's own teleport is zero on the phrases it did not
+    seed, so only those and the passages are added."""
+    if w.teleport is not w.seeding.teleport:
+        return float(w.teleport.sum())
+    phrases = w.teleport[w.seeding.seeded_phrases()].sum(dtype=np.float64)
+    return float(phrases + w.teleport[n:].sum(dtype=np.float64))
+
+
 def graph_ranking(
     ctx: QueryContext, mode: str, final: np.ndarray, confidence: float | None = None
 ) -> Ranking:
@@ -54,6 +63,6 @@ def graph_ranking(
     parts = {
         "ppr": w.node_scores[n:],
         "dense": ctx.dense,
-        "seed": w.teleport[n:] / max(w.teleport.sum(), 1e-12),
+        "seed": w.teleport[n:] / max(_total(w, n), 1e-12),
     }
     return Ranking(mode, final, parts, walked=w, note=w.seeding.note, confidence=confidence)
