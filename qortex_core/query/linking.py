@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -68,7 +68,8 @@ class FactLinks:
         scores = self.linking
         lo, hi = float(scores.min()), float(scores.max())
         if self.at is not None and self.at.size < self.n_facts:  # the unscored facts' fill
-            lo, hi = min(lo, self._fill(scores)), max(hi, self._fill(scores))
+            fill = self._fill(scores)
+            lo, hi = min(lo, fill), max(hi, fill)
         picked = scores[self.picked]
         return np.ones_like(picked) if hi - lo < 1e-12 else (picked - lo) / (hi - lo)
 
@@ -189,8 +190,7 @@ def seed(
             config.recognition_candidates,
             config.fact_threshold,
         )
-        links = _links(None, fact_scores, linking, config, links.n_facts)
-        links = replace(links, picked=linked)
+        links = FactLinks(None, fact_scores, linking, linked, links.n_facts)
     best = float(links.cosine[links.picked].max()) if linked.size else None
     if linked.size == 0:  # HippoRAG 2: no relevant fact -> dense retrieval
         note = note or f"no fact reached cosine {config.fact_threshold}: dense retrieval"

@@ -8,6 +8,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from qortex_core.query.seeding import cosine
+
 
 @dataclass(frozen=True)
 class RuleHit:
@@ -63,7 +65,7 @@ def rule_cosine(
     when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query."""
     out = np.zeros(n_phrases, np.float32)
     if phrase_vectors.shape[0] == n_phrases and index.linked.size:
-        out[index.linked] = phrase_vectors[index.linked] @ vector  # (m, d) @ (d,)
+        out[index.linked] = cosine(phrase_vectors[index.linked], vector)  # (m,)
     return out
 
 

@@ -48,14 +48,15 @@ def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
     k = min(k, scores.size)
     if k <= 0:
         return np.zeros(0, np.int64)
+    at = None  # (c,) the candidates; None: every score
     if scores.size >= (1 << 20) and k * _SAMPLE_STRIDE * 16 <= scores.size:
         sample = scores[::_SAMPLE_STRIDE]  # (size / 64,)
         floor = sample[np.argpartition(-sample, k - 1)[k - 1]]
         if floor == floor:  # not NaN
             at = np.flatnonzero(scores >= floor)  # (>= k,) every score the top k can hold
-            part = at[np.argpartition(-scores[at], k - 1)[:k]]
-            return part[np.argsort(-scores[part], kind="stable")]
-    part = np.argpartition(-scores, k - 1)[:k]
+    pool = scores if at is None else scores[at]
+    part = np.argpartition(-pool, k - 1)[:k]
+    part = part if at is None else at[part]
     return part[np.argsort(-scores[part], kind="stable")]
 
 
@@ -141,23 +142,6 @@ def lexical_matches(text: str, lookup: Lookup, max_words: int = 6) -> list[int]:
     return found
 
 
-def lexical_seed_weights(
-    matches: Sequence[int],
-    passage_count: np.ndarray,
-    weight: float,
-    max_passages: int,
-    specificity: bool,
-) -> np.ndarray:
-    """Seed weight per phrase for verbatim matches.
-
-    ``weight`` (/ passage count), common phrases dropped.
-    """
-    out = np.zeros(passage_count.shape[0], np.float32)
-    idx, values = lexical_seeds(matches, passage_count, weight, max_passages, specificity)
-    out[idx] = values
-    return out
-
-
 def lexical_seeds(
     matches: Sequence[int],
     passage_count: np.ndarray,
@@ -165,7 +149,9 @@ def lexical_seeds(
     max_passages: int,
     specificity: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`lexical_seed_weights` as (k,) distinct phrase indices and (k,) float32 weights."""
+    """Seeds for verbatim matches: (k,) distinct phrase indices and (k,) float32 weights,
+    ``weight`` (/ passage count when ``specificity``); phrases in more than ``max_passages``
+    passages dropped as too common."""
     idx = np.unique(
         np.array([m for m in matches if passage_count[m] <= max_passages], dtype=np.int64)
     )
