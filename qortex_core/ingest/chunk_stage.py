@@ -97,16 +97,23 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
 
 def read_chunks(store: LanceStore) -> list[Passage]:
     """All chunks, sorted by id."""
+    return _passages(_sorted_chunks(store))
+
+
+def _sorted_chunks(store: LanceStore) -> pa.Table:
+    """The chunks table's rows sorted by id (an empty table without columns if it has none)."""
     rows = store.read(CHUNKS)
-    if rows.num_rows == 0:
-        return []
-    out = [
+    return rows.take(pc.sort_indices(rows["id"])) if rows.num_rows else pa.table({})
+
+
+def _passages(rows: pa.Table) -> list[Passage]:
+    """The passages of chunk rows, in row order."""
+    return [
         Passage(
             r["text"], r["title"], r["doc_id"], r["domain"], r.get("time"), r.get("ingested_at")
         )
         for r in rows.to_pylist()
     ]
-    return sorted(out, key=lambda p: p.id)
 
 
 # -- extraction ---------------------------------------------------------------------------
@@ -182,22 +189,24 @@ def extract_chunks(
         only: extract (and count) only the chunks with these ids (one shard's); None: every chunk.
         into: the table the extraction rows are upserted into (a shard's staging table).
     """
-    chunks = read_chunks(store)
-    if only is not None:
-        chunks = [p for p in chunks if p.id in only]
+    # chunks stay Arrow rows and become Passage objects a batch at a time: a million live
+    # objects made every garbage collection walk them (a third of the stage's time at 1M)
+    chunks = _sorted_chunks(store)
+    if only is not None and chunks.num_rows:
+        chunks = chunks.filter(pc.is_in(chunks["id"], value_set=pa.array(list(only), pa.string())))
     key = extractor.cache_key
     stored = store.read_columns(EXTRACTIONS, ["key", "status"])  # not the payloads
-    done: set[str] = set()
-    if stored.num_rows:
-        ok = pc.equal(stored["status"], "ok").to_numpy(zero_copy_only=False)
-        done = set(np.asarray(stored["key"].to_numpy(zero_copy_only=False), object)[ok])
-    todo = [p for p in chunks if extraction_key(p.id, key) not in done]
+    todo = chunks
+    if stored.num_rows and chunks.num_rows:
+        done = stored["key"].filter(pc.equal(stored["status"], "ok")).combine_chunks()
+        keys = pa.array([extraction_key(i, key) for i in chunks["id"].to_pylist()], pa.string())
+        todo = chunks.filter(pc.invert(pc.is_in(keys, value_set=done)))
     # a key stored with a failed status is replaced (upsert); new keys are appended
     writer = _ExtractionWriter(store, into, stored["key"] if stored.num_rows else None)
     failed = 0
     try:
-        for start in range(0, len(todo), batch):
-            part = todo[start : start + batch]
+        for start in range(0, todo.num_rows, batch):
+            part = _passages(todo.slice(start, batch))
             results = extractor.extract(part)
             status = [ex.meta.get("status", "ok") for ex in results]
             failed += sum(s != "ok" for s in status)
@@ -211,13 +220,13 @@ def extract_chunks(
                     "payload": [_payload(ex) for ex in results],
                 }
             )
-            progress("extract", min(start + batch, len(todo)), len(todo))
+            progress("extract", min(start + batch, todo.num_rows), todo.num_rows)
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
     return ExtractReport(
-        chunks=len(chunks),
-        extracted=len(todo) - failed,
-        cached=len(chunks) - len(todo),
+        chunks=chunks.num_rows,
+        extracted=todo.num_rows - failed,
+        cached=chunks.num_rows - todo.num_rows,
         failed=failed,
     )
 
