@@ -41,17 +41,22 @@ _BYTE_MAP = _byte_map()
 
 
 def _words(values: pa.Array) -> pa.ListArray:
-    """Each string's words, as a list array (no empty words)."""
+    """Each string's words, as a list array (no empty words; none for a null string)."""
+    values = pc.fill_null(values, "")
     ascii_rows = pc.string_is_ascii(values).to_numpy(zero_copy_only=False)  # (n,)
     if not ascii_rows.all():  # normalize_text's output is ASCII: every row is ASCII below
         others = np.flatnonzero(~ascii_rows)
         fixed = [ids.normalize_text(s) for s in values.take(pa.array(others)).to_pylist()]
         values = pc.replace_with_mask(values, pa.array(~ascii_rows), pa.array(fixed, pa.string()))
     values = pc.cast(values, pa.string())
-    validity, offsets, data = values.buffers()
-    mapped = _BYTE_MAP[np.frombuffer(data, np.uint8)] if data is not None else np.zeros(0, np.uint8)
+    _, offsets, data = values.buffers()
+    # a slice's buffers are its parent's: map only the slice's own bytes (mapping the whole
+    # buffer for each batch made the snapshot's text frequency quadratic in the corpus)
+    bounds = np.frombuffer(offsets, np.int32)[values.offset : values.offset + len(values) + 1]
+    raw = np.frombuffer(data, np.uint8)[bounds[0] : bounds[-1]] if data is not None else b""
+    mapped = _BYTE_MAP[np.frombuffer(raw, np.uint8)]  # (bytes,)
     spaced = pa.Array.from_buffers(
-        pa.string(), len(values), [validity, offsets, pa.py_buffer(mapped)], offset=values.offset
+        pa.string(), len(values), [None, pa.py_buffer(bounds - bounds[0]), pa.py_buffer(mapped)]
     )
     parts = pc.ascii_split_whitespace(spaced)  # (n,) lists of words
     flat = pc.list_flatten(parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pyarrow as pa
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.ingest import text_frequency
@@ -72,3 +73,9 @@ def test_passage_texts_are_not_kept_in_the_phrase_memo():
     out = phrase_text_frequency(texts, ["caf", "word", "café", "cafe"])
     assert out.tolist() == [300.0, 300.0, 300.0, 0.0]  # "é" is dropped: "café" is "caf"
     assert ids.normalize_phrase.cache_info().currsize <= 4  # the names at most, no passage
+
+
+def test_a_slice_counts_only_its_own_texts_and_a_null_text_has_no_words():
+    texts = pa.array(["alpha beta", None, "beta gamma", "gamma delta", "alpha alpha"])
+    got = phrase_text_frequency(texts.slice(1, 3), ["alpha", "beta", "gamma", "delta", "beta x"])
+    assert got.tolist() == [0, 1, 2, 1, 0]
