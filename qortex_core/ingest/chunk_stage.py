@@ -154,7 +154,7 @@ class _ExtractionWriter:
         self.pending: list[pa.Table] = []
         self.rows, self.since = 0, time.monotonic()
 
-    def add(self, columns: dict[str, list]) -> None:
+    def add(self, columns: dict[str, list | pa.ChunkedArray]) -> None:
         table = pa.table(columns)
         self.pending.append(table)
         self.rows += table.num_rows
@@ -197,23 +197,26 @@ def extract_chunks(
     key = extractor.cache_key
     stored = store.read_columns(EXTRACTIONS, ["key", "status"])  # not the payloads
     todo = chunks
+    if chunks.num_rows:  # each chunk's extraction key, once: it filters and it is written
+        keys = pa.array([extraction_key(i, key) for i in chunks["id"].to_pylist()], pa.string())
+        todo = chunks = chunks.append_column("key", keys)
     if stored.num_rows and chunks.num_rows:
         done = stored["key"].filter(pc.equal(stored["status"], "ok")).combine_chunks()
-        keys = pa.array([extraction_key(i, key) for i in chunks["id"].to_pylist()], pa.string())
-        todo = chunks.filter(pc.invert(pc.is_in(keys, value_set=done)))
+        todo = chunks.filter(pc.invert(pc.is_in(chunks["key"], value_set=done)))
     # a key stored with a failed status is replaced (upsert); new keys are appended
     writer = _ExtractionWriter(store, into, stored["key"] if stored.num_rows else None)
     failed = 0
     try:
         for start in range(0, todo.num_rows, batch):
-            part = _passages(todo.slice(start, batch))
+            rows = todo.slice(start, batch)
+            part = _passages(rows)
             results = extractor.extract(part)
             status = [ex.meta.get("status", "ok") for ex in results]
             failed += sum(s != "ok" for s in status)
             writer.add(
                 {
-                    "key": [extraction_key(p.id, key) for p in part],
-                    "passage_id": [p.id for p in part],
+                    "key": rows["key"],
+                    "passage_id": rows["id"],
                     "extractor": [key] * len(part),
                     "status": status,
                     "error": [str(ex.meta.get("error", "")) for ex in results],

@@ -53,8 +53,8 @@ def _words(values: pa.Array) -> pa.ListArray:
     # a slice's buffers are its parent's: map only the slice's own bytes (mapping the whole
     # buffer for each batch made the snapshot's text frequency quadratic in the corpus)
     bounds = np.frombuffer(offsets, np.int32)[values.offset : values.offset + len(values) + 1]
-    raw = np.frombuffer(data, np.uint8)[bounds[0] : bounds[-1]] if data is not None else b""
-    mapped = _BYTE_MAP[np.frombuffer(raw, np.uint8)]  # (bytes,)
+    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    mapped = _BYTE_MAP[raw[bounds[0] : bounds[-1]]]  # (bytes,)
     spaced = pa.Array.from_buffers(
         pa.string(), len(values), [None, pa.py_buffer(bounds - bounds[0]), pa.py_buffer(mapped)]
     )
