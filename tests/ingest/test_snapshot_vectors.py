@@ -60,6 +60,27 @@ def test_stored_then_permuted_files_hold_the_stored_rows_for_any_block_size(
     assert buffer.read_bytes() == one  # the header np.save writes
 
 
+def test_permutation_spills_beside_the_output_and_removes_the_spill(tmp_path, monkeypatch):
+    rows = np.arange(40 * 3, dtype=np.float32).reshape(40, 3)
+    np.save(tmp_path / "src.npy", rows)
+    order = np.random.default_rng(2).permutation(40)
+    monkeypatch.setattr(sv, "BLOCK_BYTES", 7 * 3 * 4)  # 7-row blocks: a short last block
+    sv.write_permuted(tmp_path / "src.npy", order, tmp_path / "out.npy")
+    assert np.array_equal(np.load(tmp_path / "out.npy"), rows[order])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npy", "src.npy"]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [np.array([0, 1, 1, 3]), np.array([0, 1, 2]), np.array([0, 1, 2, 4]), np.array([-1, 0, 1, 2])],
+)
+def test_an_order_that_is_not_a_permutation_is_a_snapshot_error(tmp_path, order):
+    np.save(tmp_path / "src.npy", np.ones((4, 2), np.float32))
+    with pytest.raises(SnapshotError, match="not a permutation"):
+        sv.write_permuted(tmp_path / "src.npy", order, tmp_path / "out.npy")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.npy"]
+
+
 def test_cells_from_a_mapped_file_equal_cells_from_memory(home, tmp_path):
     _, store = home
     _, want = _stored_vectors(store, FACTS)
