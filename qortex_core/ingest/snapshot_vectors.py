@@ -105,7 +105,7 @@ def _read_rows(fh: BinaryIO, offset: int, start: int, rows: int, dim: int) -> np
     ``offset``."""
     out = np.empty((rows, dim), np.float32)
     fh.seek(offset + start * dim * 4)
-    if fh.readinto(memoryview(out).cast("B")) != out.nbytes:  # type: ignore[attr-defined]
+    if fh.readinto(out.data.cast("B")) != out.nbytes:  # type: ignore[attr-defined]
         raise SnapshotError(f"{getattr(fh, 'name', 'a vector file')} is shorter than its header")
     return out
 
@@ -124,7 +124,7 @@ def _spill(src: BinaryIO, offset: int, dest: np.ndarray, dim: int, step: int, fd
         at = 0
         for b in np.flatnonzero(counts).tolist():
             piece = grouped[at : at + counts[b]]
-            os.pwrite(fd, memoryview(piece).cast("B"), int(cursor[b]) * dim * 4)
+            os.pwrite(fd, piece.data.cast("B"), int(cursor[b]) * dim * 4)
             cursor[b] += counts[b]
             at += counts[b]
 
@@ -172,7 +172,7 @@ def write_permuted(source: Path, order: np.ndarray, path: Path) -> None:
                         region = _read_rows(sp, 0, start, len(want), dim)  # source order
                         out = np.empty_like(region)
                         out[np.argsort(want)] = region  # region row k: the k-th smallest want
-                        fh.write(memoryview(out).cast("B"))
+                        fh.write(out.data.cast("B"))
         finally:
             spill.unlink(missing_ok=True)
 
