@@ -20,6 +20,7 @@ from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
     build_adjacency,
+    distinct_keys,
     hub_first_orders,
     phrase_passage_counts,
 )
@@ -163,7 +164,7 @@ def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, n
     if table.num_rows == 0 or passages.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     row, passage = listed(table["passage_ids"], passages["id"])  # (known listings,)
-    key = np.unique(row * passages.num_rows + passage)  # (pairs,)
+    key = distinct_keys(row * passages.num_rows + passage)  # (pairs,) rows in order: sorted runs
     return key // passages.num_rows, key % passages.num_rows
 
 

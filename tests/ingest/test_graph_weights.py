@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from qortex_core.ingest.graph import GraphConfig, GraphInput, build_adjacency
+from qortex_core.ingest.graph import (
+    GraphConfig,
+    GraphInput,
+    build_adjacency,
+    distinct_keys,
+    phrase_passage_counts,
+)
 from qortex_core.ingest.stages import build_snapshot
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore
@@ -62,3 +68,19 @@ def test_bad_relation_weights_are_refused():
     assert GraphConfig(relation_weights=(("is_a", 0.0),)).relation_multipliers(
         ["is_a", "related"]
     ).tolist() == [0, 1]
+
+
+def test_distinct_keys_equal_np_unique_on_runs_and_on_random_keys():
+    rng = np.random.default_rng(3)
+    rows = np.repeat(np.arange(500, dtype=np.int64), rng.integers(0, 4, 500))
+    runs = rows * 1000 + rng.integers(0, 7, rows.size)  # sorted rows, repeats inside a row
+    scattered = rng.integers(-50, 50, 2000)
+    for keys in (runs, scattered, np.zeros(0, np.int64), np.array([5])):
+        got = distinct_keys(keys)
+        assert np.array_equal(got, np.unique(keys))
+
+
+def test_phrase_passage_counts_count_each_passage_once():
+    contains = np.array([[0, 1], [2, 1], [0, 1], [1, 0], [2, 1], [0, 3]])  # (passage, phrase)
+    assert phrase_passage_counts(contains, 5).tolist() == [1.0, 2.0, 0.0, 1.0, 0.0]
+    assert phrase_passage_counts(np.zeros((0, 2), np.int64), 3).tolist() == [0.0, 0.0, 0.0]
