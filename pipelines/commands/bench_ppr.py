@@ -20,7 +20,11 @@ def register(kinds: argparse._SubParsersAction) -> None:
     ppr.add_argument("--seed", type=int, default=0)
     ppr.add_argument("--tol", type=float, default=1e-3, help="qortex's certified L1 error bound")
     ppr.add_argument(
-        "--threads", type=int, default=1, help="threads per matrix product in qortex's solver"
+        "--threads",
+        type=int,
+        default=1,
+        help="threads per matrix product in qortex's solver, and the limit of every engine's "
+        "OpenMP and BLAS thread pools while it is timed (igraph's prpack runs OpenMP loops)",
     )
     ppr.add_argument(
         "--engines",
@@ -84,6 +88,18 @@ def _ratios(engines: dict) -> dict[str, float]:
     return out
 
 
+def _measure_limited(engine, teleports, exact, threads: int) -> dict:
+    """``ppr_bench.measure`` with the engine's native thread pools capped at ``threads``: a
+    baseline that ran OpenMP loops on both cores beside a one-thread qortex solve (igraph: 192 ms
+    of CPU in 144 ms) would not be the same-threads comparison the ratio claims."""
+    from threadpoolctl import threadpool_limits
+
+    from qortex_bench import ppr_bench as pb
+
+    with threadpool_limits(limits=threads):
+        return pb.measure(engine, teleports, exact)
+
+
 def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> list:
     from qortex_bench import ppr_bench as pb
 
@@ -143,9 +159,10 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
         "threads": config.threads,
         "max_iter": config.max_iter,
     }
+    report["engine_threads"] = args.threads
     for engine in _engines(names, graph, config, args.networkx_max_edges, report["skipped"]):
         _say(f"{engine.name}: prepared in {engine.prepare_s:.2f}s, timing {args.queries} queries")
-        report["engines"][engine.name] = pb.measure(engine, teleports, exact)
+        report["engines"][engine.name] = _measure_limited(engine, teleports, exact, args.threads)
     if args.snapshot_home:
         report["snapshot"] = _snapshot(args.snapshot_home, graph, teleports, exact, config)
     if "qortex" in report["engines"]:

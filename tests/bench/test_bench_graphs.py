@@ -135,3 +135,41 @@ def test_bench_ppr_cli_skips_networkx_above_its_edge_limit_and_rejects_bad_engin
         main(["bench", "ppr", "--nodes", "300", "--edges", "1500", "--engines", "qortex,nope"]) == 2
     )
     assert "nope" in capsys.readouterr().err
+
+
+def test_bench_ppr_times_every_engine_with_its_thread_pools_at_the_thread_limit(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from threadpoolctl import threadpool_info
+
+    from pipelines.cli import main
+    from pipelines.commands import bench_ppr
+    from qortex_bench import ppr_bench as pb
+
+    seen: list[int] = []
+    engines = bench_ppr._engines
+
+    def watched(*args):
+        out = []
+        for e in engines(*args):
+
+            def run(t, _run=e.run):
+                seen.extend(pool["num_threads"] for pool in threadpool_info())
+                return _run(t)
+
+            out.append(pb.Engine(e.name, run, e.prepare_s, e.batched, e.note))
+        return out
+
+    monkeypatch.setattr(bench_ppr, "_engines", watched)
+    import igraph  # noqa: F401  (its OpenMP runtime loaded, as when igraph is timed)
+
+    before = {p["filepath"]: p["num_threads"] for p in threadpool_info()}
+    out = tmp_path / "ppr.json"
+    argv = ["bench", "ppr", "--nodes", "300", "--edges", "1500", "--queries", "2"]
+    assert main([*argv, "--engines", "qortex,igraph_prpack", "--json", str(out)]) == 0
+    assert seen and set(seen) == {1}  # BLAS and OpenMP pools capped while timed
+    assert json.loads(out.read_text())["engine_threads"] == 1
+    after = {p["filepath"]: p["num_threads"] for p in threadpool_info()}
+    assert before and all(after[path] == n for path, n in before.items())  # restored
