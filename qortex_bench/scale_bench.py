@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -39,6 +40,9 @@ class ScaleConfig:
         dim: width of the hashing embedder.
         queries: timed queries per mode (after one warm-up query).
         seed: corpus seed.
+        cold: before each ingestion stage, write dirty pages back and drop the clean page
+            cache (root only, :func:`drop_page_cache`), so a stage neither finds its inputs
+            cached by the one before it nor spends its time reclaiming the cache they filled.
     """
 
     sizes: tuple[int, ...]
@@ -46,6 +50,35 @@ class ScaleConfig:
     dim: int = 64
     queries: int = 50
     seed: int = 0
+    cold: bool = False
+
+
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def drop_page_cache() -> float:
+    """Sync, then drop the clean page cache (``echo 1 > /proc/sys/vm/drop_caches``); returns
+    the page cache left, in MB (``Cached`` of ``/proc/meminfo``).
+
+    Raises:
+        ConfigError: the file cannot be written (not root, or no such file).
+    """
+    from qortex_core.errors import ConfigError
+
+    os.sync()
+    try:
+        DROP_CACHES.write_text("1\n")
+    except OSError as exc:
+        why = f"cannot write {DROP_CACHES} ({exc.strerror})"
+        raise ConfigError(f"--cold needs root: {why}") from None
+    return _meminfo_mb("Cached")
+
+
+def _meminfo_mb(field: str) -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def _rss_mb(field: str = "VmRSS") -> float:
@@ -231,7 +264,10 @@ def run_size(config: ScaleConfig, n: int) -> dict:
     stages = {}
     for stage in STAGES:
         _say(f"  n={n}: {stage} ...")
+        cached = drop_page_cache() if config.cold else None
         stages[stage] = _in_child(_run_stage, stage, str(home), n, config.dim, config.seed)
+        if cached is not None:
+            stages[stage]["page_cache_mb_at_start"] = cached
         _say(f"  n={n}: {stage} {stages[stage]['seconds']} s, {stages[stage]['peak_rss_mb']} MB")
     _say(f"  n={n}: retriever open + {config.queries} queries x {len(MODES)} modes ...")
     retriever = _in_child(_run_queries, str(home), n, config.dim, config.seed, config.queries)
@@ -298,6 +334,7 @@ def run_ladder(config: ScaleConfig) -> dict:
         "growth": growth(rows),
         "workdir": str(config.workdir),
         "seed": config.seed,
+        "cold": config.cold,
     }
 
 
@@ -344,4 +381,6 @@ def markdown(report: dict) -> str:
         ]
         cells += [f"{r[m]['p50_ms']} / {r[m]['p95_ms']}" for m in MODES]
         lines.append("| " + " | ".join(cells) + " |")
+    if report.get("cold"):
+        lines.append("\nPage cache dropped before each ingestion stage (`--cold`).")
     return "\n".join(lines)

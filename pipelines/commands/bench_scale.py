@@ -35,7 +35,13 @@ def _report(path: str) -> dict:
 
 def cmd_bench_scale(args: argparse.Namespace) -> int:
     from pipelines.cli import emit_report
-    from qortex_bench.scale_bench import ScaleConfig, markdown, requery, run_ladder
+    from qortex_bench.scale_bench import (
+        ScaleConfig,
+        drop_page_cache,
+        markdown,
+        requery,
+        run_ladder,
+    )
     from qortex_core.embed import HashEmbedderConfig
 
     if args.requery:
@@ -46,9 +52,13 @@ def cmd_bench_scale(args: argparse.Namespace) -> int:
         return 0
     sizes = _sizes(args.passages)
     HashEmbedderConfig(dim=args.dim)  # a bad dimension fails before any work
+    if args.cold:
+        drop_page_cache()  # not root: fails here, before any work
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="qortex-scale-"))
     report = run_ladder(
-        ScaleConfig(sizes=sizes, workdir=workdir, dim=args.dim, queries=args.queries or 50)
+        ScaleConfig(
+            sizes=sizes, workdir=workdir, dim=args.dim, queries=args.queries or 50, cold=args.cold
+        )
     )
     if args.markdown:
         Path(args.markdown).write_text(markdown(report) + "\n")
@@ -69,6 +79,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
         "--queries", type=int, default=None, help="timed queries per mode and size (default 50)"
     )
     p.add_argument("--workdir", help="folder for one data home per size (default: a temp folder)")
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="sync and drop the page cache before each ingestion stage (root only; "
+        "writes /proc/sys/vm/drop_caches)",
+    )
     p.add_argument("--markdown", help="also write the table here")
     p.add_argument("--json", help="also write the report here")
     p.add_argument(

@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from qortex_bench import scale_bench
 from qortex_bench.scale_bench import (
     STAGES,
     ScaleConfig,
@@ -155,9 +156,21 @@ def test_synonym_recall_counts_the_missing_edges(tmp_path):
     assert 0.35 < check["recall"] < 0.65
 
 
+def test_cold_ladder_without_root_fails_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(scale_bench, "DROP_CACHES", tmp_path / "no" / "drop_caches")
+    with pytest.raises(ConfigError, match="--cold needs root: cannot write .*drop_caches"):
+        scale_bench.drop_page_cache()
+
+
 @pytest.mark.slow
-def test_ladder_runs_every_stage_in_its_own_process(tmp_path):
-    report = run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))
+def test_ladder_runs_every_stage_in_its_own_process(tmp_path, monkeypatch):
+    drop = tmp_path / "drop_caches"  # the real file needs root; the ladder must write it
+    monkeypatch.setattr(scale_bench, "DROP_CACHES", drop)
+    config = ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3, cold=True)
+    report = run_ladder(config)
+    assert drop.read_text() == "1\n" and report["cold"] is True
+    assert all(s["page_cache_mb_at_start"] > 0 for s in report["sizes"][0]["stages"].values())
+    assert "Page cache dropped" in markdown(report)
     (row,) = report["sizes"]
     assert set(row["stages"]) == set(STAGES)
     assert row["stages"]["chunks"]["rows"] == 150
