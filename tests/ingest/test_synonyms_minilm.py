@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 
 OPENIE = (
     Path(__file__).resolve().parents[3]
     / "shared/benchmarks/musique_100/openie_results_ner_gpt-3.5-turbo-1106.json"
 )
+# as the other tests of the benchmark data: a checkout without ../shared skips, not fails
+pytestmark = pytest.mark.skipif(not OPENIE.exists(), reason=f"benchmark data not found at {OPENIE}")
 
 
 def test_cell_search_recall_on_minilm_entity_vectors(embedder):
