@@ -72,22 +72,23 @@ def drop_page_cache() -> float:
     except OSError as exc:
         why = f"cannot write {DROP_CACHES} ({exc.strerror})"
         raise ConfigError(f"--cold needs root: {why}") from None
-    return _meminfo_mb("Cached")
+    return round(_proc_mb("/proc/meminfo", "Cached") or 0.0, 1)
 
 
-def _meminfo_mb(field: str) -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+def _proc_mb(path: str, field: str) -> float | None:
+    """A ``field:  N kB`` line of a /proc file in MB; None when the file has no such line."""
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return None
 
 
 def _rss_mb(field: str = "VmRSS") -> float:
     """Current (``VmRSS``) or peak (``VmHWM``) resident set of this process in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # pragma: no cover
+    mb = _proc_mb("/proc/self/status", field)
+    if mb is None:  # pragma: no cover
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return mb
 
 
 def _say(text: str) -> None:
