@@ -211,12 +211,19 @@ def top_overlap(a: np.ndarray, b: np.ndarray, k: int = 20) -> float:
     )
 
 
-def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: int = 1) -> dict:
-    """Per-query latency (p50, p95, qps), CPU time, peak RSS growth while querying, and accuracy.
+@dataclass(frozen=True)
+class Timings:
+    """One timed pass of an engine over every query: scores (n, q), wall and CPU seconds per
+    query (q,), and the peak RSS growth while it ran (None where it cannot be read)."""
 
-    ``cpu_p50_ms`` is process CPU time (all threads), which other load on the machine inflates
-    far less than wall-clock time.
-    """
+    scores: np.ndarray
+    wall: np.ndarray
+    cpu: np.ndarray
+    peak_mb: float | None
+
+
+def time_queries(engine: Engine, teleports: np.ndarray, warmup: int = 1) -> Timings:
+    """Run ``engine`` on every teleport column (after ``warmup`` untimed queries)."""
     q = teleports.shape[1]
     columns = [
         np.ascontiguousarray(teleports[:, j]) for j in range(q)
@@ -239,24 +246,44 @@ def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: in
             cols.append(engine.run(columns[j]))
             per[j], cpu[j] = time.perf_counter() - t, time.process_time() - c
         scores = np.column_stack(cols)
-    peak = _rss_mb("VmHWM") - rss0 if peak_ok else None
-    scores = scores / np.maximum(scores.sum(axis=0), 1e-30)
+    return Timings(scores, per, cpu, _rss_mb("VmHWM") - rss0 if peak_ok else None)
+
+
+def summary(engine: Engine, runs: list[Timings], exact: np.ndarray) -> dict:
+    """Latency (p50, p95, qps over the queries of every run), CPU time, peak RSS growth and the
+    accuracy of the first run against ``exact``.
+
+    ``cpu_p50_ms`` is process CPU time (all threads), which other load on the machine inflates
+    far less than wall-clock time.
+    """
+    per = np.concatenate([r.wall for r in runs])
+    cpu = np.concatenate([r.cpu for r in runs])
+    peaks = [r.peak_mb for r in runs if r.peak_mb is not None]
+    scores = runs[0].scores / np.maximum(runs[0].scores.sum(axis=0), 1e-30)
+    q = scores.shape[1]
     l1 = np.abs(scores - exact).sum(axis=0)
     return {
         "p50_ms": round(float(np.percentile(per, 50)) * 1000, 3),
         "p95_ms": round(float(np.percentile(per, 95)) * 1000, 3),
-        "qps": round(q / float(per.sum()), 2),
+        "qps": round(per.size / float(per.sum()), 2),
         "cpu_p50_ms": round(float(np.percentile(cpu, 50)) * 1000, 3),
         "l1_error": float(l1.max()),
         "l1_error_mean": float(l1.mean()),
         "top20_overlap": round(
             float(np.mean([top_overlap(scores[:, j], exact[:, j]) for j in range(q)])), 4
         ),
-        "peak_mem_mb": None if peak is None else round(peak, 1),
+        "peak_mem_mb": round(max(peaks), 1) if peaks else None,
         "prepare_s": round(engine.prepare_s, 3),
         "queries": q,
+        "rounds": len(runs),
+        "round_p50_ms": [round(float(np.percentile(r.wall, 50)) * 1000, 3) for r in runs],
         "note": engine.note,
     }
+
+
+def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: int = 1) -> dict:
+    """:func:`summary` of one :func:`time_queries` pass."""
+    return summary(engine, [time_queries(engine, teleports, warmup)], exact)
 
 
 # -- memory traffic ------------------------------------------------------------------------------

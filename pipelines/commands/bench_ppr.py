@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,14 @@ def register(kinds: argparse._SubParsersAction) -> None:
     ppr.add_argument("--edges", type=int, default=1_400_000)
     ppr.add_argument("--queries", type=int, default=20)
     ppr.add_argument("--seed", type=int, default=0)
+    ppr.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="timed passes over the queries per engine, the engines taking turns (order "
+        "reversed every other round) so that a slow spell of a shared machine falls on all of "
+        "them; latencies pool every round, and each ratio is also given per round",
+    )
     ppr.add_argument("--tol", type=float, default=1e-3, help="qortex's certified L1 error bound")
     ppr.add_argument(
         "--threads",
@@ -72,15 +81,15 @@ def _say(text: str) -> None:
 
 
 def _ratios(engines: dict) -> dict[str, float]:
+    """Speedups of ``qortex`` over each baseline (p50 over p50), and the compiled and batched
+    solves' gains."""
     base = engines.get("qortex")
     out: dict[str, float] = {}
     if not base:
         return out
-    for name in ("igraph_prpack", "scipy_power", "networkx"):
+    for name in BASELINES:
         if name in engines and base["p50_ms"] > 0:
-            out[f"speedup_vs_{name.split('_')[0]}"] = round(
-                engines[name]["p50_ms"] / base["p50_ms"], 2
-            )
+            out[_ratio_name(name)] = round(engines[name]["p50_ms"] / base["p50_ms"], 2)
     if "qortex_numpy" in engines and base["p50_ms"] > 0:
         out["compiled_vs_numpy"] = round(engines["qortex_numpy"]["p50_ms"] / base["p50_ms"], 2)
     if "qortex_batched" in engines and base["qps"] > 0:
@@ -88,16 +97,54 @@ def _ratios(engines: dict) -> dict[str, float]:
     return out
 
 
-def _measure_limited(engine, teleports, exact, threads: int) -> dict:
-    """``ppr_bench.measure`` with the engine's native thread pools capped at ``threads``: a
-    baseline that ran OpenMP loops on both cores beside a one-thread qortex solve (igraph: 192 ms
-    of CPU in 144 ms) would not be the same-threads comparison the ratio claims."""
+BASELINES = ("igraph_prpack", "scipy_power", "networkx")
+
+
+def _ratio_name(baseline: str) -> str:
+    return f"speedup_vs_{baseline.split('_')[0]}"
+
+
+def _round_ratios(engines: dict) -> dict[str, dict]:
+    """Each speedup of :func:`_ratios` round by round (the p50 of each round's queries): the
+    values, their median and range."""
+    base = engines.get("qortex")
+    out: dict[str, dict] = {}
+    if not base:
+        return out
+    for name in BASELINES:
+        if name not in engines:
+            continue
+        values = [
+            round(theirs / ours, 2)
+            for theirs, ours in zip(engines[name]["round_p50_ms"], base["round_p50_ms"])
+            if ours > 0
+        ]
+        if values:
+            out[_ratio_name(name)] = {
+                "values": values,
+                "median": round(statistics.median(values), 2),
+                "min": min(values),
+                "max": max(values),
+            }
+    return out
+
+
+def _timed_rounds(engines: list, teleports, exact, threads: int, rounds: int) -> dict:
+    """Every engine's ``ppr_bench.summary`` over ``rounds`` passes, the engines taking turns
+    (reversed every other round), each pass with the engines' native thread pools capped at
+    ``threads``: a baseline that ran OpenMP loops on both cores beside a one-thread qortex solve
+    (igraph: 192 ms of CPU in 144 ms) would not be the same-threads comparison the ratio claims."""
     from threadpoolctl import threadpool_limits
 
     from qortex_bench import ppr_bench as pb
 
-    with threadpool_limits(limits=threads):
-        return pb.measure(engine, teleports, exact)
+    runs: dict[str, list] = {e.name: [] for e in engines}
+    for r in range(rounds):
+        for engine in engines if r % 2 == 0 else engines[::-1]:
+            _say(f"{engine.name}: round {r + 1}/{rounds}")
+            with threadpool_limits(limits=threads):
+                runs[engine.name].append(pb.time_queries(engine, teleports))
+    return {e.name: pb.summary(e, runs[e.name], exact) for e in engines}
 
 
 def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> list:
@@ -132,9 +179,9 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     unknown = sorted(set(names) - set(ENGINES))
-    if unknown or args.queries < 1:
+    if unknown or args.queries < 1 or args.rounds < 1:
         raise ConfigError(
-            f"unknown engines {unknown}" if unknown else "--queries must be at least 1"
+            f"unknown engines {unknown}" if unknown else "--queries and --rounds must be at least 1"
         )
     graph, teleports = _graph(args)
     t = time.perf_counter()
@@ -160,9 +207,11 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
         "max_iter": config.max_iter,
     }
     report["engine_threads"] = args.threads
-    for engine in _engines(names, graph, config, args.networkx_max_edges, report["skipped"]):
-        _say(f"{engine.name}: prepared in {engine.prepare_s:.2f}s, timing {args.queries} queries")
-        report["engines"][engine.name] = _measure_limited(engine, teleports, exact, args.threads)
+    engines = _engines(names, graph, config, args.networkx_max_edges, report["skipped"])
+    for engine in engines:
+        _say(f"{engine.name}: prepared in {engine.prepare_s:.2f}s")
+    report["rounds"] = args.rounds
+    report["engines"] = _timed_rounds(engines, teleports, exact, args.threads, args.rounds)
     if args.snapshot_home:
         report["snapshot"] = _snapshot(args.snapshot_home, graph, teleports, exact, config)
     if "qortex" in report["engines"]:
@@ -175,6 +224,7 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
         )
     report["order"] = args.order
     report["ratios"] = _ratios(report["engines"])
+    report["ratio_rounds"] = _round_ratios(report["engines"])
     _print_ppr(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
@@ -258,7 +308,14 @@ def _print_ppr(report: dict) -> None:
             f" p50 {s['p50_ms']} ms, L1 err {s['l1_error']:.1e}"
         )
     for name, value in report["ratios"].items():
-        print(f"{name}: {value}x")
+        spread = report.get("ratio_rounds", {}).get(name)
+        rounds = (
+            f"  (per round: median {spread['median']}x, {spread['min']}x to {spread['max']}x "
+            f"over {len(spread['values'])})"
+            if spread
+            else ""
+        )
+        print(f"{name}: {value}x{rounds}")
     if "memory_traffic" in report:
         m = report["memory_traffic"]
         print(

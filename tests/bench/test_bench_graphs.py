@@ -173,3 +173,51 @@ def test_bench_ppr_times_every_engine_with_its_thread_pools_at_the_thread_limit(
     assert json.loads(out.read_text())["engine_threads"] == 1
     after = {p["filepath"]: p["num_threads"] for p in threadpool_info()}
     assert before and all(after[path] == n for path, n in before.items())  # restored
+
+
+def test_bench_ppr_rounds_take_turns_and_report_each_rounds_ratio(tmp_path, monkeypatch, capsys):
+    import json
+
+    from pipelines.cli import main
+    from pipelines.commands import bench_ppr
+    from qortex_bench import ppr_bench as pb
+
+    calls: list[str] = []
+    engines = bench_ppr._engines
+
+    def watched(*args):
+        out = []
+        for e in engines(*args):
+
+            def run(t, _run=e.run, _name=e.name):
+                calls.append(_name)
+                return _run(t)
+
+            out.append(pb.Engine(e.name, run, e.prepare_s, e.batched, e.note))
+        return out
+
+    monkeypatch.setattr(bench_ppr, "_engines", watched)
+    out = tmp_path / "ppr.json"
+    argv = ["bench", "ppr", "--nodes", "300", "--edges", "1500", "--queries", "2"]
+    argv += ["--engines", "qortex,igraph_prpack", "--rounds", "3", "--json", str(out)]
+    assert main(argv) == 0
+    # each pass: 1 warm-up + 2 timed queries; the order turns round every other round
+    passes = [calls[i] for i in range(0, len(calls), 3)]
+    assert passes == [
+        "qortex",
+        "igraph_prpack",
+        "igraph_prpack",
+        "qortex",
+        "qortex",
+        "igraph_prpack",
+    ]
+    report = json.loads(out.read_text())
+    ours, theirs = (report["engines"][n]["round_p50_ms"] for n in ("qortex", "igraph_prpack"))
+    assert len(ours) == len(theirs) == 3 and report["rounds"] == 3
+    spread = report["ratio_rounds"]["speedup_vs_igraph"]
+    assert spread["values"] == [round(b / a, 2) for a, b in zip(ours, theirs)]
+    assert spread["min"] <= spread["median"] <= spread["max"]
+    assert "per round: median" in capsys.readouterr().out
+    assert main([*argv[:-4], "--rounds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--rounds must be at least 1" in err[0]
