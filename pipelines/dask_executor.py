@@ -13,12 +13,15 @@ Three fixes to ``dagster_dask.dask_executor`` (0.29), each needed on the current
 - task keys carry the run id, so a long-lived scheduler does not take a step of a second run for
   the finished step of the first (dagster-io/dagster#21418).
 
-And one addition: a shard step (op tag ``qortex/shard``) prefers worker ``shard mod W``, so the
-shards of a stage run on different workers at once.
+And two additions: a shard step (op tag ``qortex/shard``) prefers worker ``shard mod W``, so the
+shards of a stage run on different workers at once; and every worker gets SIGINT and SIGTERM
+back if it was started ignoring them (:class:`RestoreInterrupts`).
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -36,6 +39,7 @@ from dagster_dask.executor import (
     query_on_dask_worker,
 )
 from dask.sizeof import sizeof
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from assets.sharded import SHARD_TAG
 from qortex_core.errors import ConfigError
@@ -122,8 +126,42 @@ class QortexDaskExecutor(DaskExecutor):
                 cluster.close()
 
 
+def restore_interrupts() -> tuple[str, ...]:
+    """Give SIGINT its Python handler and SIGTERM its default action where the process ignores
+    them, on the main thread only; returns the names of the signals restored.
+
+    A process started in the background by a non-interactive shell (``nohup ... &``, cron)
+    ignores SIGINT, and so do the dask workers it starts. A step's Python subprocesses then
+    start ignoring SIGINT too, and Dagster maps SIGTERM onto SIGINT's handling, so they ignore
+    SIGTERM: Dagster stops each step's compute-log helper processes with SIGTERM and waits 30 s
+    for each, a minute lost per step. An ignored signal stays ignored across ``exec``; a handled
+    one does not, so restoring the handler here reaches every process a step starts.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return ()
+    restored = []
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        restored.append("SIGINT")
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        restored.append("SIGTERM")
+    return tuple(restored)
+
+
+class RestoreInterrupts(WorkerPlugin):
+    """:func:`restore_interrupts` on every worker of the cluster, present and future (a worker
+    plugin's ``setup`` runs on the worker's main thread)."""
+
+    name = "qortex-restore-interrupts"
+
+    def setup(self, worker: Any) -> None:
+        restore_interrupts()
+
+
 def _client(cluster: Any) -> Any:
-    """A ``dask.distributed.Client`` of ``cluster`` (a scheduler address or a cluster).
+    """A ``dask.distributed.Client`` of ``cluster`` (a scheduler address or a cluster), with
+    :class:`RestoreInterrupts` registered on its workers.
 
     Raises:
         ConfigError: no scheduler answers at the address (or it is no address).
@@ -131,13 +169,19 @@ def _client(cluster: Any) -> Any:
     import dask.distributed
 
     try:
-        return dask.distributed.Client(cluster)
+        client = dask.distributed.Client(cluster)
     except (OSError, ValueError, TypeError) as error:
         if not isinstance(cluster, str):
             raise
         raise ConfigError(
             f"QORTEX_DASK_ADDRESS={cluster!r}: no dask scheduler there ({error})"
         ) from None
+    try:
+        client.register_plugin(RestoreInterrupts())
+    except BaseException:
+        client.close()
+        raise
+    return client
 
 
 def _placement(tags: Mapping[str, str], workers: list[str]) -> dict[str, Any]:
