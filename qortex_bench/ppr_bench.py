@@ -14,6 +14,7 @@ The exact solution is float64 power iteration to an L1 change of 1e-12.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -343,3 +344,54 @@ def memory_traffic(
         if spmv_s and solve_cpu_ms
         else None,
     }
+
+
+# -- ratios ---------------------------------------------------------------------------------------
+def speedups(engines: dict) -> dict[str, float]:
+    """Speedups of ``qortex`` over each baseline (p50 over p50), and the compiled and batched
+    solves' gains."""
+    base = engines.get("qortex")
+    out: dict[str, float] = {}
+    if not base:
+        return out
+    for name in BASELINES:
+        if name in engines and base["p50_ms"] > 0:
+            out[ratio_name(name)] = round(engines[name]["p50_ms"] / base["p50_ms"], 2)
+    if "qortex_numpy" in engines and base["p50_ms"] > 0:
+        out["compiled_vs_numpy"] = round(engines["qortex_numpy"]["p50_ms"] / base["p50_ms"], 2)
+    if "qortex_batched" in engines and base["qps"] > 0:
+        out["batched_qps_gain"] = round(engines["qortex_batched"]["qps"] / base["qps"], 2)
+    return out
+
+
+BASELINES = ("igraph_prpack", "scipy_power", "networkx")
+
+
+def ratio_name(baseline: str) -> str:
+    """The report's key for the speedup over ``baseline``."""
+    return f"speedup_vs_{baseline.split('_')[0]}"
+
+
+def round_speedups(engines: dict) -> dict[str, dict]:
+    """Each speedup of :func:`speedups` round by round (the p50 of each round's queries): the
+    values, their median and range."""
+    base = engines.get("qortex")
+    out: dict[str, dict] = {}
+    if not base:
+        return out
+    for name in BASELINES:
+        if name not in engines:
+            continue
+        values = [
+            round(theirs / ours, 2)
+            for theirs, ours in zip(engines[name]["round_p50_ms"], base["round_p50_ms"])
+            if ours > 0
+        ]
+        if values:
+            out[ratio_name(name)] = {
+                "values": values,
+                "median": round(statistics.median(values), 2),
+                "min": min(values),
+                "max": max(values),
+            }
+    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,11 @@ ENGINES = ("qortex", "qortex_numpy", "qortex_batched", "scipy_power", "igraph_pr
 
 def register(kinds: argparse._SubParsersAction) -> None:
     """Add the ``ppr`` and ``query`` benchmarks."""
+    _register_ppr(kinds)
+    _register_query(kinds)
+
+
+def _register_ppr(kinds: argparse._SubParsersAction) -> None:
     ppr = kinds.add_parser("ppr", help="PPR engines on a synthetic HippoRAG-shaped graph")
     ppr.add_argument("--nodes", type=int, default=97_000)
     ppr.add_argument("--edges", type=int, default=1_400_000)
@@ -23,9 +27,8 @@ def register(kinds: argparse._SubParsersAction) -> None:
         "--rounds",
         type=int,
         default=5,
-        help="timed passes over the queries per engine, the engines taking turns (order "
-        "reversed every other round) so that a slow spell of a shared machine falls on all of "
-        "them; latencies pool every round, and each ratio is also given per round",
+        help="timed passes per engine, the engines taking turns (reversed every other round); "
+        "latencies pool all rounds and each ratio is also given per round",
     )
     ppr.add_argument("--tol", type=float, default=1e-3, help="qortex's certified L1 error bound")
     ppr.add_argument(
@@ -53,6 +56,9 @@ def register(kinds: argparse._SubParsersAction) -> None:
     )
     ppr.add_argument("--json", help="write the report here")
     ppr.set_defaults(func=cmd_bench_ppr)
+
+
+def _register_query(kinds: argparse._SubParsersAction) -> None:
     query = kinds.add_parser(
         "query", help="end-to-end query latency and fast-vs-exact recall on a snapshot"
     )
@@ -78,55 +84,6 @@ def register(kinds: argparse._SubParsersAction) -> None:
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def _ratios(engines: dict) -> dict[str, float]:
-    """Speedups of ``qortex`` over each baseline (p50 over p50), and the compiled and batched
-    solves' gains."""
-    base = engines.get("qortex")
-    out: dict[str, float] = {}
-    if not base:
-        return out
-    for name in BASELINES:
-        if name in engines and base["p50_ms"] > 0:
-            out[_ratio_name(name)] = round(engines[name]["p50_ms"] / base["p50_ms"], 2)
-    if "qortex_numpy" in engines and base["p50_ms"] > 0:
-        out["compiled_vs_numpy"] = round(engines["qortex_numpy"]["p50_ms"] / base["p50_ms"], 2)
-    if "qortex_batched" in engines and base["qps"] > 0:
-        out["batched_qps_gain"] = round(engines["qortex_batched"]["qps"] / base["qps"], 2)
-    return out
-
-
-BASELINES = ("igraph_prpack", "scipy_power", "networkx")
-
-
-def _ratio_name(baseline: str) -> str:
-    return f"speedup_vs_{baseline.split('_')[0]}"
-
-
-def _round_ratios(engines: dict) -> dict[str, dict]:
-    """Each speedup of :func:`_ratios` round by round (the p50 of each round's queries): the
-    values, their median and range."""
-    base = engines.get("qortex")
-    out: dict[str, dict] = {}
-    if not base:
-        return out
-    for name in BASELINES:
-        if name not in engines:
-            continue
-        values = [
-            round(theirs / ours, 2)
-            for theirs, ours in zip(engines[name]["round_p50_ms"], base["round_p50_ms"])
-            if ours > 0
-        ]
-        if values:
-            out[_ratio_name(name)] = {
-                "values": values,
-                "median": round(statistics.median(values), 2),
-                "min": min(values),
-                "max": max(values),
-            }
-    return out
 
 
 def _timed_rounds(engines: list, teleports, exact, threads: int, rounds: int) -> dict:
@@ -223,8 +180,8 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
             report["engines"]["qortex"]["cpu_p50_ms"],
         )
     report["order"] = args.order
-    report["ratios"] = _ratios(report["engines"])
-    report["ratio_rounds"] = _round_ratios(report["engines"])
+    report["ratios"] = pb.speedups(report["engines"])
+    report["ratio_rounds"] = pb.round_speedups(report["engines"])
     _print_ppr(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -27,6 +27,7 @@ from qortex_core.ingest.graph import (
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
 from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
+from qortex_core.query.symmetry import check_symmetric, weighted_degree
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -266,12 +267,17 @@ def _graph_arrays(
         GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale, sequence),
         graph_config,
     )
+    try:  # a retriever trusts the stored degrees and does not check again
+        check_symmetric(adj)
+    except ValueError as exc:
+        raise SnapshotError(f"the built graph cannot be published: {exc}") from None
     indptr, indices = _fact_passages(stored)
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
         adj_indices=adj.indices.astype(np.int32),
         adj_data=adj.data.astype(np.float32),
+        adj_degree=weighted_degree(adj),
         passage_vectors=stored.passage_vectors,
         fact_vectors=stored.fact_vectors,
         fact_nodes=fact_nodes,

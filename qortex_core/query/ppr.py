@@ -90,7 +90,9 @@ def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def fast_walk(
-    adjacency: sp.spmatrix, background: np.ndarray | None = None
+    adjacency: sp.spmatrix,
+    background: np.ndarray | None = None,
+    degree: np.ndarray | None = None,
 ) -> sp.csr_matrix | SymmetricWalk:
     """The fastest walk for ``adjacency``: a :class:`SymmetricWalk` (no copy) when it is symmetric
     and non-negative, else the column-stochastic matrix of :func:`walk_matrix`.
@@ -99,7 +101,13 @@ def fast_walk(
         adjacency: (n, n) weights.
         background: for the symmetric solver, a vector most teleports hold a multiple of
             (the retriever passes its passage nodes); see :class:`SymmetricWalk`.
+        degree: (n,) weighted degrees from a builder that checked the adjacency symmetric and
+            non-negative (a snapshot's ``adj_degree``): the walk is then symmetric, built
+            without reading the adjacency (a memory-mapped snapshot's stays on disk until a
+            query needs its rows).
     """
+    if degree is not None:
+        return symmetric_walk(adjacency, background=background, check=False, degree=degree)
     try:
         return symmetric_walk(adjacency, background=background)
     except ValueError:

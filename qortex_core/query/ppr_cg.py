@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from qortex_core.query.csr_views import compressed_view, row_blocks
+from qortex_core.query.symmetry import check_symmetric, weighted_degree
 
 PARALLEL_MIN_NNZ = 200_000  # below this a product is too short to split across threads
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -167,18 +168,11 @@ class SymmetricWalk:
         return sp.csr_matrix((data.astype(np.float32), a.indices, a.indptr), shape=a.shape)
 
 
-def _looks_symmetric(adj: sp.csr_matrix, rng: np.random.Generator) -> bool:
-    """Probabilistic test ``u^T A v == v^T A u`` with random u, v.
-
-    Two products, no transpose copy.
-    """
-    u, v = rng.random(adj.shape[0]).astype(np.float32), rng.random(adj.shape[0]).astype(np.float32)
-    left, right = float(u @ (adj @ v)), float(v @ (adj @ u))
-    return abs(left - right) <= 1e-4 * max(abs(left), abs(right), 1e-30)
-
-
 def symmetric_walk(
-    adjacency: sp.spmatrix, background: np.ndarray | None = None, check: bool = True
+    adjacency: sp.spmatrix,
+    background: np.ndarray | None = None,
+    check: bool = True,
+    degree: np.ndarray | None = None,
 ) -> SymmetricWalk:
     """Wrap a symmetric non-negative adjacency for the conjugate-gradient PageRank.
 
@@ -189,9 +183,13 @@ def symmetric_walk(
         adjacency: (n, n) symmetric weights, ``A[i, j] == A[j, i] >= 0``.
         background: see :class:`SymmetricWalk`.
         check: verify symmetry (randomised, two products) and non-negativity.
+        degree: the adjacency's weighted degrees (:func:`weighted_degree`) when the caller
+            has them, as a snapshot stores them; with ``check=False`` the walk is then built
+            without reading the adjacency at all.
 
     Raises:
-        ValueError: the matrix is not square, not symmetric or has negative weights.
+        ValueError: the matrix is not square, not symmetric or has negative weights, or
+            ``degree`` has the wrong shape.
     """
     adj = (
         adjacency
@@ -200,12 +198,14 @@ def symmetric_walk(
     )
     if adj.shape[0] != adj.shape[1]:
         raise ValueError(f"adjacency must be square, got {adj.shape}")
-    if check and adj.nnz:
-        if float(adj.data.min()) < 0:
-            raise ValueError("adjacency has negative weights")
-        if not _looks_symmetric(adj, np.random.default_rng(0)):
-            raise ValueError("adjacency is not symmetric: use walk_matrix for a directed graph")
-    degree = np.asarray(adj.sum(axis=1), dtype=np.float32).ravel()
+    if check:
+        check_symmetric(adj)
+    if degree is None:
+        degree = weighted_degree(adj)
+    elif np.shape(degree) != (adj.shape[0],):
+        raise ValueError(f"degree has shape {np.shape(degree)}, graph has {adj.shape[0]} nodes")
+    else:
+        degree = np.array(degree, dtype=np.float32)  # a copy: isolated nodes get 1 below
     isolated = np.flatnonzero(degree <= 0)
     degree[isolated] = 1.0
     if background is not None:

@@ -31,6 +31,8 @@ class SnapshotView:
         name: the snapshot's name (``v000001-...``).
         n_phrases: phrase (concept) nodes come first in the node order.
         adjacency: (n_nodes, n_nodes) symmetric weighted graph.
+        degree: (n_nodes,) its weighted degrees as the snapshot stores them, checked symmetric
+            at build; None for a snapshot built before (the walk then sums them at open).
         passage_vectors: (n_passages, d) unit passage embeddings.
         fact_vectors: (n_facts, d) unit fact embeddings.
         fact_nodes: (n_facts, 2) subject/object phrase index per fact.
@@ -53,6 +55,7 @@ class SnapshotView:
     name: str
     n_phrases: int
     adjacency: sp.csr_matrix
+    degree: np.ndarray | None
     passage_vectors: np.ndarray
     fact_vectors: np.ndarray
     fact_nodes: np.ndarray
@@ -90,6 +93,7 @@ class SnapshotView:
             name=snapshot.manifest["name"],
             n_phrases=n_phrases,
             adjacency=snapshot.adjacency,
+            degree=a.adj_degree if a.adj_degree.shape[0] else None,
             passage_vectors=a.passage_vectors,
             fact_vectors=a.fact_vectors,
             fact_nodes=np.asarray(a.fact_nodes),  # (n_facts, 2) int32, memory-mapped

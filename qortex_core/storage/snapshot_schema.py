@@ -46,6 +46,10 @@ class SnapshotArrays:
             (:mod:`qortex_core.ingest.cells`; facts are then stored cell by cell).
         fact_cell_bounds: (cells + 1,) int64: cell ``c`` holds facts ``bounds[c]:bounds[c+1]``.
             Both are optional on load (snapshots built before the index have neither).
+        adj_degree: (n_nodes,) float32 weighted degree of every node (the adjacency's row
+            sums), written by a builder that checked the adjacency symmetric and non-negative:
+            a retriever then builds its walk without reading the adjacency at open. Optional on
+            load ((0,) in snapshots built before it: the degrees are then summed at open).
     """
 
     adj_indptr: np.ndarray
@@ -63,6 +67,7 @@ class SnapshotArrays:
     synonym_weights: np.ndarray
     fact_cell_centroids: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
     fact_cell_bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    adj_degree: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def as_dict(self) -> dict[str, np.ndarray]:
         """File stem -> array, for :func:`qortex_core.storage.snapshot.publish`."""
@@ -133,7 +138,7 @@ class SnapshotCounts:
 
 
 ARRAY_NAMES = tuple(f.name for f in fields(SnapshotArrays))
-OPTIONAL_ARRAYS = ("fact_cell_centroids", "fact_cell_bounds")
+OPTIONAL_ARRAYS = ("fact_cell_centroids", "fact_cell_bounds", "adj_degree")
 REQUIRED_ARRAYS = tuple(n for n in ARRAY_NAMES if n not in OPTIONAL_ARRAYS)
 TABLE_NAMES = tuple(f.name for f in fields(SnapshotTables))
 COUNT_NAMES = tuple(f.name for f in fields(SnapshotCounts))

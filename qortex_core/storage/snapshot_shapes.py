@@ -13,8 +13,9 @@ from typing import Mapping
 import numpy as np
 import pyarrow as pa
 
-# a graph-only snapshot (the PPR memory probe's) stores no vectors and no passage text
-MAY_BE_EMPTY = ("passage_vectors", "fact_vectors", "phrase_vectors", "passages")
+# a graph-only snapshot (the PPR memory probe's) stores no vectors and no passage text; an empty
+# adj_degree is one a builder did not store (the degrees are then summed at open)
+MAY_BE_EMPTY = ("passage_vectors", "fact_vectors", "phrase_vectors", "passages", "adj_degree")
 
 
 def _rows(found: Mapping[str, object], name: str) -> int | None:
@@ -40,6 +41,7 @@ def shape_problems(
         problems.append(f"nodes {nodes} != phrases {phrases} + passages {passages}")
     expected = {  # item -> (count, extra rows: CSR pointers have one more)
         "adj_indptr": ("nodes", 1),
+        "adj_degree": ("nodes", 0),
         "nodes": ("nodes", 0),
         "phrase_vectors": ("phrases", 0),
         "phrase_passage_count": ("phrases", 0),
