@@ -130,7 +130,7 @@ def restore_interrupts() -> tuple[str, ...]:
     """Give SIGINT its Python handler and SIGTERM its default action where the process ignores
     them, on the main thread only; returns the names of the signals restored.
 
-    A process started in the background by a non-interactive shell (``nohup ... &``, cron)
+    A process started as a background job of a non-interactive shell (``cmd &`` in a script)
     ignores SIGINT, and so do the dask workers it starts. A step's Python subprocesses then
     start ignoring SIGINT too, and Dagster maps SIGTERM onto SIGINT's handling, so they ignore
     SIGTERM: Dagster stops each step's compute-log helper processes with SIGTERM and waits 30 s

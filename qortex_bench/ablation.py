@@ -15,6 +15,7 @@ from qortex_core.embed import Embedder
 from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.ppr import PPRConfig
 from qortex_core.query.retriever import RetrievalConfig, Retriever
+from qortex_core.query.symmetry import weighted_degree
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore
 
@@ -130,11 +131,12 @@ def without_synonyms(snapshot: snap.Snapshot, below: float = np.inf) -> snap.Sna
     reduced = sp.csr_matrix(adj - syn - syn.T, dtype=np.float32)
     reduced.data[np.abs(reduced.data) < 1e-6] = 0
     reduced.eliminate_zeros()
-    arrays = {k: v for k, v in snapshot.arrays.items() if not k.startswith("adj_")}
-    arrays.update(
+    arrays = dict(snapshot.arrays)
+    arrays.update(  # every adjacency array replaced, the degrees those of the reduced graph
         adj_indptr=reduced.indptr.astype(np.int64),
         adj_indices=reduced.indices.astype(np.int32),
         adj_data=reduced.data.astype(np.float32),
+        adj_degree=weighted_degree(reduced),
     )
     return dataclasses.replace(snapshot, arrays=arrays)
 

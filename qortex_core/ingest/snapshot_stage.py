@@ -85,12 +85,15 @@ def _inputs_digest(
 
 
 def _latest_with_inputs(home: str | Path, inputs: str) -> SnapshotReport | None:
-    """The latest snapshot when it was built from ``inputs``, else None."""
+    """The latest snapshot when it was built from ``inputs`` by this format, else None (a
+    snapshot from before the stored degrees is rebuilt once, so its retriever opens lighter)."""
     try:
         latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
     except QortexError:
         return None
     if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
+        return None
+    if "adj_degree.npy" not in latest.manifest.get("files", {}):
         return None
     path = Path(latest.path)
     return SnapshotReport(path.name, latest.version, path, SnapshotCounts.of(latest.manifest))

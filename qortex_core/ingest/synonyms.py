@@ -60,6 +60,10 @@ class SynonymConfig:
     probes: int = 2
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:  # a negative cosine would be a negative edge weight
+            raise ValueError(f"synonym threshold {self.threshold} is not a cosine in [0, 1]")
+
 
 def eligible_mask(names: Sequence[str] | pa.Array | pa.ChunkedArray, min_chars: int) -> np.ndarray:
     """(n,) bool: names with at least ``min_chars`` ASCII letters or digits."""

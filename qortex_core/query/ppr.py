@@ -103,8 +103,8 @@ def fast_walk(
             (the retriever passes its passage nodes); see :class:`SymmetricWalk`.
         degree: (n,) weighted degrees from a builder that checked the adjacency symmetric and
             non-negative (a snapshot's ``adj_degree``): the walk is then symmetric, built
-            without reading the adjacency (a memory-mapped snapshot's stays on disk until a
-            query needs its rows).
+            without summing or checking the adjacency (a memory-mapped snapshot's pages are
+            not mapped in for it).
     """
     if degree is not None:
         return symmetric_walk(adjacency, background=background, check=False, degree=degree)

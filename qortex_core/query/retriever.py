@@ -97,7 +97,7 @@ class Retriever:
         background = np.zeros(self.view.adjacency.shape[0], np.float32)
         background[self.view.n_phrases :] = 1.0  # every teleport holds dense mass on passages
         # symmetric: CG on the mmap'd arrays, no copy; with the snapshot's degrees the
-        # adjacency is not read at open (its pages load as queries reach its rows)
+        # adjacency is not summed or checked at open (its pages map in as queries reach them)
         self.walk = fast_walk(self.view.adjacency, background=background, degree=self.view.degree)
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]

@@ -48,8 +48,9 @@ class SnapshotArrays:
             Both are optional on load (snapshots built before the index have neither).
         adj_degree: (n_nodes,) float32 weighted degree of every node (the adjacency's row
             sums), written by a builder that checked the adjacency symmetric and non-negative:
-            a retriever then builds its walk without reading the adjacency at open. Optional on
-            load ((0,) in snapshots built before it: the degrees are then summed at open).
+            a retriever then builds its walk without summing or checking the adjacency at
+            open. Optional on load (absent or (0,) in snapshots built before it, or by a builder
+            that does not store them: the degrees are then summed at open).
     """
 
     adj_indptr: np.ndarray

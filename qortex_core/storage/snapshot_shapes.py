@@ -62,6 +62,11 @@ def shape_problems(
                 f"{item} has {rows} rows but the manifest counts {count} {counts[count]}"
             )
     problems += _cell_problems(arrays, counts.get("facts"))
+    degree = arrays.get("adj_degree")
+    if degree is not None and (degree.ndim != 1 or degree.dtype != np.float32):
+        problems.append(
+            f"adj_degree is {degree.dtype} of shape {degree.shape}, not (nodes,) float32"
+        )
     indptr, indices = arrays.get("adj_indptr"), arrays.get("adj_indices")
     if indptr is not None and indices is not None and len(indptr):
         if int(indptr[-1]) != len(indices) or len(arrays.get("adj_data", indices)) != len(indices):

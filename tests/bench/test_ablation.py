@@ -17,6 +17,7 @@ from qortex_bench.ablation import (
 )
 from qortex_bench.datasets import load_questions
 from qortex_core.query.retriever import RetrievalConfig
+from qortex_core.query.symmetry import weighted_degree
 from qortex_core.storage import snapshot as snap
 
 
@@ -44,6 +45,9 @@ def test_without_synonyms_subtracts_exactly_the_synonym_edges():
     )  # the relation edge stays
     assert none[1, 2] == none[2, 1] == 0 and none[0, 3] == 1.0
     assert without_synonyms(full).adjacency.nnz == 4  # the zeroed 1-2 edge is gone, not stored as 0
+    stale = {**full.arrays, "adj_degree": weighted_degree(full.adjacency)}  # as a build stores
+    reduced = without_synonyms(dataclasses.replace(full, arrays=stale))
+    assert np.array_equal(reduced.arrays["adj_degree"], none.sum(axis=1).astype(np.float32))
     weak = without_synonyms(full, below=0.9).adjacency.toarray()  # only the 0.82 edge is below 0.9
     assert np.isclose(weak[0, 1], 1.95) and weak[1, 2] == 0
     assert np.array_equal(

@@ -221,3 +221,19 @@ def test_bench_ppr_rounds_take_turns_and_report_each_rounds_ratio(tmp_path, monk
     assert main([*argv[:-4], "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--rounds must be at least 1" in err[0]
+
+
+def test_summary_pools_the_queries_of_every_round():
+    from qortex_bench import ppr_bench as pb
+
+    engine = pb.Engine("x", lambda t: t, 0.0)
+    scores = np.ones((4, 3), np.float32)
+    exact = scores / scores.sum(axis=0)
+    runs = [
+        pb.Timings(scores, np.array([0.001, 0.002, 0.003]), np.zeros(3), None),
+        pb.Timings(scores, np.array([0.010, 0.020, 0.030]), np.zeros(3), 5.0),
+    ]
+    out = pb.summary(engine, runs, exact)
+    assert out["p50_ms"] == 6.5  # the median of all six queries, not of either round
+    assert out["round_p50_ms"] == [2.0, 20.0] and out["rounds"] == 2
+    assert out["qps"] == round(6 / 0.066, 2) and out["peak_mem_mb"] == 5.0

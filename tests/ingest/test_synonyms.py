@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
@@ -99,3 +100,9 @@ def test_crowded_cells_are_searched_in_blocks_with_the_same_edges(monkeypatch):
     assert len(whole[0]) > 1000
     assert np.array_equal(whole[0], blocked[0]) and np.array_equal(whole[1], blocked[1])
     np.testing.assert_allclose(whole[2], blocked[2], atol=1e-6)  # other product shapes
+
+
+@pytest.mark.parametrize("threshold", [-0.1, 1.5])
+def test_a_threshold_that_is_no_cosine_is_refused(threshold):
+    with pytest.raises(ValueError, match="not a cosine"):
+        SynonymConfig(threshold=threshold)

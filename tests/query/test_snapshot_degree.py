@@ -57,12 +57,23 @@ def test_the_retriever_opens_without_checking_or_summing_the_adjacency(
     )
 
 
-def test_a_snapshot_built_before_the_degrees_opens_and_sums_them(toy_home, embedder):
-    loaded, path = _snapshot_dir(toy_home)
+def _as_built_before(path, empty: bool = False) -> None:
+    """Make the snapshot at ``path`` one without stored degrees (or with an empty array, as a
+    builder that does not fill them writes)."""
     manifest = json.loads((path / "manifest.json").read_text())
-    del manifest["files"]["adj_degree.npy"]
-    (path / "adj_degree.npy").unlink()
+    if empty:
+        np.save(path / "adj_degree.npy", np.zeros(0, np.float32))
+        manifest["files"]["adj_degree.npy"] = snap._sha256(path / "adj_degree.npy")
+    else:
+        del manifest["files"]["adj_degree.npy"]
+        (path / "adj_degree.npy").unlink()
     (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["absent", "empty"])
+def test_a_snapshot_built_before_the_degrees_opens_and_sums_them(toy_home, embedder, empty):
+    loaded, path = _snapshot_dir(toy_home)
+    _as_built_before(path, empty)
     retriever = Retriever.open(toy_home, embedder=embedder)
     assert retriever.view.degree is None
     expected = weighted_degree(loaded.adjacency)
@@ -91,3 +102,34 @@ def test_given_degrees_must_fit_the_graph_and_a_builder_refuses_a_directed_graph
         check_symmetric(sp.csr_matrix(np.array([[0, 1], [0, 0]], np.float32)))
     with pytest.raises(ValueError, match="negative"):
         check_symmetric(sp.csr_matrix(np.array([[0, -1], [-1, 0]], np.float32)))
+
+
+def test_an_unchanged_home_rebuilds_a_snapshot_from_before_the_degrees_once(toy_home):
+    from qortex_core.ingest.graph import GraphConfig
+    from qortex_core.ingest.snapshot_stage import build_snapshot
+    from qortex_core.storage.store import LanceStore
+
+    loaded, path = _snapshot_dir(toy_home)
+    manifest = loaded.manifest
+    params = {k: v for k, v in manifest["params"].items() if k != "graph"}
+    store = LanceStore.open(toy_home)
+
+    def again():
+        return build_snapshot(store, toy_home, manifest["embedding_model"], GraphConfig(), params)
+
+    assert again().name == path.name  # same inputs, degrees stored: the latest is kept
+    _as_built_before(path)
+    rebuilt = again()
+    assert rebuilt.name != path.name and "adj_degree" in snap.load(toy_home).arrays
+    assert again().name == rebuilt.name  # once
+
+
+def test_degrees_of_another_shape_or_type_are_refused(toy_home):
+    loaded, path = _snapshot_dir(toy_home)
+    n = loaded.adjacency.shape[0]
+    np.save(path / "adj_degree.npy", np.ones((n, 2), np.float32))
+    with pytest.raises(SnapshotError, match="adj_degree is float32 of shape"):
+        snap.load(toy_home, verify=False)
+    np.save(path / "adj_degree.npy", np.ones(n, np.float64))
+    with pytest.raises(SnapshotError, match="adj_degree is float64"):
+        snap.load(toy_home, verify=False)
