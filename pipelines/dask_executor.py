@@ -126,9 +126,9 @@ class QortexDaskExecutor(DaskExecutor):
                 cluster.close()
 
 
-def restore_interrupts() -> tuple[str, ...]:
+def restore_interrupts() -> None:
     """Give SIGINT its Python handler and SIGTERM its default action where the process ignores
-    them, on the main thread only; returns the names of the signals restored.
+    them, on the main thread only.
 
     A process started as a background job of a non-interactive shell (``cmd &`` in a script)
     ignores SIGINT, and so do the dask workers it starts. A step's Python subprocesses then
@@ -138,15 +138,11 @@ def restore_interrupts() -> tuple[str, ...]:
     one does not, so restoring the handler here reaches every process a step starts.
     """
     if threading.current_thread() is not threading.main_thread():
-        return ()
-    restored = []
+        return
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        restored.append("SIGINT")
     if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        restored.append("SIGTERM")
-    return tuple(restored)
 
 
 class RestoreInterrupts(WorkerPlugin):

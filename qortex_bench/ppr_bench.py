@@ -282,11 +282,6 @@ def summary(engine: Engine, runs: list[Timings], exact: np.ndarray) -> dict:
     }
 
 
-def measure(engine: Engine, teleports: np.ndarray, exact: np.ndarray, warmup: int = 1) -> dict:
-    """:func:`summary` of one :func:`time_queries` pass."""
-    return summary(engine, [time_queries(engine, teleports, warmup)], exact)
-
-
 # -- memory traffic ------------------------------------------------------------------------------
 def product_bytes(adjacency: sp.csr_matrix, columns: int = 1) -> int:
     """Bytes one sparse product ``A @ X`` must move at least: the CSR arrays once, X and the
