@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ from qortex_core.storage.snapshot_shapes import shape_problems
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
 POINTER = "LATEST"
 _NAME = re.compile(r"v([0-9]{6})-[0-9a-f]{8}")  # used with fullmatch: no trailing newline
+# np.load parses a .npy header with ast.literal_eval, and on CPython 3.11 before 3.11.8 two
+# threads building ASTs at once can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905): retrievers opened in threads read their headers one at a time
+_NPY_HEADERS = threading.Lock()
 _FILE = re.compile(r"^[A-Za-z0-9_\-]+\.(npy|arrow)$")
 
 
@@ -294,7 +299,8 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
             raise SnapshotError(f"snapshot {name}: checksum mismatch in {fname}")
         try:
             if fname.endswith(".npy"):
-                arrays[fname[:-4]] = np.load(fpath, mmap_mode="r")
+                with _NPY_HEADERS:
+                    arrays[fname[:-4]] = np.load(fpath, mmap_mode="r")
             else:
                 tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:

@@ -313,3 +313,37 @@ def test_typed_arrays_name_what_an_in_memory_snapshot_lacks(tmp_path):
     )
     with pytest.raises(SnapshotError, match="incomplete: no array synonym_pairs"):
         SnapshotArrays.of(partial)
+
+
+def test_threads_loading_snapshots_read_npy_headers_one_at_a_time(tmp_path, monkeypatch):
+    """np.load parses each header with ast.literal_eval, which CPython 3.11 before 3.11.8 can
+    get wrong in two threads at once (python/cpython#106905): loads serialise their headers."""
+    import threading
+
+    snap.publish(tmp_path, make_snapshot(1))
+    inside, most, guard = [0], [0], threading.Lock()
+    load = np.load
+
+    def watched(*args, **kwargs):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.002)  # long enough for another thread to arrive
+        try:
+            return load(*args, **kwargs)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    monkeypatch.setattr(np, "load", watched)
+    loaded: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: loaded.append(len(snap.load(tmp_path).arrays)))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(loaded) == 4 and loaded[0] > 1 and len(set(loaded)) == 1
+    assert most[0] == 1
