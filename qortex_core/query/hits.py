@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from qortex_core.query import profiles
@@ -48,18 +50,22 @@ def passage_hits(
     top_k: int,
     allowed: np.ndarray | None,
     walked: Walked | None,
-    relevance: np.ndarray | None = None,
+    relevance: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> list[PassageHit]:
     """The ``top_k`` passages by ``final`` (profiled) among ``allowed``, with their traces;
-    ``relevance``: (n_passages,) in [0, 1] (:mod:`qortex_core.query.relevance`)."""
-    ranking = np.asarray(final, dtype=np.float32).copy()  # (n_passages,)
+    ``relevance``: (k,) passage indices -> (k,) relevance in [0, 1]
+    (:mod:`qortex_core.query.relevance`), called once for the hits."""
+    ranking = np.asarray(final, dtype=np.float32)  # (n_passages,)
     if allowed is not None:
-        ranking[~allowed] = -np.inf
+        ranking = np.where(allowed, ranking, np.float32(-np.inf))
     top = top_indices(ranking, top_k)
     finite = np.isfinite(ranking[top])  # (k,) best first: the hits end at the first -inf
     top = top if finite.all() else top[: int(np.argmin(finite))]
+    rel = relevance(top) if relevance is not None else np.zeros(top.size, np.float32)  # (k,)
     out = []
-    for i, p in zip(top.tolist(), view.passages.take(top)):  # only the hits' rows are read
+    for j, (i, p) in enumerate(
+        zip(top.tolist(), view.passages.take(top))
+    ):  # only the hits' rows are read
         seeds, concepts, via = _trace(view, i, walked)
         out.append(
             PassageHit(
@@ -73,7 +79,7 @@ def passage_hits(
                 concepts,
                 via,
                 time=p.get("time"),
-                relevance=float(relevance[i]) if relevance is not None else 0.0,
+                relevance=float(rel[j]),
             )
         )
     return out

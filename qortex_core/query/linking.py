@@ -36,6 +36,7 @@ class Seeding:
     teleport: np.ndarray | None  # (n_nodes,) restart vector over [phrases | passages]
     note: str | None = None
     seeded: np.ndarray | None = None  # ascending phrases with a weight (None: not kept)
+    support: np.ndarray | None = None  # ascending nodes outside which the teleport is zero
 
     def seeded_phrases(self) -> np.ndarray:
         """Ascending indices of the phrases with a non-zero seed weight."""
@@ -198,8 +199,10 @@ def seed(
     weights, seeded = phrase_weights(view, config, text, linked, links.weights())  # (n_phrases,)
     weights[seeded] *= factors()[seeded]  # zero elsewhere
     teleport = teleport_vector(
-        weights, dense, config.passage_node_weight, config.passage_seeds
+        weights, dense, config.passage_node_weight, config.passage_seeds, seeded
     )  # (n_nodes,)
+    n = view.n_phrases
     if lexical is not None and config.fulltext.seed_weight > 0 and lexical.max() > 0:
-        teleport[view.n_phrases :] += config.fulltext.seed_weight * min_max(lexical)
-    return Seeding(linked, best, weights, teleport, note, seeded)
+        teleport[n:] += config.fulltext.seed_weight * min_max(lexical)
+    support = np.concatenate([seeded, n + np.flatnonzero(teleport[n:])])  # (s,) ascending
+    return Seeding(linked, best, weights, teleport, note, seeded, support)

@@ -157,7 +157,10 @@ def _compiled(walk: SymmetricWalk, t: np.ndarray, config: PPRConfig) -> np.ndarr
 
 
 def _pushed(
-    walk: sp.csr_matrix | SymmetricWalk, teleport: np.ndarray, config: PPRConfig
+    walk: sp.csr_matrix | SymmetricWalk,
+    teleport: np.ndarray,
+    config: PPRConfig,
+    support: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """The local push's scores of a sparse (n,) teleport on a large symmetric walk (see
     PPRConfig); None: solve globally."""
@@ -169,7 +172,7 @@ def _pushed(
     from qortex_core.query.ppr_push import push_pagerank
 
     t = np.ascontiguousarray(teleport, dtype=np.float32)
-    pushed = push_pagerank(walk, t, config.damping, config.push_eps, n // 64)
+    pushed = push_pagerank(walk, t, config.damping, config.push_eps, n // 64, support)
     return None if pushed is None else pushed[0]
 
 
@@ -177,6 +180,7 @@ def personalized_pagerank(
     walk: sp.csr_matrix | SymmetricWalk,
     teleport: np.ndarray,
     config: PPRConfig = PPRConfig(),
+    support: np.ndarray | None = None,
 ) -> np.ndarray:
     """Scores of the personalized PageRank of ``teleport`` over ``walk``.
 
@@ -186,6 +190,9 @@ def personalized_pagerank(
         teleport: non-negative (n,) or (n, q) restart distribution(s); each
             column is normalised to sum to 1. An all-zero column gives zeros.
         config: damping, tolerance and iteration cap.
+        support: ascending indices outside which a (n,) ``teleport`` is zero (the caller's
+            promise, e.g. a query's seeding): a local push then reads only those entries
+            instead of scanning all ``n``. The scores are the same.
 
     Returns:
         float32 array of the teleport's shape; each non-zero column sums to 1.
@@ -193,7 +200,7 @@ def personalized_pagerank(
     Raises:
         ValueError: the teleport's shape does not match the graph, or it has negative entries.
     """
-    pushed = _pushed(walk, teleport, config)
+    pushed = _pushed(walk, teleport, config, support)
     if pushed is not None:
         return pushed
     shape = np.shape(teleport)

@@ -124,9 +124,21 @@ def _nonzeros(teleport, count):  # pragma: no cover - compiled
     return seeds
 
 
-def seed_pass(teleport: np.ndarray, most: int) -> tuple[np.ndarray | None, float, bool]:
+def seed_pass(
+    teleport: np.ndarray, most: int, support: np.ndarray | None = None
+) -> tuple[np.ndarray | None, float, bool]:
     """``(seeds, total, negative)``: the indices of ``teleport``'s non-zeros (None when there
-    are more than ``most``), their sum in float64, and whether any entry is negative."""
+    are more than ``most``), their sum in float64, and whether any entry is negative.
+
+    ``support``: ascending indices outside which ``teleport`` is zero (the caller's promise);
+    only those entries are read, instead of a pass over all ``n``.
+    """
+    if support is not None:
+        values = teleport[support]  # (s,)
+        seeds = np.asarray(support[values != 0], np.int32)  # (m,) ascending, as a scan finds them
+        negative = bool((values < 0).any())
+        total = float(values.sum(dtype=np.float64))
+        return (seeds if seeds.size <= most else None), total, negative
     count, total, negative = _scan(teleport)
     seeds = _nonzeros(teleport, count) if count <= most else None
     return seeds, float(total), bool(negative)
@@ -147,7 +159,12 @@ def finish_pass(at, r, y, queued, out):  # pragma: no cover - compiled
 
 
 def push_pagerank(
-    walk: SymmetricWalk, teleport: np.ndarray, damping: float, eps: float, most: int
+    walk: SymmetricWalk,
+    teleport: np.ndarray,
+    damping: float,
+    eps: float,
+    most: int,
+    support: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int] | None:
     """(n,) float32 PageRank of the (n,) float32 non-negative ``teleport`` (normalised to sum 1
     first) by local push, and the number of edges read; None when more than ``most`` entries
@@ -155,13 +172,13 @@ def push_pagerank(
 
     ``eps``: push threshold per unit of weighted degree (see the module docstring); the
     work is at most ``1 / (eps (1 - damping))`` edge reads. Concurrent solves on one walk each
-    take their own workspace.
+    take their own workspace. ``support``: see :func:`seed_pass`.
 
     Raises:
         ValueError: the teleport has a negative entry.
     """
     n = walk.shape[0]
-    seeds, total, negative = seed_pass(teleport, most)
+    seeds, total, negative = seed_pass(teleport, most, support)
     if negative:
         raise ValueError("teleport has negative entries")
     if seeds is None:

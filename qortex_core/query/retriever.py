@@ -302,15 +302,14 @@ class Retriever:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
         ctx = self.context(text, vector, domains, window=window)
-        rel = relevance.score(ctx.dense, self.config.relevance)  # (n_passages,) in [0, 1]
-        best = relevance.best(rel, ctx.allowed)
+        best = relevance.best_of(ctx.dense, self.config.relevance, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
             return self._abstained(ctx.text, mode, prof, relevance.abstention_note(best, minimum))
         wrong = self.attribution(ctx.text, self.config.attribution) if minimum > 0 else None
         if wrong is not None:
             return self._abstained(ctx.text, mode, prof, wrong.note)
         ranking = modes.get(mode).rank(ctx)
-        return self._result(ctx, ranking, top_k, domains, prof, rel)
+        return self._result(ctx, ranking, top_k, domains, prof)
 
     def _abstained(
         self, text: str, mode: str, prof: profiles.ScoringProfile, note: str
@@ -329,10 +328,9 @@ class Retriever:
         top_k: int,
         domains: Sequence[str] | None,
         prof: profiles.ScoringProfile,
-        rel: np.ndarray | None = None,
     ) -> QueryResult:
-        """Hits, concepts, seeds and rules of a ranking, with its notes; ``rel``: (n_passages,)
-        relevance each hit carries."""
+        """Hits, concepts, seeds and rules of a ranking, with its notes; each hit carries the
+        relevance of its query cosine (only the hits' cosines are mapped)."""
         view = self.view
         extra: dict = {
             "query_id": ids.query_id(ctx.text, view.name, now().isoformat()),
@@ -348,7 +346,11 @@ class Retriever:
             prof,
             self._components(prof),
         )
-        passages = hits.passage_hits(view, final, parts, top_k, ctx.allowed, ranking.walked, rel)
+        cosines, cfg = ctx.dense, self.config.relevance
+        passages = hits.passage_hits(
+            view, final, parts, top_k, ctx.allowed, ranking.walked,
+            lambda at: relevance.score(cosines[at], cfg),
+        )  # fmt: skip
         rules = self._rules(ctx, ranking, top_k, domains)
         if ranking.walked is None:
             return QueryResult(

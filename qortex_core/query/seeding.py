@@ -49,7 +49,7 @@ def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
     if k <= 0:
         return np.zeros(0, np.int64)
     at = None  # (c,) the candidates; None: every score
-    if scores.size >= (1 << 20) and k * _SAMPLE_STRIDE * 16 <= scores.size:
+    if scores.size >= (1 << 16) and k * _SAMPLE_STRIDE * 16 <= scores.size:
         sample = scores[::_SAMPLE_STRIDE]  # (size / 64,)
         floor = sample[np.argpartition(-sample, k - 1)[k - 1]]
         if floor == floor:  # not NaN
@@ -295,15 +295,32 @@ def teleport_vector(
     passage_dense: np.ndarray,
     passage_node_weight: float,
     passage_seeds: int = 0,
+    seeded: np.ndarray | None = None,
 ) -> np.ndarray:
     """Restart vector over [phrases | passages]: phrase seeds plus min-max dense x weight, on
-    the ``passage_seeds`` most similar passages only (0: on every passage)."""
-    passages = min_max(passage_dense) * np.float32(passage_node_weight)  # (n_passages,)
-    if 0 < passage_seeds < passages.size:
-        keep = top_indices(passage_dense, passage_seeds)
-        kept = passages[keep]
-        passages[:] = 0.0
-        passages[keep] = kept
-    out = np.empty(phrase_weights.size + passages.size, np.float32)  # (n_nodes,)
-    out[: phrase_weights.size], out[phrase_weights.size :] = phrase_weights, passages
+    the ``passage_seeds`` most similar passages only (0: on every passage).
+
+    ``seeded``: indices outside which ``phrase_weights`` is zero; only those are copied (a
+    query's few seeds, instead of every phrase).
+    """
+    n_phrases, n_passages = phrase_weights.size, passage_dense.size
+    weight = np.float32(passage_node_weight)
+    if not 0 < passage_seeds < n_passages:
+        passages = min_max(passage_dense) * weight  # (n_passages,)
+        keep = None
+    else:  # the same min-max, computed on the kept passages only
+        keep = top_indices(passage_dense, passage_seeds)  # (passage_seeds,)
+        lo, hi = float(passage_dense.min()), float(passage_dense.max())
+        kept = passage_dense[keep]
+        span = np.ones_like(kept) if hi - lo < 1e-12 else (kept - lo) / (hi - lo)
+        passages = span * weight  # (passage_seeds,)
+    out = np.zeros(n_phrases + n_passages, np.float32)  # (n_nodes,)
+    if seeded is None:
+        out[:n_phrases] = phrase_weights
+    else:
+        out[seeded] = phrase_weights[seeded]
+    if keep is None:
+        out[n_phrases:] = passages
+    else:
+        out[n_phrases + keep] = passages
     return out

@@ -31,7 +31,9 @@ def walked(ctx: QueryContext) -> Walked:
     if "walk" not in ctx.extras:
         seeding = ctx.seeding()
         assert seeding.teleport is not None, "walked() needs a seeded query: see no_walk_note"
-        scores = personalized_pagerank(ctx.walk, seeding.teleport, ctx.config.ppr)  # (n_nodes,)
+        scores = personalized_pagerank(
+            ctx.walk, seeding.teleport, ctx.config.ppr, seeding.support
+        )  # (n_nodes,)
         ctx.extras["walk"] = Walked(scores, seeding.teleport, seeding)
     return ctx.extras["walk"]
 

@@ -149,3 +149,26 @@ def test_personalized_pagerank_pushes_only_large_graphs_and_sparse_teleports():
     )  # too many seeds: the global solve
     small = replace(push_config, push_min_nodes=6_401)  # graph below the size: global
     assert np.array_equal(personalized_pagerank(walk, sparse, small), exact)
+
+
+def test_a_support_hint_reads_only_its_entries_and_gives_the_same_scores(monkeypatch):
+    adj = random_graph(3_000, 12_000, seed=8)
+    walk = symmetric_walk(adj)
+    t = np.zeros(3_000, np.float32)
+    t[[3, 40, 2_900]] = [0.5, 1.0, 0.25]
+    support = np.array([3, 7, 40, 1_000, 2_900])  # a superset: 7 and 1,000 hold nothing
+    plain, reads = push_pagerank(walk, t, DAMPING, 1e-6, 100)
+
+    def no_scan(*args):
+        raise AssertionError("scanned the whole teleport")
+
+    monkeypatch.setattr(ppr_push, "_scan", no_scan)
+    hinted, hinted_reads = push_pagerank(walk, t, DAMPING, 1e-6, 100, support)
+    assert np.array_equal(hinted, plain) and hinted_reads == reads
+    config = PPRConfig(push_min_nodes=3_000, push_eps=1e-6)
+    assert np.array_equal(personalized_pagerank(walk, t, config, support), hinted)
+    assert push_pagerank(walk, t, DAMPING, 1e-6, 2, support) is None  # 3 seeds > most
+    bad = t.copy()
+    bad[7] = -1.0
+    with pytest.raises(ValueError, match="negative"):
+        push_pagerank(walk, bad, DAMPING, 1e-6, 100, support)

@@ -30,6 +30,17 @@ def test_score_is_a_calibrated_logistic_of_cosine():
     assert relevance.best(rel, np.zeros(5, bool)) == 0.0
 
 
+def test_best_of_cosines_is_the_best_relevance_without_mapping_every_passage():
+    config = relevance.RelevanceConfig(center=0.35, width=0.05)
+    cos = np.random.default_rng(1).uniform(-0.3, 0.8, 1000).astype(np.float32)
+    allowed = np.random.default_rng(2).random(1000) < 0.1
+    every = relevance.score(cos, config)
+    assert relevance.best_of(cos, config) == relevance.best(every)
+    assert relevance.best_of(cos, config, allowed) == relevance.best(every, allowed)
+    assert relevance.best_of(cos, config, np.zeros(1000, bool)) == 0.0
+    assert relevance.best_of(np.zeros(0, np.float32), config) == 0.0
+
+
 def test_threshold_validation():
     assert relevance.threshold(None, 0.5) == 0.5
     assert relevance.threshold(0, 0.5) == 0.0

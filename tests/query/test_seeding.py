@@ -235,6 +235,20 @@ def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
     )
 
 
+@pytest.mark.parametrize("passage_seeds", [0, 3])
+def test_a_seedings_support_holds_every_teleport_non_zero(toy_home, embedder, passage_seeds):
+    s = snap.load(toy_home)
+    vector = embedder.embed([BRIDGE_QUESTION])[0]
+    config = RetrievalConfig(passage_seeds=passage_seeds)
+    retriever = Retriever(s, embedder, config)
+    seeding = retriever.seed(BRIDGE_QUESTION, vector, retriever.passage_vectors @ vector)
+    support = seeding.support
+    assert seeding.teleport is not None and support is not None
+    assert np.all(np.diff(support) > 0)  # ascending, no repeats
+    assert set(np.flatnonzero(seeding.teleport).tolist()) <= set(support.tolist())
+    assert set(seeding.seeded_phrases().tolist()) <= set(support.tolist())
+
+
 def test_passage_seeds_keep_the_most_similar_passages_at_their_full_min_max():
     from qortex_core.query.seeding import min_max, teleport_vector
 
@@ -249,6 +263,40 @@ def test_passage_seeds_keep_the_most_similar_passages_at_their_full_min_max():
     assert sorted(kept.tolist()) == sorted(np.argsort(-dense)[:6].tolist())
     assert np.array_equal(some[5:][kept], every[5:][kept])  # the min-max over every passage
     assert np.array_equal(teleport_vector(phrases, dense, 0.05, passage_seeds=40), every)
+
+
+@pytest.mark.parametrize("passage_seeds", [0, 6])
+def test_teleport_from_the_seeded_phrases_only_equals_the_full_copy(passage_seeds):
+    from qortex_core.query.seeding import teleport_vector
+
+    rng = np.random.default_rng(4)
+    phrases = np.zeros(50, np.float32)
+    seeded = np.array([2, 9, 31])
+    phrases[seeded] = rng.random(3).astype(np.float32)
+    dense = rng.uniform(-0.2, 0.9, 40).astype(np.float32)
+    full = teleport_vector(phrases, dense, 0.05, passage_seeds)
+    assert np.array_equal(teleport_vector(phrases, dense, 0.05, passage_seeds, seeded), full)
+    flat = np.full(40, 0.3, np.float32)  # a constant dense vector: every kept passage gets 1
+    assert np.array_equal(
+        teleport_vector(phrases, flat, 0.05, passage_seeds, seeded),
+        teleport_vector(phrases, flat, 0.05, passage_seeds),
+    )
+    outside = phrases.copy()
+    outside[40] = 1.0  # not in ``seeded``: the caller broke its promise, and it is not copied
+    assert teleport_vector(outside, dense, 0.05, passage_seeds, seeded)[40] == 0.0
+
+
+@pytest.mark.parametrize("size", [1 << 17, 1 << 20])
+def test_top_indices_of_mid_sized_vectors_take_the_sampled_path_and_agree(size, monkeypatch):
+    rng = np.random.default_rng(size)
+    scores = rng.standard_normal(size).astype(np.float32)
+    expected = np.argsort(-scores, kind="stable")[:10]
+    calls = []
+    real = np.flatnonzero
+    monkeypatch.setattr(np, "flatnonzero", lambda a: calls.append(a.size) or real(a))
+    got = top_indices(scores, 10)
+    assert calls == [size]  # the candidates above the sample's floor were taken
+    assert np.array_equal(scores[got], scores[expected])
 
 
 @pytest.mark.parametrize("k", [1, 10, 1000])
