@@ -135,13 +135,13 @@ def seed_pass(
     """
     if support is not None:
         values = teleport[support]  # (s,)
-        seeds = np.asarray(support[values != 0], np.int32)  # (m,) ascending, as a scan finds them
+        found = np.asarray(support[values != 0], np.int32)  # (m,) ascending, as a scan finds
         negative = bool((values < 0).any())
         total = float(values.sum(dtype=np.float64))
-        return (seeds if seeds.size <= most else None), total, negative
-    count, total, negative = _scan(teleport)
+        return (found if found.size <= most else None), total, negative
+    count, scanned, below = _scan(teleport)
     seeds = _nonzeros(teleport, count) if count <= most else None
-    return seeds, float(total), bool(negative)
+    return seeds, float(scanned), bool(below)
 
 
 @numba.njit(nogil=True, cache=True)
