@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numba
 import numpy as np
 import pyarrow as pa
 
@@ -69,18 +70,29 @@ def rule_cosine(
     return out
 
 
+@numba.njit(nogil=True, cache=True)
+def _rule_maxima(offsets, nodes, phrase_scores, out):  # pragma: no cover - compiled
+    """``out[r]`` = the max of ``phrase_scores`` over rule r's nodes (rules without a node
+    keep their value): one pass over the rules, each a short run of gathers."""
+    for r in range(offsets.size - 1):
+        lo, hi = offsets[r], offsets[r + 1]
+        if hi > lo:
+            best = phrase_scores[nodes[lo]]
+            for k in range(lo + 1, hi):
+                v = phrase_scores[nodes[k]]
+                if v > best or v != v:  # a NaN wins, as np.maximum's
+                    best = v
+            out[r] = best
+
+
 def rule_scores(index: RuleIndex, phrase_scores: np.ndarray) -> np.ndarray:
     """Max phrase score per rule; ``-inf`` for rules linked to no concept."""
     n = len(index)
-    out = np.full(n, -np.inf, np.float32)
+    out = np.full(n, -np.inf, np.float32)  # (n_rules,)
     if n == 0 or index.nodes.size == 0:
         return out
-    counts = np.diff(index.offsets)  # (n_rules,)
-    has = counts > 0
-    maxima = np.maximum.reduceat(
-        np.asarray(phrase_scores, np.float32)[index.nodes], index.offsets[:-1][has]
-    )
-    out[has] = maxima
+    scores = np.ascontiguousarray(phrase_scores, dtype=np.float32)  # (n_phrases,)
+    _rule_maxima(index.offsets, index.nodes, scores, out)
     return out
 
 

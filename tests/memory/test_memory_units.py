@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
 from qortex_core.query import fusion, profiles
-from qortex_core.query.rules import RuleIndex, rank_rules
+from qortex_core.query.rules import RuleIndex, rank_rules, rule_scores
 
 NODE_IDS = ["c_a", "c_b", "c_c", "c_d"]
 NAMES = ["alpha", "beta", "gamma", "delta"]
@@ -48,6 +48,27 @@ def test_rules_rank_by_best_concept_then_confidence():
     assert rank_rules(RuleIndex.from_table(None), scores, NODE_IDS, NAMES, top_k=3) == []
     faint = np.array([0.0, 1.0, 0.001, 0.0], np.float32)  # r_3 barely reached: dropped
     assert [h.id for h in rank_rules(index, faint, NODE_IDS, NAMES, top_k=10)] == ["r_2", "r_1"]
+
+
+def test_rule_scores_are_each_rules_max_over_its_concepts():
+    rng = np.random.default_rng(0)
+    links = [rng.integers(0, 500, rng.integers(0, 6)).tolist() for _ in range(300)]
+    table = pa.table(
+        {
+            "id": [f"r_{i}" for i in range(300)],
+            "concept_nodes": pa.array(links, pa.list_(pa.int32())),
+            "confidence": pa.array(np.ones(300), pa.float32()),
+        }
+    )
+    index = RuleIndex.from_table(table)
+    scores = rng.random(500).astype(np.float32)
+    expected = [max(scores[nodes]) if nodes else -np.inf for nodes in links]
+    assert rule_scores(index, scores).tolist() == np.array(expected, np.float32).tolist()
+    assert any(not nodes for nodes in links) and -np.inf in expected  # empty rules were drawn
+    first = next(i for i, nodes in enumerate(links) if len(nodes) > 1)
+    scores[links[first][-1]] = np.nan  # a NaN wins, as np.maximum's would, even last
+    assert np.isnan(rule_scores(index, scores)[first])
+    assert rule_scores(index, scores.astype(np.float64)).dtype == np.float32
 
 
 def test_fusion_confidence_is_top_k_agreement():
