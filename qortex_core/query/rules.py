@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from qortex_core.query.seeding import cosine
+from qortex_core.query.seeding import cosine_at, top_indices
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def rule_cosine(
     when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query."""
     out = np.zeros(n_phrases, np.float32)
     if phrase_vectors.shape[0] == n_phrases and index.linked.size:
-        out[index.linked] = cosine(phrase_vectors[index.linked], vector)  # (m,)
+        out[index.linked] = cosine_at(phrase_vectors, index.linked, vector)  # (m,)
     return out
 
 
@@ -119,6 +119,9 @@ def rank_rules(
         keep = keep[[bool(allowed.intersection(index.domains[i])) for i in keep.tolist()]]
     if keep.size:
         keep = keep[scores[keep] >= min_relative * float(scores[keep].max())]
+    if keep.size > top_k > 0:  # every rule tied with the k-th best score stays a candidate
+        kth = scores[keep[top_indices(scores[keep], top_k)[-1]]]
+        keep = keep[scores[keep] >= kth]
     order = keep[np.lexsort((-index.confidence[keep], -scores[keep]))][:top_k].tolist()
     out = []
     for r in order:

@@ -95,6 +95,45 @@ def test_profiles_from_configuration(tmp_path):
         profiles.load_profiles(tmp_path)
 
 
+def test_rules_beyond_top_k_are_ranked_as_a_full_sort_would():
+    rng = np.random.default_rng(5)
+    n = 400
+    links = [[int(i % 50)] for i in range(n)]
+    table = pa.table(
+        {
+            "id": [f"r_{i}" for i in range(n)],
+            "text": ["t"] * n,
+            "category": ["g"] * n,
+            "confidence": pa.array(rng.random(n), pa.float32()),
+            "concept_nodes": pa.array(links, pa.list_(pa.int32())),
+        }
+    )
+    index = RuleIndex.from_table(table)
+    scores = np.round(rng.random(50), 1).astype(np.float32)  # many rules tie on a score
+    names = [f"c{i}" for i in range(50)]
+    got = [h.id for h in rank_rules(index, scores, names, names, top_k=7)]
+    per_rule = scores[[nodes[0] for nodes in links]]
+    conf = table["confidence"].to_numpy()
+    full = [f"r_{i}" for i in np.lexsort((-conf, -per_rule))[:7]]
+    assert got == full and len(got) == 7
+
+
+def test_cosine_at_reads_the_rows_in_place_and_agrees_with_the_product(tmp_path):
+    from qortex_core.query.seeding import cosine_at
+
+    rng = np.random.default_rng(6)
+    v = rng.standard_normal((1_000, 24)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    np.save(tmp_path / "v.npy", v)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    rows = rng.choice(1_000, 300, replace=False)
+    q = v[3]
+    assert np.allclose(cosine_at(mapped, rows, q), v[rows] @ q, atol=1e-6)
+    assert cosine_at(mapped, np.zeros(0, np.int64), q).shape == (0,)
+    with pytest.raises(ValueError):
+        cosine_at(mapped, rows, np.ones(5, np.float32))  # another width: refused, not misread
+
+
 def test_combine_weights_components():
     rel = np.array([0.2, 0.1, 0.0], np.float32)
     comps = {"preference": np.array([0.0, 1.0, 0.5], np.float32)}

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import BRIDGE_QUESTION
+from threadpoolctl import threadpool_limits
 
 from qortex_core.errors import SnapshotError
 from qortex_core.ingest.graph import fact_passage_csr
@@ -232,6 +233,25 @@ def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
     assert np.isclose(w[0.5][lune] - w[0.0][lune], 0.5 / 8.0)
     assert Retriever(s, embedder).view.text_count[lune] == max(
         s.arrays["phrase_text_frequency"][lune], s.arrays["phrase_passage_count"][lune]
+    )
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_large_cosine_split_over_threads_equals_one_product(threads, monkeypatch):
+    from qortex_core.query import seeding
+
+    rng = np.random.default_rng(threads)
+    matrix = rng.standard_normal((140_001, 64)).astype(np.float32)  # >= 2^23 floats: split
+    query = rng.standard_normal(64).astype(np.float32)
+    monkeypatch.setattr(seeding, "query_threads", lambda: threads)
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b, **kw: seen.append(len(a)) or real(a, b, **kw))
+    with threadpool_limits(1, "blas"):  # as a query runs (Retriever.search)
+        got = seeding.cosine(matrix, query)
+        assert got.dtype == np.float32 and np.array_equal(got, real(matrix, query))
+    assert sum(seen) == (140_001 if threads > 1 else 0) and len(seen) == (
+        threads if threads > 1 else 0
     )
 
 
