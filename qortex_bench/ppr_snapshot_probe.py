@@ -3,7 +3,7 @@ query it.
 
 The probe process loads the snapshot exactly as the retriever does (``snapshot.load``,
 arrays memory-mapped), wraps the adjacency in a :class:`SymmetricWalk` without
-copying it, runs the teleports through PPR and reports its resident set size.
+copying it (its stored degrees, as the snapshot stage writes them), runs the teleports through PPR and reports its resident set size.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_bench.bench_graphs import SyntheticGraph
+from qortex_core.query.symmetry import weighted_degree
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 
@@ -35,6 +36,7 @@ def publish_synthetic(home: str | Path, graph: SyntheticGraph, dim: int = 384) -
         adj_indptr=adj.indptr.astype(index_dtype),
         adj_indices=adj.indices.astype(np.int32),
         adj_data=adj.data.astype(np.float32),
+        adj_degree=weighted_degree(adj),  # as the snapshot stage stores it
         passage_vectors=no_vectors,
         fact_vectors=no_vectors,
         fact_nodes=np.zeros((0, 2), np.int32),
@@ -106,7 +108,8 @@ def probe(home: str, teleports_path: str, scores_path: str, tol: float, threads:
     arrays = SnapshotArrays.of(loaded)
     background = np.zeros(len(arrays.adj_indptr) - 1, np.float32)
     background[loaded.n_phrases :] = 1.0
-    walk = symmetric_walk(loaded.adjacency, background=background)
+    stored = arrays.adj_degree if arrays.adj_degree.size else None  # as the retriever opens
+    walk = symmetric_walk(loaded.adjacency, background=background, degree=stored)
     copied = not np.shares_memory(walk.adjacency.indices, arrays.adj_indices)
     config = PPRConfig(tol=tol, threads=threads)
     personalized_pagerank(walk, background, config)

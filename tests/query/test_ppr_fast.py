@@ -200,6 +200,8 @@ def test_published_snapshot_graph_is_used_without_copy(tmp_path):
     graph = synthetic_graph(500, 2500, seed=11)
     publish_synthetic(tmp_path, graph)
     loaded = snap.load(tmp_path)
+    stored = loaded.arrays["adj_degree"]  # the probe opens as the retriever: degrees stored
+    assert np.allclose(stored, np.asarray(graph.adjacency.sum(axis=1)).ravel(), rtol=1e-6)
     background = np.zeros(graph.n_nodes, np.float32)
     background[loaded.n_phrases :] = 1.0
     walk = symmetric_walk(loaded.adjacency, background=background)
