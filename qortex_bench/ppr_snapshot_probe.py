@@ -3,7 +3,8 @@ query it.
 
 The probe process loads the snapshot exactly as the retriever does (``snapshot.load``,
 arrays memory-mapped), wraps the adjacency in a :class:`SymmetricWalk` without
-copying it (its stored degrees, as the snapshot stage writes them), runs the teleports through PPR and reports its resident set size.
+copying it (from its stored degrees, as the snapshot stage writes them), runs the teleports
+through PPR and reports its resident set size.
 """
 
 from __future__ import annotations
