@@ -92,6 +92,10 @@ def rule_scores(index: RuleIndex, phrase_scores: np.ndarray) -> np.ndarray:
     if n == 0 or index.nodes.size == 0:
         return out
     scores = np.ascontiguousarray(phrase_scores, dtype=np.float32)  # (n_phrases,)
+    if index.linked[0] < 0 or index.linked[-1] >= scores.size:  # the kernel reads unchecked
+        raise IndexError(
+            f"rules link concept {int(index.linked[-1])} of {scores.size} (or a negative one)"
+        )
     _rule_maxima(index.offsets, index.nodes, scores, out)
     return out
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-import numba
 import numpy as np
 
 from qortex_core.query.ppr import query_threads
@@ -47,28 +46,28 @@ def cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.asarray(matrix @ query, dtype=np.float32)  # (n, d) @ (d,) -> (n,)
 
 
-@numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def _rows_dot(matrix, rows, query, out):  # pragma: no cover - compiled
-    """``out[i] = matrix[rows[i]] . query`` (float32), reading each row where it lies."""
-    for i in range(rows.size):
-        row = matrix[rows[i]]
-        acc = np.float32(0.0)
-        for j in range(query.size):
-            acc += row[j] * query[j]
-        out[i] = acc
+_GATHER_ROWS = 4096  # rows gathered into one reused block (a multiple of 64: see cosine)
 
 
 def cosine_at(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """(len(rows),) cosine of the unit rows ``matrix[rows]`` against a unit query, without
-    copying them out first: on a memory-mapped matrix a gather of 267k rows (every concept a
-    rule links, at 1M passages) cost 39 ms of a 51 ms product."""
-    out = np.empty(rows.shape[0], np.float32)
-    if not rows.size:
-        return out
+    """(len(rows),) ``cosine(matrix[rows], query)`` with the same bits, gathered a block of
+    rows at a time into one reused buffer: a fresh 68 MB copy of 267k memory-mapped rows
+    (every concept a rule links, at 1M passages) cost 39 ms of a 51 ms product."""
     m = np.asarray(matrix)  # a memmap's ndarray view, no copy
-    if m.dtype != np.float32 or not m.flags.c_contiguous or m.shape[1:] != np.shape(query):
+    if (
+        m.ndim != 2
+        or m.dtype != np.float32
+        or np.asarray(query).dtype != np.float32
+        or m.shape[1:] != np.shape(query)
+        or rows.shape[0] <= _GATHER_ROWS
+    ):
         return cosine(m[rows], query)  # (and a query of another width raises there)
-    _rows_dot(m, np.asarray(rows, np.int64), np.ascontiguousarray(query, np.float32), out)
+    out = np.empty(rows.shape[0], np.float32)  # (rows,)
+    block = np.empty((_GATHER_ROWS, m.shape[1]), np.float32)  # (4096, d) reused
+    for s in range(0, rows.shape[0], _GATHER_ROWS):
+        at = rows[s : s + _GATHER_ROWS]
+        np.take(m, at, axis=0, out=block[: at.size])
+        np.matmul(block[: at.size], query, out=out[s : s + at.size])  # (b, d) @ (d,)
     return out
 
 

@@ -118,20 +118,33 @@ def test_rules_beyond_top_k_are_ranked_as_a_full_sort_would():
     assert got == full and len(got) == 7
 
 
-def test_cosine_at_reads_the_rows_in_place_and_agrees_with_the_product(tmp_path):
-    from qortex_core.query.seeding import cosine_at
+@pytest.mark.parametrize("d", [64, 384])
+def test_cosine_at_gathers_in_blocks_and_gives_the_products_bits(tmp_path, d):
+    from threadpoolctl import threadpool_limits
 
-    rng = np.random.default_rng(6)
-    v = rng.standard_normal((1_000, 24)).astype(np.float32)
+    from qortex_core.query.seeding import cosine, cosine_at
+
+    rng = np.random.default_rng(d)
+    v = rng.standard_normal((30_000, d)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     np.save(tmp_path / "v.npy", v)
     mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
-    rows = rng.choice(1_000, 300, replace=False)
     q = v[3]
-    assert np.allclose(cosine_at(mapped, rows, q), v[rows] @ q, atol=1e-6)
-    assert cosine_at(mapped, np.zeros(0, np.int64), q).shape == (0,)
+    with threadpool_limits(1, "blas"):  # as a query runs (Retriever.search)
+        for n in (0, 100, 4096, 9_001, 30_000):  # one block or less, and several with a tail
+            rows = np.sort(rng.choice(30_000, n, replace=False))
+            got = cosine_at(mapped, rows, q)
+            assert got.shape == (n,) and np.array_equal(got, cosine(v[rows], q))
+    wide = q.astype(np.float64)  # a float64 query: the plain product, as before
+    assert np.array_equal(cosine_at(v, rows, wide), cosine(v[rows], wide))
     with pytest.raises(ValueError):
         cosine_at(mapped, rows, np.ones(5, np.float32))  # another width: refused, not misread
+
+
+def test_rule_scores_refuse_a_concept_outside_the_scores():
+    index = RuleIndex.from_table(rules_table())
+    with pytest.raises(IndexError, match="rules link concept 2 of 2"):
+        rule_scores(index, np.ones(2, np.float32))
 
 
 def test_combine_weights_components():

@@ -204,6 +204,15 @@ def test_published_snapshot_graph_is_used_without_copy(tmp_path):
     assert np.allclose(stored, np.asarray(graph.adjacency.sum(axis=1)).ravel(), rtol=1e-6)
     background = np.zeros(graph.n_nodes, np.float32)
     background[loaded.n_phrases :] = 1.0
+    opened = symmetric_walk(loaded.adjacency, background=background, degree=stored)
+    summed = symmetric_walk(loaded.adjacency, background=background)
+    t = synthetic_teleports(graph, 2, seed=12)
+    assert np.array_equal(
+        personalized_pagerank(opened, t, PPRConfig(tol=1e-4)),
+        personalized_pagerank(summed, t, PPRConfig(tol=1e-4)),
+    )
+    background = np.zeros(graph.n_nodes, np.float32)
+    background[loaded.n_phrases :] = 1.0
     walk = symmetric_walk(loaded.adjacency, background=background)
     assert isinstance(loaded.arrays["adj_indices"], np.memmap)
     assert np.shares_memory(walk.adjacency.indices, loaded.arrays["adj_indices"])

@@ -256,12 +256,22 @@ def test_a_large_cosine_split_over_threads_equals_one_product(threads, monkeypat
 
 
 @pytest.mark.parametrize("passage_seeds", [0, 3])
-def test_a_seedings_support_holds_every_teleport_non_zero(toy_home, embedder, passage_seeds):
+@pytest.mark.parametrize("lexical", [0.0, 0.5])
+def test_a_seedings_support_holds_every_teleport_non_zero(
+    toy_home, embedder, passage_seeds, lexical
+):
     s = snap.load(toy_home)
     vector = embedder.embed([BRIDGE_QUESTION])[0]
-    config = RetrievalConfig(passage_seeds=passage_seeds)
-    retriever = Retriever(s, embedder, config)
-    seeding = retriever.seed(BRIDGE_QUESTION, vector, retriever.passage_vectors @ vector)
+    fulltext = dataclasses.replace(RetrievalConfig().fulltext, seed_weight=lexical)
+    config = RetrievalConfig(passage_seeds=passage_seeds, fulltext=fulltext)
+    retriever = Retriever.open(toy_home, embedder=embedder, config=config)  # with its BM25 index
+    context = retriever.context(BRIDGE_QUESTION, vector, dense=retriever.passage_vectors @ vector)
+    seeding = context.seeding()
+    if lexical:  # BM25's passages got restart mass beyond the 3 kept dense ones
+        bm25 = context.lexical()
+        assert bm25 is not None and np.count_nonzero(bm25) > 0
+        if passage_seeds:
+            assert np.count_nonzero(seeding.teleport[s.n_phrases :]) > passage_seeds
     support = seeding.support
     assert seeding.teleport is not None and support is not None
     assert np.all(np.diff(support) > 0)  # ascending, no repeats
