@@ -63,9 +63,8 @@ def passage_hits(
     top = top if finite.all() else top[: int(np.argmin(finite))]
     rel = relevance(top) if relevance is not None else np.zeros(top.size, np.float32)  # (k,)
     out = []
-    for j, (i, p) in enumerate(
-        zip(top.tolist(), view.passages.take(top))
-    ):  # only the hits' rows are read
+    # only the hits' rows are read
+    for i, p, r in zip(top.tolist(), view.passages.take(top), rel.tolist()):
         seeds, concepts, via = _trace(view, i, walked)
         out.append(
             PassageHit(
@@ -79,7 +78,7 @@ def passage_hits(
                 concepts,
                 via,
                 time=p.get("time"),
-                relevance=float(rel[j]),
+                relevance=float(r),
             )
         )
     return out

@@ -60,26 +60,14 @@ def of_fresh(config: RelevanceConfig = RelevanceConfig()):
 def best_of(
     cosines: np.ndarray, config: RelevanceConfig, allowed: np.ndarray | None = None
 ) -> float:
-    """:func:`best` of the passages' ``score``, from their (n,) cosines: the map is monotone,
-    so it is the relevance of the best allowed cosine, and no other passage is mapped."""
+    """The highest relevance among ``allowed`` passages (0 when none is allowed), from their
+    (n,) cosines: the map is monotone, so it is the relevance of the best allowed cosine, and
+    no other passage is mapped."""
     cos = np.asarray(cosines)
-    if allowed is not None:
-        if not cos.size or not allowed.any():
-            return 0.0
-        top = np.max(cos, where=allowed, initial=-np.inf)  # (n,) -> the best allowed
-    elif not cos.size:
+    if not cos.size or (allowed is not None and not allowed.any()):
         return 0.0
-    else:
-        top = cos.max()
+    top = cos.max() if allowed is None else np.max(cos, where=allowed, initial=-np.inf)
     return float(score(np.array([top]), config)[0])
-
-
-def best(relevance: np.ndarray, allowed: np.ndarray | None = None) -> float:
-    """The highest relevance among ``allowed`` passages (0 when none is allowed)."""
-    rel = np.asarray(relevance, dtype=np.float32)
-    if allowed is not None:
-        rel = rel[allowed]
-    return float(rel.max()) if rel.size else 0.0
 
 
 def threshold(value: object, default: float) -> float:

@@ -27,14 +27,9 @@ def cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """
     if matrix.shape[0] == 0:
         return np.zeros(0, np.float32)
-    threads = query_threads()
-    if (
-        threads > 1
-        and matrix.size >= _SPLIT_FLOATS
-        and matrix.ndim == 2
-        and matrix.dtype == np.float32
-        and np.asarray(query).dtype == np.float32
-    ):
+    large = matrix.size >= _SPLIT_FLOATS and matrix.ndim == 2  # most products are small
+    threads = query_threads() if large else 1
+    if threads > 1 and matrix.dtype == np.float32 and np.asarray(query).dtype == np.float32:
         out = np.empty(matrix.shape[0], np.float32)  # (n,)
         step = -(-matrix.shape[0] // (threads * 64)) * 64  # whole groups of the BLAS kernel's rows
 
@@ -75,10 +70,15 @@ def min_max(scores: np.ndarray) -> np.ndarray:
     """Scale to [0, 1]; a constant vector becomes all ones."""
     if scores.size == 0:
         return scores
-    lo, hi = float(scores.min()), float(scores.max())
+    return scaled(scores, float(scores.min()), float(scores.max()))
+
+
+def scaled(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``values`` mapped from [lo, hi] onto [0, 1] as a new array; all ones when the span is
+    empty (:func:`min_max` with bounds taken over a larger vector)."""
     if hi - lo < 1e-12:
-        return np.ones_like(scores)
-    out = np.subtract(scores, lo)  # one new array, scaled in place: a second temporary of a
+        return np.ones_like(values)
+    out = np.subtract(values, lo)  # one new array, scaled in place: a second temporary of a
     out /= hi - lo  # 1M-passage vector costs page faults on every query
     return out
 
@@ -366,9 +366,7 @@ def teleport_vector(
     else:  # the same min-max, computed on the kept passages only
         keep = top_indices(passage_dense, passage_seeds)  # (passage_seeds,)
         lo, hi = float(passage_dense.min()), float(passage_dense.max())
-        kept = passage_dense[keep]
-        span = np.ones_like(kept) if hi - lo < 1e-12 else (kept - lo) / (hi - lo)
-        passages = span * weight  # (passage_seeds,)
+        passages = scaled(passage_dense[keep], lo, hi) * weight  # (passage_seeds,)
     out = np.zeros(n_phrases + n_passages, np.float32)  # (n_nodes,)
     if seeded is None:
         out[:n_phrases] = phrase_weights
