@@ -44,12 +44,17 @@ def raw_push(adj: sp.csr_matrix, t: np.ndarray, eps: float):
     walk = symmetric_walk(adj)
     n = adj.shape[0]
     seeds = np.flatnonzero(t).astype(np.int32)
-    r, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
-    r[seeds] = t[seeds]
-    _, reads = ppr_push.push_pass(
-        adj.indptr, adj.indices, adj.data, walk.degree, np.float32(DAMPING), np.float32(eps),
-        seeds, r, y, np.empty(n, np.int32), np.zeros(n, np.uint8), np.empty(n, np.int32),
+    node = np.zeros((n, 4), np.float32)  # rows (r, d, y, state)
+    node[:, ppr_push.DEGREE] = walk.degree
+    node[seeds, ppr_push.R] = t[seeds]
+    n_touched, reads = ppr_push.push_pass(
+        adj.indptr, adj.indices, adj.data, np.float32(DAMPING), np.float32(eps),
+        seeds, node, np.empty(n, np.int32), np.empty(n, np.int32),
     )  # fmt: skip
+    r, y = node[:, ppr_push.R], node[:, ppr_push.Y]
+    held = np.flatnonzero((r != 0) | (y != 0))
+    assert (node[held, ppr_push.STATE] == ppr_push.TOUCHED).all()  # nothing left queued
+    assert n_touched >= held.size
     return y.astype(np.float64), r.astype(np.float64), reads, walk.degree.astype(np.float64)
 
 
