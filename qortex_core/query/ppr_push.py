@@ -24,7 +24,6 @@ import numpy as np
 
 from qortex_core.query.ppr_cg import SymmetricWalk
 
-
 # Columns of a push's node state: one row per node, so the entries an edge touches (the
 # neighbour's residual, degree and state) share a cache line instead of three arrays' lines.
 R, DEGREE, Y, STATE = 0, 1, 2, 3
@@ -207,7 +206,7 @@ def push_pagerank(
         )  # fmt: skip
         finish_pass(space.touched[:n_touched], space.node, out)
     except BaseException:
-        space = _Workspace(walk.degree)  # a solve cut short leaves entries set: start the next clean
+        space = _Workspace(walk.degree)  # a solve cut short leaves rows set: start clean
         raise
     finally:
         _give(walk, space)
