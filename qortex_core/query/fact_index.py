@@ -53,6 +53,16 @@ class FactIndex:
         return np.unique(rows.indices)
 
 
+def outside(values: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """The entries of ``values`` in none of the ``[start, stop)`` ranges, in their order (for
+    sorted distinct ``values``, what ``np.setdiff1d`` with the ranges' concatenation gives,
+    without sorting that concatenation)."""
+    keep = np.ones(values.shape[0], bool)  # (v,)
+    for start, stop in ranges:
+        keep &= (values < start) | (values >= stop)
+    return values[keep]
+
+
 def cell_scores(
     index: FactIndex,
     fact_vectors: np.ndarray,
@@ -69,7 +79,7 @@ def cell_scores(
     at = np.concatenate([np.arange(start, stop) for start, stop in ranges] or [np.zeros(0, int)])
     scores = [cosine(fact_vectors[start:stop], vector) for start, stop in ranges]  # (size,) each
     if context_weight > 0 and dense.shape[0]:
-        extra = np.setdiff1d(index.facts_of(top_indices(dense, context_passages)), at)
+        extra = outside(index.facts_of(top_indices(dense, context_passages)), ranges)
         scores.append(cosine(fact_vectors[extra], vector))  # (extra, d) @ (d,)
         at = np.concatenate([at, extra])
     cos = np.concatenate(scores) if scores else np.zeros(0, np.float32)  # (candidates,)

@@ -14,6 +14,7 @@ from qortex_core.ingest.cells import FactCellsConfig, fact_cells, nearest_cells
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_index, build_snapshot
+from qortex_core.query.fact_index import outside
 from qortex_core.query.linking import link_facts
 from qortex_core.query.retriever import Retriever
 from qortex_core.query.seeding import cosine, min_max
@@ -146,3 +147,15 @@ def test_the_seeded_phrases_kept_are_every_phrase_with_a_weight(homes):
         assert np.array_equal(seeding.seeded_phrases(), want)
         walked += seeding.teleport is not None and want.size > 0
     assert walked > 6
+
+
+def test_outside_is_setdiff_with_the_ranges_concatenated():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        values = np.unique(rng.integers(0, 500, rng.integers(0, 60))).astype(np.int32)
+        starts = np.sort(rng.choice(480, rng.integers(0, 6), replace=False))
+        ranges = [(int(s), int(s + rng.integers(0, 20))) for s in starts]
+        covered = np.concatenate([np.arange(a, b) for a, b in ranges] or [np.zeros(0, int)])
+        got = outside(values, ranges)
+        assert np.array_equal(got, np.setdiff1d(values, covered))
+        assert got.dtype == values.dtype
