@@ -92,6 +92,13 @@ class Settings(BaseSettings):
         validate_default=False,
     )
 
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, **sources):  # type: ignore[no-untyped-def, override]
+        """Only the values given: :func:`get_settings` reads the environment (or the mapping it
+        is handed) itself, and its cache is keyed by those values alone, so a mapping must
+        not be merged with the process environment behind its back."""
+        return (init_settings,)
+
     # data home and sources
     home: str = _env("QORTEX_HOME", default="")
     snapshot_home: str = _env("QORTEX_SNAPSHOT_HOME", default="")

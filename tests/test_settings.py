@@ -82,3 +82,12 @@ def test_configuration_is_read_only_through_settings() -> None:
                 ):
                     reads.append(f"{path.relative_to(repo)}:{node.lineno}: {text[:60]}")
     assert reads == []
+
+
+def test_a_given_mapping_is_read_alone_whatever_the_process_environment(monkeypatch):
+    monkeypatch.setenv("QORTEX_RECOGNITION_MODEL", "from-the-process")
+    assert get_settings({}).recognition_model == ""  # not merged with os.environ
+    assert get_settings({"QORTEX_RECOGNITION_MODEL": "given"}).recognition_model == "given"
+    assert get_settings().recognition_model == "from-the-process"
+    monkeypatch.delenv("QORTEX_RECOGNITION_MODEL")
+    assert get_settings().recognition_model == ""  # the cache is keyed by the values read
