@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, overload
 
+import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -88,13 +89,48 @@ class ArrowRows(Sequence[dict]):
         return [self[i] for i in np.asarray(rows, dtype=np.int64).tolist()]
 
 
+@numba.njit(nogil=True, cache=True)
+def _fnv1a(data, offsets, out):  # pragma: no cover - compiled
+    """``out[i]``: 64-bit FNV-1a of the bytes ``data[offsets[i]:offsets[i + 1]]``."""
+    for i in range(out.size):
+        h = np.uint64(14695981039346656037)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(1099511628211)
+        out[i] = h
+
+
+def string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """(n,) int64 FNV-1a hash of each string's UTF-8 bytes (a null hashes as the empty
+    string): stable across processes, unlike Python's salted ``hash``, and one compiled pass
+    over the column's buffers instead of a Python object per row."""
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
+    wide = pc.cast(strings, pa.large_string())  # int64 offsets, whatever the input's width
+    out = np.empty(len(wide), np.uint64)
+    if len(wide):
+        _, offsets, data = wide.buffers()
+        at = np.frombuffer(offsets, np.int64)[wide.offset : wide.offset + len(wide) + 1]
+        raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+        _fnv1a(raw, at, out)
+    return out.view(np.int64)
+
+
+def key_hash(key: str) -> int:
+    """:func:`string_hashes` of one string."""
+    data = np.frombuffer(key.encode("utf-8", "surrogatepass"), np.uint8)
+    out = np.empty(1, np.uint64)
+    _fnv1a(data, np.array([0, data.size], np.int64), out)
+    return int(out.view(np.int64)[0])
+
+
 @dataclass(frozen=True)
 class HashLookup:
     """String key -> first row holding it, as a sorted (k,) array of 64-bit key hashes.
 
-    Python's ``hash`` of a string is stable within a process, which is all an index built at
-    open needs. A hash hit is confirmed against the row's own key (``key_at``), so a collision
-    never returns a wrong row. Memory: 12 bytes per key instead of a dict entry and two objects.
+    The hashes are FNV-1a of the keys' UTF-8 bytes (:func:`string_hashes`), computed over the
+    Arrow buffers in one compiled pass. A hash hit is confirmed against the row's own key
+    (``key_at``), so a collision never returns a wrong row. Memory: 12 bytes per key instead
+    of a dict entry and two objects.
 
     Attributes:
         hashes: (k,) int64 sorted key hashes.
@@ -107,30 +143,47 @@ class HashLookup:
     key_at: Callable[[int], str | None]
 
     @classmethod
+    def of_keys(
+        cls, keys: pa.Array | pa.ChunkedArray, key_at: Callable[[int], str | None]
+    ) -> HashLookup:
+        """Index a column of keys, one per row (null rows are left out)."""
+        rows = np.flatnonzero(pc.is_valid(keys).to_numpy(zero_copy_only=False))  # (k,)
+        h = string_hashes(keys)[rows]  # (k,)
+        order = np.argsort(h, kind="stable")  # equal hashes stay in row order
+        return cls(h[order], rows[order].astype(np.int32), key_at)
+
+    @classmethod
     def build(
         cls,
         values: ArrowStrings,
-        key: Callable[[str], str | None] = lambda v: v,
+        key: Callable[[str], str | None] | None = None,
+        keys: pa.Array | pa.ChunkedArray | None = None,
     ) -> HashLookup:
-        """Index ``key(value)`` of every row (rows whose key is None are left out)."""
-        hashes, rows = [], []
+        """Index ``key(value)`` of every row (rows whose key is None are left out); without
+        ``key``, the values themselves, read straight from the column's buffers.
+
+        ``keys``: the column of ``key(value)`` (null for None) when the caller computed it
+        column-wise; it must hold what ``key`` gives, which every hit is confirmed with.
+        """
+        if key is None:
+            return cls.of_keys(values.column, values.__getitem__)
+        if keys is not None:
+            if len(keys) != len(values):
+                raise ValueError(f"{len(keys)} keys for {len(values)} values")
+            return cls.of_keys(keys, lambda i: _key_of(values, key, i))
+        parts = []
         for start in range(0, len(values), READ_CHUNK):
             chunk = values.column.slice(start, READ_CHUNK).to_pylist()
-            keys = [None if v is None else key(v) for v in chunk]
-            kept = [j for j, k in enumerate(keys) if k is not None]
-            hashes.append(np.fromiter((hash(keys[j]) for j in kept), np.int64, len(kept)))
-            rows.append(np.asarray(kept, dtype=np.int64) + start)
-        h = np.concatenate(hashes) if hashes else np.zeros(0, np.int64)  # (k,)
-        r = np.concatenate(rows) if rows else np.zeros(0, np.int64)  # (k,)
-        order = np.argsort(h, kind="stable")  # equal hashes stay in row order
-        return cls(h[order], r[order].astype(np.int32), lambda i: _key_of(values, key, i))
+            parts.append(pa.array([None if v is None else key(v) for v in chunk], pa.string()))
+        keys = pa.chunked_array(parts, pa.string())
+        return cls.of_keys(keys, lambda i: _key_of(values, key, i))
 
     def __len__(self) -> int:
         return int(self.hashes.size)
 
     def get(self, key: str) -> int | None:
         """The first row whose key is ``key``, or None."""
-        h = hash(key)
+        h = key_hash(key)
         lo = int(np.searchsorted(self.hashes, h, side="left"))
         hi = int(np.searchsorted(self.hashes, h, side="right"))
         for row in self.rows[lo:hi].tolist():

@@ -13,7 +13,7 @@ from qortex_core.query.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, 
 from qortex_core.query.csr_views import compressed_view
 from qortex_core.query.fact_index import FactIndex
 from qortex_core.query.rules import RuleIndex
-from qortex_core.query.seeding import FactSources, phrase_key
+from qortex_core.query.seeding import FactSources, phrase_key, phrase_keys
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
@@ -106,7 +106,9 @@ class SnapshotView:
             node_names=names,
             passages=ArrowRows(t.passages),
             facts=t.facts,
-            phrase_index=HashLookup.build(names[:n_phrases], phrase_key),
+            phrase_index=HashLookup.build(
+                names[:n_phrases], phrase_key, phrase_keys(names[:n_phrases].column)
+            ),
             domains=Codes.of(t.passages["domain"]),
             phrase_vectors=a.phrase_vectors,
             rule_index=RuleIndex.from_table(t.rules),

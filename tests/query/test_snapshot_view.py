@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import fields
 
 import numpy as np
@@ -11,9 +14,16 @@ import scipy.sparse as sp
 from conftest import BRIDGE_QUESTION
 
 from qortex_core.memory.learned import LearnedMemory, factor_vector
-from qortex_core.query.arrow_access import ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.query.arrow_access import (
+    ArrowRows,
+    ArrowStrings,
+    Codes,
+    HashLookup,
+    key_hash,
+    string_hashes,
+)
 from qortex_core.query.retriever import Retriever
-from qortex_core.query.seeding import lexical_matches, phrase_key, phrase_lookup
+from qortex_core.query.seeding import lexical_matches, phrase_key, phrase_keys, phrase_lookup
 from qortex_core.storage import ids
 
 QUESTIONS = (BRIDGE_QUESTION, "Who painted the harbour at Ostrania?", "Orlan Vesk")
@@ -150,3 +160,79 @@ def test_factors_map_onto_arrow_phrase_ids_as_onto_a_list():
             expected[at[cid]] = f
     assert factor_vector(arrow.phrase_ids, factors).tolist() == expected.tolist()
     assert factor_vector(arrow.phrase_ids, {}).tolist() == [1.0] * 4
+
+
+NAMES = [
+    "Ann Lee",
+    "ann  lee!",
+    "The Who",
+    "of the",
+    "AB",
+    "a b c",
+    "R2-D2",
+    "  x--y  z ",
+    "",
+    None,
+    "one two three four five six",
+    "one two three four five six seven",
+    "Café Müller",
+    "KELVIN \u212a",
+    "\u0130stanbul",
+    "tab\tsep",
+    "new\nline",
+    "São Paulo",
+    "x",
+    "New York",
+    "the 1st",
+    "123",
+    "a1 b2",
+    "...",
+    "Zoë",
+    "it is",
+    "Dr. No",
+    "ÅNGSTRÖM unit",
+]
+
+
+def test_column_phrase_keys_equal_phrase_key_of_each_name():
+    rng = np.random.default_rng(0)
+    words = ["the", "Of", "ann", "LEE", "x", "café", "2", "-", "New", "york", "\u212a", "ab"]
+    made = [" ".join(rng.choice(words, rng.integers(0, 9))) for _ in range(2000)]
+    for names in (NAMES, made):
+        column = pa.chunked_array(
+            [pa.array(names[:7], pa.string()), pa.array(names[7:], pa.string())]
+        )
+        got = phrase_keys(column).to_pylist()
+        assert got == [None if v is None else phrase_key(v) for v in names]
+        assert phrase_keys(column, max_words=2).to_pylist() == [
+            None if v is None else phrase_key(v, 2) for v in names
+        ]
+    assert phrase_keys(pa.chunked_array([], pa.string())).to_pylist() == []
+
+
+def test_lookup_hashes_are_stable_across_processes():
+    column = pa.array(["Ann Lee", "", "Café", None])
+    code = (
+        "import pyarrow as pa; from qortex_core.query.arrow_access import string_hashes;"
+        "print(string_hashes(pa.array(['Ann Lee', '', 'Café', None])).tolist())"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }  # fmt: skip
+    assert seen == {str(string_hashes(column).tolist())}
+    assert string_hashes(column)[0] == key_hash("Ann Lee") != key_hash("ann lee")
+    assert string_hashes(column)[1] == string_hashes(column)[3] == key_hash("")
+    sliced = pa.array(["zz", "Ann Lee", "Café"]).slice(1)  # a non-zero array offset
+    assert string_hashes(sliced).tolist() == [key_hash("Ann Lee"), key_hash("Café")]
+
+
+def test_lookup_with_precomputed_keys_refuses_a_length_mismatch():
+    values = ArrowStrings(pa.array(["Ann Lee", "bob"]))
+    lookup = HashLookup.build(values, phrase_key, phrase_keys(values.column))
+    assert lookup.get("ann lee") == 0 and lookup.get("bob") == 1 and lookup.get("lee") is None
+    with pytest.raises(ValueError, match="1 keys for 2 values"):
+        HashLookup.build(values, phrase_key, pa.array(["x"]))
