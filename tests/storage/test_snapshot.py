@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -347,3 +348,20 @@ def test_threads_loading_snapshots_read_npy_headers_one_at_a_time(tmp_path, monk
         t.join(60)
     assert len(loaded) == 4 and loaded[0] > 1 and len(set(loaded)) == 1
     assert most[0] == 1
+
+
+def test_checksums_are_computed_side_by_side_and_kept_in_file_order(tmp_path, monkeypatch):
+    path = snap.publish(tmp_path, make_snapshot(1))
+    files = sorted(path.glob("*.npy")) + [path / "absent.npy"]
+    threads = set()
+    serial = snap._sha256
+
+    def recorded(p):
+        threads.add(threading.current_thread().name)
+        return serial(p)
+
+    monkeypatch.setattr(snap.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(snap, "_sha256", recorded)
+    got = snap._digests(files)
+    assert got == [serial(f) for f in files[:-1]] + [None]
+    assert all(name.startswith("qortex-verify") for name in threads) and len(files) > 2
