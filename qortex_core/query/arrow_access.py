@@ -99,13 +99,21 @@ def _fnv1a(data, offsets, out):  # pragma: no cover - compiled
         out[i] = h
 
 
-def string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """(n,) int64 FNV-1a hash of each string's UTF-8 bytes (a null hashes as the empty
-    string): stable across processes, unlike Python's salted ``hash``, and one compiled pass
-    over the column's buffers instead of a Python object per row."""
+def large_strings(strings: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One ``large_string`` array of ``strings`` (any string-like Arrow type, chunked or not):
+    64-bit offsets, so a column of more than 2 GiB of text combines without overflow."""
     if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
-    wide = pc.cast(strings, pa.large_string())  # int64 offsets, whatever the input's width
+        chunks = [pc.cast(c, pa.large_string()) for c in strings.chunks]
+        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.large_string())
+    return pc.cast(strings, pa.large_string())
+
+
+def string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """(n,) int64 FNV-1a hash of each string's UTF-8 bytes: stable across processes, unlike
+    Python's salted ``hash``, and one compiled pass over the column's buffers instead of a
+    Python object per row. A null's entry is the hash of whatever bytes its slot spans
+    (callers leave nulls out)."""
+    wide = large_strings(strings)
     out = np.empty(len(wide), np.uint64)
     if len(wide):
         _, offsets, data = wide.buffers()
@@ -183,6 +191,8 @@ class HashLookup:
 
     def get(self, key: str) -> int | None:
         """The first row whose key is ``key``, or None."""
+        if not isinstance(key, str):
+            return None
         h = key_hash(key)
         lo = int(np.searchsorted(self.hashes, h, side="left"))
         hi = int(np.searchsorted(self.hashes, h, side="right"))

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.query.arrow_access import large_strings
 from qortex_core.query.ppr import query_threads
 from qortex_core.query.ppr_cg import thread_pool
 from qortex_core.storage import ids
@@ -173,11 +174,10 @@ def phrase_key(name: str, max_words: int = 6) -> str | None:
 
 
 def phrase_keys(names: pa.Array | pa.ChunkedArray, max_words: int = 6) -> pa.Array:
-    """:func:`phrase_key` of every name as a string column (null for None), computed with
+    """:func:`phrase_key` of every name as a large_string column (null for None), computed with
     Arrow kernels for ASCII names and with :func:`phrase_key` itself for the others (Python's
     ``lower`` maps a few non-ASCII letters to ASCII ones, which Arrow's does not)."""
-    if isinstance(names, pa.ChunkedArray):
-        names = names.combine_chunks() if names.num_chunks else pa.array([], pa.string())
+    names = large_strings(names)
     n = len(names)
     # ids.normalize_text on ASCII: lower case, each run of other characters one space, trimmed
     key = pc.replace_substring_regex(pc.ascii_lower(names), pattern="[^a-z0-9]+", replacement=" ")
@@ -191,13 +191,13 @@ def phrase_keys(names: pa.Array | pa.ChunkedArray, max_words: int = 6) -> pa.Arr
     stops = np.bincount(parent[stop.to_numpy(zero_copy_only=False)], minlength=n)  # (n,)
     ascii_ = pc.fill_null(pc.string_is_ascii(names), False).to_numpy(zero_copy_only=False)
     keep = ascii_ & (words > 0) & (words <= max_words) & (length - spaces >= 3) & (stops < words)
-    out = pc.if_else(pa.array(keep), key, pa.nulls(n, pa.string()))  # (n,)
+    out = pc.if_else(pa.array(keep), key, pa.nulls(n, pa.large_string()))  # (n,)
     other = np.flatnonzero(~ascii_ & pc.is_valid(names).to_numpy(zero_copy_only=False))
     if other.size:  # non-ASCII names: the Python function
         python = [phrase_key(v, max_words) for v in names.take(pa.array(other)).to_pylist()]
         mask = np.zeros(n, bool)
         mask[other] = True
-        out = pc.replace_with_mask(out, pa.array(mask), pa.array(python, pa.string()))
+        out = pc.replace_with_mask(out, pa.array(mask), pa.array(python, pa.large_string()))
     return out
 
 

@@ -236,3 +236,16 @@ def test_lookup_with_precomputed_keys_refuses_a_length_mismatch():
     assert lookup.get("ann lee") == 0 and lookup.get("bob") == 1 and lookup.get("lee") is None
     with pytest.raises(ValueError, match="1 keys for 2 values"):
         HashLookup.build(values, phrase_key, pa.array(["x"]))
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pa.string(), pa.large_string(), pa.string_view(), pa.dictionary(pa.int32(), pa.string())],
+)
+def test_phrase_keys_and_hashes_take_any_string_column(kind):
+    names = ["Foo Bar", "Héllo wörld", None, "the", "Foo Bar"]
+    column = pa.array(names, pa.string()).cast(kind)
+    assert phrase_keys(column).to_pylist() == [None if v is None else phrase_key(v) for v in names]
+    assert string_hashes(column).tolist()[:2] == [key_hash("Foo Bar"), key_hash("Héllo wörld")]
+    lookup = HashLookup.build(ArrowStrings(column), phrase_key, phrase_keys(column))
+    assert lookup.get("foo bar") == 0 and lookup.get(None) is None  # type: ignore[arg-type]
