@@ -25,6 +25,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
+from qortex_core.storage.checksums import digests_of, sha256_of
 from qortex_core.storage.snapshot_schema import check_manifest
 from qortex_core.storage.snapshot_shapes import shape_problems
 
@@ -104,40 +105,6 @@ def snapshots_dir(home: str | Path) -> Path:
     return snapshot_home(home) / "snapshots"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _digest(path: Path) -> str | None:
-    return _sha256(path) if path.is_file() else None
-
-
-def _digests(paths: list[Path]) -> list[str | None]:
-    """SHA-256 of each path (None where it is not a file), the largest files first on up to
-    4 threads: ``hashlib`` releases the GIL while it hashes, so the files of a large snapshot
-    are read and hashed side by side."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    workers = max(1, min(4, cores, len(paths)))
-    if workers == 1:
-        return [_digest(p) for p in paths]
-    from concurrent.futures import ThreadPoolExecutor
-
-    sizes = [p.stat().st_size if p.is_file() else 0 for p in paths]
-    order = sorted(range(len(paths)), key=lambda i: -sizes[i])
-    out: list[str | None] = [None] * len(paths)
-    with ThreadPoolExecutor(workers, thread_name_prefix="qortex-verify") as pool:
-        for i, digest in zip(order, pool.map(_digest, [paths[i] for i in order])):
-            out[i] = digest
-    return out
-
-
 def _write_arrow(table: pa.Table, path: Path) -> None:
     """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory
     map."""
@@ -205,15 +172,15 @@ def _write_payload(tmp: Path, snapshot: Snapshot, files: Mapping[str, Path]) -> 
     for name, array in snapshot.arrays.items():
         target = tmp / f"{name}.npy"
         np.save(target, np.ascontiguousarray(array))
-        digests[target.name] = _sha256(target)
+        digests[target.name] = sha256_of(target)
     for name, source in files.items():
         target = tmp / f"{name}.npy"
         _link_or_copy(Path(source), target)
-        digests[target.name] = _sha256(target)
+        digests[target.name] = sha256_of(target)
     for name, table in snapshot.tables.items():
         target = tmp / f"{name}.arrow"
         _write_arrow(table, target)
-        digests[target.name] = _sha256(target)
+        digests[target.name] = sha256_of(target)
     return digests
 
 
@@ -317,7 +284,7 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     check_manifest(manifest, name)  # valid JSON that lies (an array or a count missing) is refused
     arrays: dict[str, np.ndarray] = {}
     tables: dict[str, pa.Table] = {}
-    digests = _digests([path / f for f in files]) if verify else [None] * len(files)
+    digests = digests_of([path / f for f in files]) if verify else [None] * len(files)
     for (fname, checksum), digest in zip(files.items(), digests):
         fpath = path / fname
         if not fpath.is_file():

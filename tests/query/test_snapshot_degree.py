@@ -63,7 +63,7 @@ def _as_built_before(path, empty: bool = False) -> None:
     manifest = json.loads((path / "manifest.json").read_text())
     if empty:
         np.save(path / "adj_degree.npy", np.zeros(0, np.float32))
-        manifest["files"]["adj_degree.npy"] = snap._sha256(path / "adj_degree.npy")
+        manifest["files"]["adj_degree.npy"] = snap.sha256_of(path / "adj_degree.npy")
     else:
         del manifest["files"]["adj_degree.npy"]
         (path / "adj_degree.npy").unlink()

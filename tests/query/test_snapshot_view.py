@@ -22,8 +22,8 @@ from qortex_core.query.arrow_access import (
     key_hash,
     string_hashes,
 )
+from qortex_core.query.phrases import lexical_matches, phrase_key, phrase_keys, phrase_lookup
 from qortex_core.query.retriever import Retriever
-from qortex_core.query.seeding import lexical_matches, phrase_key, phrase_keys, phrase_lookup
 from qortex_core.storage import ids
 
 QUESTIONS = (BRIDGE_QUESTION, "Who painted the harbour at Ostrania?", "Orlan Vesk")

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from qortex_core.errors import HomeError, SnapshotError
+from qortex_core.storage import checksums
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import ARRAY_NAMES, COUNT_NAMES
 
@@ -354,14 +355,14 @@ def test_checksums_are_computed_side_by_side_and_kept_in_file_order(tmp_path, mo
     path = snap.publish(tmp_path, make_snapshot(1))
     files = sorted(path.glob("*.npy")) + [path / "absent.npy"]
     threads = set()
-    serial = snap._sha256
+    serial = checksums.sha256_of
 
     def recorded(p):
         threads.add(threading.current_thread().name)
         return serial(p)
 
-    monkeypatch.setattr(snap.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(snap, "_sha256", recorded)
-    got = snap._digests(files)
+    monkeypatch.setattr(checksums.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(checksums, "sha256_of", recorded)
+    got = checksums.digests_of(files)
     assert got == [serial(f) for f in files[:-1]] + [None]
     assert all(name.startswith("qortex-verify") for name in threads) and len(files) > 2
