@@ -13,12 +13,12 @@ Both return the same vector up to ``config.tol``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
+from qortex_core.cores import usable_cores
 from qortex_core.query.ppr_cg import SymmetricWalk, symmetric_pagerank, symmetric_walk
 
 __all__ = [
@@ -66,11 +66,7 @@ class PPRConfig:
 def query_threads(cap: int = 4) -> int:
     """Threads for a query's matrix products: the cores this process may run on, at most
     ``cap`` (a product is split only when the graph is large, see ``ppr_cg.PARALLEL_MIN_NNZ``)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, cap))
+    return usable_cores(cap)
 
 
 def walk_matrix(adjacency: sp.csr_matrix) -> sp.csr_matrix:

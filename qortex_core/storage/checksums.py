@@ -4,8 +4,9 @@ loaded (several files side by side)."""
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
+
+from qortex_core.cores import usable_cores
 
 
 def sha256_of(path: Path) -> str:
@@ -25,11 +26,7 @@ def digests_of(paths: list[Path]) -> list[str | None]:
     """SHA-256 of each path (None where it is not a file), the largest files first on up to
     4 threads: ``hashlib`` releases the GIL while it hashes, so the files of a large snapshot
     are read and hashed side by side."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    workers = max(1, min(4, cores, len(paths)))
+    workers = usable_cores(min(4, max(len(paths), 1)))
     if workers == 1:
         return [_digest(p) for p in paths]
     from concurrent.futures import ThreadPoolExecutor

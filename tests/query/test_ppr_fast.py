@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -272,7 +274,7 @@ def test_split_products_are_bit_identical_so_the_retriever_may_use_every_core(mo
         split = personalized_pagerank(walk, teleports[:, 1], PPRConfig(tol=1e-4, threads=threads))
         assert np.array_equal(one, split)
     assert RetrievalConfig().ppr.threads == ppr.query_threads() >= 1
-    monkeypatch.setattr(ppr.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     assert ppr.query_threads() == 4  # capped
-    monkeypatch.setattr(ppr.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert ppr.query_threads() == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -361,7 +362,7 @@ def test_checksums_are_computed_side_by_side_and_kept_in_file_order(tmp_path, mo
         threads.add(threading.current_thread().name)
         return serial(p)
 
-    monkeypatch.setattr(checksums.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(checksums, "sha256_of", recorded)
     got = checksums.digests_of(files)
     assert got == [serial(f) for f in files[:-1]] + [None]
