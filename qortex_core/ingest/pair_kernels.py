@@ -35,15 +35,31 @@ def _fill(sims, threshold, r, c, w):  # pragma: no cover - compiled
                 k += 1
 
 
-def above(sims: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@numba.njit(nogil=True, cache=True)
+def _clear_lower(sims):  # pragma: no cover - compiled
+    for i in range(min(sims.shape[0], sims.shape[1])):
+        sims[i, : i + 1] = -np.inf
+
+
+def above(
+    sims: np.ndarray, threshold: float, upper: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows, columns (int64) and values (float32) of the entries of the (rows, cols) float32
     block ``sims`` at or above ``threshold``, row-major: ``np.nonzero(sims >= threshold)`` and
-    ``sims[r, c]``."""
+    ``sims[r, c]``. With ``upper`` only entries right of the diagonal count (``c > r``; those
+    left of it are overwritten): the block is a band of rows of a symmetric product.
+
+    Few rows hold a pair: numpy's vectorised row maxima (~0.2 ns an entry) pick them, and the
+    compiled count and fill (~0.6 ns an entry each) scan only those."""
     sims = np.ascontiguousarray(sims, dtype=np.float32)
+    if upper:
+        _clear_lower(sims)
     t = np.float32(threshold)
-    n = _count(sims, t)
+    rows = np.flatnonzero(sims.max(axis=1, initial=-np.inf) >= t)  # (hit rows,)
+    some = sims[rows]  # (hit rows, cols)
+    n = _count(some, t)
     r, c = np.empty(n, np.int64), np.empty(n, np.int64)
     w = np.empty(n, np.float32)
     if n:
-        _fill(sims, t, r, c, w)
-    return r, c, w
+        _fill(some, t, r, c, w)
+    return rows[r], c, w

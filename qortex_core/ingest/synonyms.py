@@ -24,7 +24,7 @@ of the pairs (``qortex bench scale``'s ``edge_recall``; 0.99 on MiniLM vectors, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,8 @@ import pyarrow.compute as pc
 from qortex_core.ingest.cells import nearest_cells, spherical_kmeans
 
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
-_CELL_FLOATS = 1 << 24  # similarities of one block inside a cell (64 MB)
+_BAND_FLOATS = 1 << 18  # similarities of one band of rows inside a cell (1 MB: in cache)
+_POOL_PAIRS = 1 << 24  # directed pairs held before they are cut to each row's top-k
 
 
 @dataclass(frozen=True)
@@ -131,10 +132,36 @@ def _exact_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
 
-def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
-    """Inverted-file search: exact pairs inside each cell; directed pairs, top-k per row."""
+def _cell_band_pairs(members: np.ndarray, threshold: float) -> Iterator[_Pairs]:
+    """Pairs (i < j) of one cell's (size, d) member vectors with cosine >= threshold, a band of
+    rows at a time.
+
+    Bands of rows meet only the columns from their own first row on, so each pair is computed
+    once (half the products of the full square) and a band's similarities stay in cache for the
+    scan. The columns are a transposed copy: ``members @ members.T`` takes numpy's symmetric
+    (syrk) path, 6x slower here (20.3 vs 3.3 ms a 2,048-vector cell)."""
     from qortex_core.ingest.pair_kernels import above
 
+    size = members.shape[0]
+    cols = np.ascontiguousarray(members.T)  # (d, size)
+    band = max(1, min(size, _BAND_FLOATS // max(size, 1)))
+    for s in range(0, size - 1, band):
+        sims = members[s : s + band] @ cols[:, s:]  # (band, d) @ (d, size - s)
+        r, c, w = above(sims, threshold, upper=True)  # (hits,) each: c > r, row-major
+        yield r + s, c + s, w
+
+
+def _distinct_top_k(parts: list[_Pairs], m: int, k: int) -> _Pairs:
+    """Directed pairs of ``parts`` once each (a pair found in several shared cells), cut to
+    each row's top ``k``; ``k`` of the union is ``k`` of the parts' own top-``k`` unions."""
+    r, c, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    key = r.astype(np.int64) * m + c
+    _, first = np.unique(key, return_index=True)
+    return _top_k_per_row(r[first], c[first], w[first], k)
+
+
+def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
+    """Inverted-file search: exact pairs inside each cell; directed pairs, top-k per row."""
     m = v.shape[0]
     cells = max(1, m // config.cell_size)
     probes = min(config.probes, cells)
@@ -146,24 +173,20 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     vec_of = (order // probes).astype(np.int32)  # (m*probes,) vector index, grouped by cell
     bounds = np.searchsorted(member[order], np.arange(cells + 1))  # (cells+1,)
     k = min(config.top_k + 1, m)
-    parts = []
+    parts: list[_Pairs] = []
+    held = 0
     for cell in range(cells):
         ix = vec_of[bounds[cell] : bounds[cell + 1]]  # (size,) members of this cell
-        members = v[ix]  # (size, d)
-        rows = max(1, _CELL_FLOATS // max(ix.size, 1))  # a crowded cell in blocks
-        for s in range(0, ix.size if ix.size > 1 else 0, rows):
-            sims = members[s : s + rows] @ members.T  # (rows, size)
-            np.fill_diagonal(sims[:, s : s + rows], -1.0)
-            r, c, w = above(sims, config.threshold)  # (hits,) each, row-major
-            # a row's top-k lies within the union of its top-k in each of its cells
-            r, c, w = _top_k_per_row(r, c, w, k)
-            parts.append((ix[r + s], ix[c], w))
+        for r, c, w in _cell_band_pairs(v[ix], config.threshold):  # (hits,) each, r < c
+            a, b = ix[r], ix[c]  # both directions: each row's top-k is cut below
+            parts.append((np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([w, w])))
+            held += 2 * len(r)
+            if held > _POOL_PAIRS:  # crowded cells (near-duplicate names): bound what is held
+                parts = [_distinct_top_k(parts, m, k)]
+                held = len(parts[0][0])
     if not parts:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    r, c, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
-    key = r.astype(np.int64) * m + c  # a pair found in several shared cells counts once
-    _, first = np.unique(key, return_index=True)
-    return _top_k_per_row(r[first], c[first], w[first], k)
+    return _distinct_top_k(parts, m, k)
 
 
 def synonym_pairs(

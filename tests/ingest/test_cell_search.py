@@ -89,3 +89,8 @@ def test_the_compiled_scan_finds_what_nonzero_finds():
     assert np.array_equal(w, sims[want_r, want_c]) and (5, 6) in set(zip(r.tolist(), c.tolist()))
     none = above(np.zeros((4, 4), np.float32), 0.5)
     assert all(x.size == 0 for x in none)
+    # upper: a band of rows of a symmetric product, only the entries right of the diagonal
+    ur, uc, uw = above(sims, 0.8, upper=True)
+    keep = want_c > want_r
+    assert np.array_equal(ur, want_r[keep]) and np.array_equal(uc, want_c[keep])
+    assert np.array_equal(uw, sims[want_r[keep], want_c[keep]]) and keep.sum() < len(want_r)

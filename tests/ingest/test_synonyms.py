@@ -88,18 +88,41 @@ def test_cell_search_finds_the_exact_edges_of_hash_embedded_concepts():
     assert all(abs(at[(a, b)] - w) < 1e-6 for a, b, w in zip(*found) if (a, b) in at)
 
 
-def test_crowded_cells_are_searched_in_blocks_with_the_same_edges(monkeypatch):
+def test_crowded_cells_are_searched_in_bands_with_the_same_edges(monkeypatch):
     from qortex_core.ingest import synonyms
 
     vectors = _clustered(1500, 16, seed=4)
     names = [f"concept {i}" for i in range(len(vectors))]
     config = SynonymConfig(top_k=10**6, exact_max=0, cell_size=300)
     whole = synonym_pairs(vectors, names, config)
-    monkeypatch.setattr(synonyms, "_CELL_FLOATS", 7 * 300)  # a few rows per block
-    blocked = synonym_pairs(vectors, names, config)
+    monkeypatch.setattr(synonyms, "_BAND_FLOATS", 7 * 300)  # a few rows per band
+    banded = synonym_pairs(vectors, names, config)
     assert len(whole[0]) > 1000
-    assert np.array_equal(whole[0], blocked[0]) and np.array_equal(whole[1], blocked[1])
-    np.testing.assert_allclose(whole[2], blocked[2], atol=1e-6)  # other product shapes
+    assert np.array_equal(whole[0], banded[0]) and np.array_equal(whole[1], banded[1])
+    np.testing.assert_allclose(whole[2], banded[2], atol=1e-6)  # other product shapes
+    # every cell pair is a pair of the exact pass with its cosine, and few are missed
+    exact = synonym_pairs(vectors, names, SynonymConfig(top_k=10**6))
+    at = {(a, b): w for a, b, w in zip(*exact)}
+    assert all(abs(at[(a, b)] - w) < 1e-6 for a, b, w in zip(*whole))
+    assert len(whole[0]) >= 0.99 * len(exact[0])
+
+
+def test_pairs_held_past_the_pool_are_cut_to_the_same_top_k(monkeypatch):
+    from qortex_core.ingest import synonyms
+
+    rng = np.random.default_rng(6)
+    vectors = _clustered(1500, 16, seed=5) + rng.normal(scale=1e-3, size=(1500, 16))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    names = [f"concept {i}" for i in range(len(vectors))]
+    config = SynonymConfig(top_k=3, exact_max=0, cell_size=300)  # top-k binds on most rows
+    held = synonym_pairs(vectors, names, config)
+    monkeypatch.setattr(synonyms, "_BAND_FLOATS", 7 * 300)
+    monkeypatch.setattr(synonyms, "_POOL_PAIRS", 50)  # cut after almost every band
+    cut = synonym_pairs(vectors, names, config)
+    assert len(held[0]) > 1000
+    assert all(np.array_equal(x, y) for x, y in zip(held, cut))
+    every = synonym_pairs(vectors, names, SynonymConfig(top_k=10**6, exact_max=0, cell_size=300))
+    assert len(held[0]) < 0.5 * len(every[0])  # the cut did bind
 
 
 @pytest.mark.parametrize("threshold", [-0.1, 1.5])
