@@ -76,6 +76,8 @@ def spherical_kmeans(
     Each round assigns the sample with :class:`CellSearch` (two-level above ``EXACT_CELLS``
     centroids), or with every centroid when ``exact``.
     """
+    from qortex_core.ingest.pair_kernels import add_rows
+
     rng = np.random.default_rng(seed)
     sample = gathered(
         v, rng.choice(v.shape[0], min(v.shape[0], cells * 32), replace=False), release
@@ -85,7 +87,7 @@ def spherical_kmeans(
         search = CellSearch(centroids, None, ()) if exact else CellSearch.of(centroids, seed)
         at = search.nearest(sample, 1)[:, 0]  # (sample,)
         sums = np.zeros_like(centroids)
-        np.add.at(sums, at, sample)
+        add_rows(sums, at, sample)  # (cells, d) += each sample row at its cell
         norms = np.linalg.norm(sums, axis=1, keepdims=True)  # (cells, 1)
         empty = norms[:, 0] == 0
         centroids = np.where(

@@ -4,11 +4,14 @@ Two ways to find the pairs, both vectorised (one matrix product per block, no pe
 
 - exact (up to ``SynonymConfig.exact_max`` eligible concepts): blocked all-pairs products,
   thresholded before any top-k selection, so a block costs one product and one comparison;
-- cells (above it): an inverted-file search in numpy. Spherical k-means puts the vectors into
-  cells of about ``cell_size``; every vector joins its ``probes`` nearest cells and pairs are
-  searched exactly inside each cell. Two close vectors (cosine >= 0.8) almost always share a
-  cell; the recall of edges against the exact search is measured in
-  tests/ingest/test_synonyms.py and by ``qortex bench scale``.
+- cells (above it): an inverted-file search in numpy, on two levels. Spherical k-means puts the
+  vectors into about ``sqrt(m / (cell_size * group_probes))`` groups, each vector joining its
+  ``group_probes`` most similar; k-means inside each group makes cells of about ``cell_size``,
+  each member joining its ``probes`` most similar; pairs are searched exactly inside each cell.
+  A vector meets ~``sqrt(m)`` centroids where one level of fixed-size cells (the search before
+  session 16) met ``m / cell_size`` of them, a quadratic term (41 s of the 1M ladder's stage).
+  Two close vectors (cosine >= 0.8) usually share a cell; the recall of edges against the exact
+  search is measured in tests/ingest/test_synonyms*.py and by ``qortex bench scale``.
 
 LanceDB's own ANN index was measured first, as a kNN join (IVF_FLAT, cosine, 1,024 query
 vectors per batched multi-vector search, limit top_k + 1): on the 45,078 hash-embedded concepts
@@ -17,8 +20,8 @@ same run (IVF_HNSW_SQ: 24 s to index 10,000 vectors, 5 ms per query); this modul
 took 42.8 s where the old one took 142 s (load 10), and the cell search 5.7 s, finding every
 pair above the threshold (recall 1.0). Those were the first hashing embedder's vectors (one
 signed column per word, so clusters of identical vectors); its second version gives each word a
-random direction, vectors without any cluster structure, on which 2 probes find a fifth to a half
-of the pairs (``qortex bench scale``'s ``edge_recall``; 0.99 on MiniLM vectors, see above).
+random direction, on which one level of cells with 2 probes found 0.23 of the pairs at 100k
+passages and 0.79 at 1M, the two levels 0.52 and 0.81 (README Scale; 1.0 on MiniLM vectors).
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ class SynonymConfig:
         block: rows per matrix block (bounds memory to block x n floats).
         min_chars: concepts with fewer alphanumeric characters get no synonyms.
         exact_max: up to this many eligible concepts the search is exact; above, by cells.
-        cell_size: target vectors per k-means cell of the cell search.
-        probes: cells each vector joins (more: better recall, more work).
+        cell_size: target vectors whose home is one cell of the two-level cell search.
+        group_probes: groups each vector joins (more: better recall, more work).
+        probes: cells each vector joins inside each of its groups.
         seed: k-means sample and initialisation seed.
     """
 
@@ -57,7 +61,8 @@ class SynonymConfig:
     block: int = 2048
     min_chars: int = 3
     exact_max: int = 20_000
-    cell_size: int = 1024
+    cell_size: int = 256
+    group_probes: int = 3
     probes: int = 2
     seed: int = 0
 
@@ -160,23 +165,45 @@ def _distinct_top_k(parts: list[_Pairs], m: int, k: int) -> _Pairs:
     return _top_k_per_row(r[first], c[first], w[first], k)
 
 
+def _members(nearest: np.ndarray, cells: int) -> list[np.ndarray]:
+    """Each cell's member rows, ascending, from (m, probes) cell ids of m rows."""
+    flat = nearest.reshape(-1)  # (m*probes,)
+    order = np.argsort(flat, kind="stable")
+    rows = order // nearest.shape[1]  # (m*probes,) row of each entry, grouped by cell
+    bounds = np.searchsorted(flat[order], np.arange(cells + 1))  # (cells+1,)
+    return [rows[bounds[c] : bounds[c + 1]] for c in range(cells)]
+
+
+def _cells(v: np.ndarray, config: SynonymConfig) -> Iterator[np.ndarray]:
+    """The members of each cell of the two-level search, as rows of ``v``.
+
+    About ``sqrt(m / (cell_size * group_probes))`` groups by spherical k-means, each vector in
+    its ``group_probes`` most similar; inside each group, cells of about ``cell_size`` members'
+    homes by k-means over the group, each member in its ``probes`` most similar. Comparisons:
+    ``m`` x groups, and each group's members x its cells: both ``m^1.5``, where one level of
+    cells of a fixed size (the search before) compared every vector with ``m / cell_size``
+    centroids."""
+    m = v.shape[0]
+    groups = max(1, int(np.ceil(np.sqrt(m / (config.cell_size * config.group_probes)))))
+    coarse = spherical_kmeans(v, groups, config.seed, exact=True)  # (groups, d)
+    near = nearest_cells(v, coarse, min(config.group_probes, groups))  # (m, group_probes)
+    for g, rows in enumerate(_members(near, groups)):
+        if rows.size < 2:
+            continue
+        sub = v[rows]  # (size, d)
+        fine = max(1, rows.size // config.cell_size)
+        centroids = spherical_kmeans(sub, fine, config.seed + 1 + g, exact=True)  # (fine, d)
+        for ix in _members(nearest_cells(sub, centroids, min(config.probes, fine)), fine):
+            yield rows[ix]
+
+
 def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     """Inverted-file search: exact pairs inside each cell; directed pairs, top-k per row."""
     m = v.shape[0]
-    cells = max(1, m // config.cell_size)
-    probes = min(config.probes, cells)
-    # exact assignment: at 1M passages (5,120 cells) the two-level search of fact_cells took the
-    # stage from 325 to 180 s but its edge recall from 0.85 to 0.64 (hash vectors; README Scale)
-    centroids = spherical_kmeans(v, cells, config.seed, exact=True)  # (cells, d)
-    member = nearest_cells(v, centroids, probes).reshape(-1)  # (m*probes,)
-    order = np.argsort(member, kind="stable")
-    vec_of = (order // probes).astype(np.int32)  # (m*probes,) vector index, grouped by cell
-    bounds = np.searchsorted(member[order], np.arange(cells + 1))  # (cells+1,)
     k = min(config.top_k + 1, m)
     parts: list[_Pairs] = []
     held = 0
-    for cell in range(cells):
-        ix = vec_of[bounds[cell] : bounds[cell + 1]]  # (size,) members of this cell
+    for ix in _cells(v, config):  # (size,) members of one cell
         for r, c, w in _cell_band_pairs(v[ix], config.threshold):  # (hits,) each, r < c
             a, b = ix[r], ix[c]  # both directions: each row's top-k is cut below
             parts.append((np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([w, w])))

@@ -129,3 +129,43 @@ def test_pairs_held_past_the_pool_are_cut_to_the_same_top_k(monkeypatch):
 def test_a_threshold_that_is_no_cosine_is_refused(threshold):
     with pytest.raises(ValueError, match="not a cosine"):
         SynonymConfig(threshold=threshold)
+
+
+def _comparisons(monkeypatch, m: int) -> int:
+    """Vector-centroid comparisons of the cell search's assignments over m random vectors."""
+    from qortex_core.ingest import synonyms
+
+    seen = []
+    real = synonyms.nearest_cells
+
+    def counting(v, centroids, probes):
+        seen.append(v.shape[0] * centroids.shape[0])
+        return real(v, centroids, probes)
+
+    monkeypatch.setattr(synonyms, "nearest_cells", counting)
+    rng = np.random.default_rng(m)
+    v = rng.normal(size=(m, 16)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    synonym_pairs(v, [f"concept {i}" for i in range(m)], SynonymConfig(exact_max=0, cell_size=8))
+    return sum(seen)
+
+
+def test_cell_assignment_grows_as_m_to_the_1_5_not_m_squared(monkeypatch):
+    # one level of fixed-size cells compares every vector with m / cell_size centroids (4x the
+    # vectors: 16x the comparisons); two levels compare it with ~sqrt(m) of them (8x)
+    small, large = _comparisons(monkeypatch, 4000), _comparisons(monkeypatch, 16000)
+    assert large / small < 10
+    assert large < 16000 * 16000 / 8 / 2  # under half of one level's comparisons at this size
+
+
+def test_k_means_sums_equal_add_at_bit_for_bit():
+    from qortex_core.ingest.pair_kernels import add_rows
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(5000, 24)).astype(np.float32)
+    at = rng.integers(0, 70, 5000)
+    want = np.zeros((70, 24), np.float32)
+    np.add.at(want, at, rows)
+    got = np.zeros((70, 24), np.float32)
+    add_rows(got, at, rows)
+    assert np.array_equal(got, want)
