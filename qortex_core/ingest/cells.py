@@ -43,6 +43,16 @@ def nearest_cells(v: np.ndarray, centroids: np.ndarray, probes: int) -> np.ndarr
     return out
 
 
+def members_of(nearest: np.ndarray, cells: int) -> list[np.ndarray]:
+    """Each cell's member rows, ascending, from the (m, probes) cell ids of m rows (as
+    :func:`nearest_cells` gives them: a row lists a cell at most once)."""
+    flat = nearest.reshape(-1)  # (m*probes,)
+    order = np.argsort(flat, kind="stable")
+    rows = order // nearest.shape[1]  # (m*probes,) row of each entry, grouped by cell
+    bounds = np.searchsorted(flat[order], np.arange(cells + 1))  # (cells+1,)
+    return [rows[bounds[c] : bounds[c + 1]] for c in range(cells)]
+
+
 FAULT_AROUND = 64 << 10  # bytes a read fault maps in a file mapping (Linux's default)
 
 
@@ -130,26 +140,18 @@ class CellSearch:
         groups = int(np.ceil(np.sqrt(cells)))
         coarse = spherical_kmeans(centroids, groups, seed)  # (groups, d)
         listed = nearest_cells(centroids, coarse, min(GROUPS_PER_CELL, groups))  # (cells, m)
-        cell_of = np.repeat(np.arange(cells), listed.shape[1])  # (cells * m,)
-        order = np.argsort(listed.reshape(-1), kind="stable")
-        bounds = np.searchsorted(listed.reshape(-1)[order], np.arange(groups + 1))
-        return cls(
-            centroids,
-            coarse,
-            tuple(np.sort(cell_of[order[bounds[g] : bounds[g + 1]]]) for g in range(groups)),
-        )
+        return cls(centroids, coarse, tuple(members_of(listed, groups)))
 
     def nearest(self, v: np.ndarray, probes: int) -> np.ndarray:
         """(m, probes) indices of each vector's most similar centroids, best first (as
         :func:`nearest_cells`)."""
         if self.coarse is None:
             return nearest_cells(v, self.centroids, probes)
-        top = nearest_cells(v, self.coarse, 1)[:, 0]  # (m,) each vector's group
-        by_group = np.argsort(top, kind="stable")
-        bounds = np.searchsorted(top[by_group], np.arange(len(self.coarse) + 1))
+        top = nearest_cells(v, self.coarse, 1)  # (m, 1) each vector's group
         out = np.empty((v.shape[0], probes), np.int64)
-        for g in np.flatnonzero(np.diff(bounds)).tolist():
-            rows = by_group[bounds[g] : bounds[g + 1]]
+        for g, rows in enumerate(members_of(top, len(self.coarse))):
+            if rows.size == 0:
+                continue
             cand = self.candidates[g]
             if cand.size < probes:  # too few candidates: compare with every centroid
                 out[rows] = nearest_cells(v[rows], self.centroids, probes)

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.cells import nearest_cells, spherical_kmeans
+from qortex_core.ingest.cells import members_of, nearest_cells, spherical_kmeans
 
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _BAND_FLOATS = 1 << 18  # similarities of one band of rows inside a cell (1 MB: in cache)
@@ -165,15 +165,6 @@ def _distinct_top_k(parts: list[_Pairs], m: int, k: int) -> _Pairs:
     return _top_k_per_row(r[first], c[first], w[first], k)
 
 
-def _members(nearest: np.ndarray, cells: int) -> list[np.ndarray]:
-    """Each cell's member rows, ascending, from (m, probes) cell ids of m rows."""
-    flat = nearest.reshape(-1)  # (m*probes,)
-    order = np.argsort(flat, kind="stable")
-    rows = order // nearest.shape[1]  # (m*probes,) row of each entry, grouped by cell
-    bounds = np.searchsorted(flat[order], np.arange(cells + 1))  # (cells+1,)
-    return [rows[bounds[c] : bounds[c + 1]] for c in range(cells)]
-
-
 def _cells(v: np.ndarray, config: SynonymConfig) -> Iterator[np.ndarray]:
     """The members of each cell of the two-level search, as rows of ``v``.
 
@@ -187,13 +178,13 @@ def _cells(v: np.ndarray, config: SynonymConfig) -> Iterator[np.ndarray]:
     groups = max(1, int(np.ceil(np.sqrt(m / (config.cell_size * config.group_probes)))))
     coarse = spherical_kmeans(v, groups, config.seed, exact=True)  # (groups, d)
     near = nearest_cells(v, coarse, min(config.group_probes, groups))  # (m, group_probes)
-    for g, rows in enumerate(_members(near, groups)):
+    for g, rows in enumerate(members_of(near, groups)):
         if rows.size < 2:
             continue
         sub = v[rows]  # (size, d)
         fine = max(1, rows.size // config.cell_size)
         centroids = spherical_kmeans(sub, fine, config.seed + 1 + g, exact=True)  # (fine, d)
-        for ix in _members(nearest_cells(sub, centroids, min(config.probes, fine)), fine):
+        for ix in members_of(nearest_cells(sub, centroids, min(config.probes, fine)), fine):
             yield rows[ix]
 
 
