@@ -196,6 +196,8 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
     held = 0
     for ix in _cells(v, config):  # (size,) members of one cell
         for r, c, w in _cell_band_pairs(v[ix], config.threshold):  # (hits,) each, r < c
+            if r.size == 0:  # most bands: nothing to hold or concatenate later
+                continue
             a, b = ix[r], ix[c]  # both directions: each row's top-k is cut below
             parts.append((np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([w, w])))
             held += 2 * len(r)
