@@ -5,13 +5,15 @@ spawned process so its peak RSS (``ru_maxrss``) is its own: sync chunks (the syn
 are generated in that process before its clock starts: ``generate_s``), extract
 (offline extractor), embed (``HashEmbedder``: a benchmark tool, so model time does not hide the
 pipeline), synonyms, snapshot. Then a fresh process opens the retriever (RSS before and after)
-and times queries in ``hipporag`` and ``dense`` mode. Growth exponents between consecutive sizes
-are log(ratio of seconds) / log(ratio of passages); 1 is linear, 2 quadratic.
+and times queries in ``hipporag`` and ``dense`` mode. Between stages the parent times a fixed
+workload (:mod:`.box_speed`), so each stage also carries seconds calibrated for the machine's
+drift; growth exponents (:mod:`.scale_report`) are given on both. The extraction and embedding
+stages also record when each tenth of their work was done (``timeline``): a linear stage's
+rate stays flat through the run.
 """
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import resource
@@ -24,11 +26,12 @@ from typing import Callable
 
 import numpy as np
 
+from qortex_bench.box_speed import box_factor, calibrate
+from qortex_bench.scale_report import MODES, growth
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
 from qortex_core.ingest.stages import STAGES as INGEST_STAGES
 
 STAGES = tuple(stage.name for stage in INGEST_STAGES if stage.run is not None)  # after documents
-MODES = ("hipporag", "hipporag_exact", "dense")  # hipporag_exact: every fact scored
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,15 @@ def _say(text: str) -> None:
 
 
 _shown: dict[str, int] = {}  # stage -> last tenth reported (one stage per child process)
+_timeline: list[list] = []  # [label, done, total, seconds into the stage] at each tenth
+_clock = {"start": 0.0}
 
 
 def _progress(stage: str, done: int, total: int) -> None:
     tenth = 10 * done // total if total else 10
     if _shown.get(stage) != tenth:
         _shown[stage] = tenth
+        _timeline.append([stage, done, total, round(time.perf_counter() - _clock["start"], 3)])
         _say(f"    {stage}: {done}/{total}")
 
 
@@ -120,7 +126,7 @@ def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dic
         made = time.perf_counter()
         docs = SynthCorpus(SynthConfig(passages=passages, seed=seed)).passages()
         extra["generate_s"] = round(time.perf_counter() - made, 3)
-    start = time.perf_counter()
+    start = _clock["start"] = time.perf_counter()
     if stage == "chunks":
         extra["rows"] = st.sync_chunks(store, docs).total
     elif stage == "extractions":
@@ -140,6 +146,8 @@ def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dic
         "rss_before_mb": round(before, 1),
         **extra,
     }
+    if _timeline:
+        out["timeline"] = list(_timeline)
     if stage == "synonym_edges":  # after the stage's time and memory are taken
         out["edge_recall"] = synonym_recall(store)
     return out
@@ -254,8 +262,11 @@ def _disk(home: Path, passages: int, dim: int, counts: dict) -> dict:
     }
 
 
-def run_size(config: ScaleConfig, n: int) -> dict:
-    """Every stage and the retriever for one corpus size; progress on stderr."""
+def run_size(config: ScaleConfig, n: int, reference: dict[str, float]) -> dict:
+    """Every stage and the retriever for one corpus size; progress on stderr.
+
+    ``reference``: the ladder's first calibration, against which each stage's box factor is
+    taken (:func:`.box_speed.box_factor`)."""
     from qortex_core.storage import snapshot as snap
 
     home = config.workdir / f"n{n}"
@@ -265,13 +276,26 @@ def run_size(config: ScaleConfig, n: int) -> dict:
         raise ConfigError(f"{home} is not empty: give a fresh --workdir")
     home.mkdir(parents=True, exist_ok=True)
     stages = {}
+    box = calibrate()
     for stage in STAGES:
         _say(f"  n={n}: {stage} ...")
         cached = drop_page_cache() if config.cold else None
         stages[stage] = _in_child(_run_stage, stage, str(home), n, config.dim, config.seed)
         if cached is not None:
             stages[stage]["page_cache_mb_at_start"] = cached
-        _say(f"  n={n}: {stage} {stages[stage]['seconds']} s, {stages[stage]['peak_rss_mb']} MB")
+        after = calibrate()
+        factor = box_factor(reference, box, after)
+        stages[stage]["box"] = {
+            "before": box,
+            "after": after,
+            "factor": factor,
+            "calibrated_seconds": round(stages[stage]["seconds"] / factor, 3),
+        }
+        box = after
+        _say(
+            f"  n={n}: {stage} {stages[stage]['seconds']} s, {stages[stage]['peak_rss_mb']} MB"
+            f" (machine x{factor:.2f})"
+        )
     _say(f"  n={n}: retriever open + {config.queries} queries x {len(MODES)} modes ...")
     retriever = _in_child(_run_queries, str(home), n, config.dim, config.seed, config.queries)
     counts = snap.load_latest_good(home, verify=False)[0].manifest["counts"]
@@ -287,47 +311,14 @@ def run_size(config: ScaleConfig, n: int) -> dict:
     }
 
 
-def _exponent(a: float, b: float, n_a: int, n_b: int) -> float | None:
-    if a <= 0 or b <= 0 or n_a == n_b:
-        return None
-    return round(math.log(b / a) / math.log(n_b / n_a), 2)
-
-
-def growth(rows: list[dict]) -> list[dict]:
-    """Growth exponents of each stage's seconds and peak RSS above its start, between sizes."""
-    out = []
-    for lo, hi in zip(rows, rows[1:]):
-        n_a, n_b = lo["passages"], hi["passages"]
-        entry: dict = {"from": n_a, "to": n_b, "seconds": {}, "rss_growth": {}}
-        for stage in STAGES:
-            a, b = lo["stages"][stage], hi["stages"][stage]
-            entry["seconds"][stage] = _exponent(a["seconds"], b["seconds"], n_a, n_b)
-            entry["rss_growth"][stage] = _exponent(
-                a["peak_rss_mb"] - a["rss_before_mb"],
-                b["peak_rss_mb"] - b["rss_before_mb"],
-                n_a,
-                n_b,
-            )
-        ra, rb = lo["retriever"], hi["retriever"]
-        entry["retriever_rss"] = _exponent(
-            ra["rss_after_open_mb"] - ra["rss_before_open_mb"],
-            rb["rss_after_open_mb"] - rb["rss_before_open_mb"],
-            n_a,
-            n_b,
-        )
-        for mode in MODES:
-            entry[f"{mode}_p50"] = _exponent(ra[mode]["p50_ms"], rb[mode]["p50_ms"], n_a, n_b)
-        out.append(entry)
-    return out
-
-
 def run_ladder(config: ScaleConfig) -> dict:
     """The whole ladder: a row per size, growth exponents between sizes."""
     rows = []
+    reference = calibrate()
     for n in config.sizes:
         _say(f"bench scale: {n} passages")
         start = time.perf_counter()
-        rows.append(run_size(config, n))
+        rows.append(run_size(config, n, reference))
         _say(f"bench scale: {n} passages done in {time.perf_counter() - start:.1f} s")
     return {
         "embedder": HashEmbedder(HashEmbedderConfig(config.dim)).name,
@@ -338,6 +329,7 @@ def run_ladder(config: ScaleConfig) -> dict:
         "workdir": str(config.workdir),
         "seed": config.seed,
         "cold": config.cold,
+        "calibration": reference,
     }
 
 
@@ -357,33 +349,3 @@ def requery(report: dict, queries: int | None = None) -> dict:
         retriever = _in_child(_run_queries, str(home), n, dim, report.get("seed", 0), count)
         rows.append(row | {"retriever": retriever})
     return report | {"queries_per_mode": count, "sizes": rows, "growth": growth(rows)}
-
-
-def markdown(report: dict) -> str:
-    """The ladder as a markdown table (seconds / peak RSS MB per stage)."""
-    head = [
-        "passages",
-        *STAGES,
-        "snapshot MB",
-        "retriever RSS MB",
-        "hipporag p50/p95 ms",
-        "hipporag, every fact scored, p50/p95 ms",
-        "dense p50/p95 ms",
-    ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in report["sizes"]:
-        r = row["retriever"]
-        cells = [str(row["passages"])]
-        cells += [
-            f"{row['stages'][s]['seconds']} s / {row['stages'][s]['peak_rss_mb']:.0f}"
-            for s in STAGES
-        ]
-        cells += [
-            str(row["snapshot_mb"]),
-            f"{r['rss_after_open_mb'] - r['rss_before_open_mb']:.0f}",
-        ]
-        cells += [f"{r[m]['p50_ms']} / {r[m]['p95_ms']}" for m in MODES]
-        lines.append("| " + " | ".join(cells) + " |")
-    if report.get("cold"):
-        lines.append("\nPage cache dropped before each ingestion stage (`--cold`).")
-    return "\n".join(lines)

@@ -35,13 +35,8 @@ def _report(path: str) -> dict:
 
 def cmd_bench_scale(args: argparse.Namespace) -> int:
     from pipelines.cli import emit_report
-    from qortex_bench.scale_bench import (
-        ScaleConfig,
-        drop_page_cache,
-        markdown,
-        requery,
-        run_ladder,
-    )
+    from qortex_bench.scale_bench import ScaleConfig, drop_page_cache, requery, run_ladder
+    from qortex_bench.scale_report import markdown
     from qortex_core.embed import HashEmbedderConfig
 
     if args.requery:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,15 +15,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from qortex_bench import scale_bench
-from qortex_bench.scale_bench import (
-    STAGES,
-    ScaleConfig,
-    growth,
-    markdown,
-    requery,
-    run_ladder,
-    synonym_recall,
-)
+from qortex_bench.box_speed import WORKLOADS, box_factor, calibrate
+from qortex_bench.scale_bench import STAGES, ScaleConfig, requery, run_ladder, synonym_recall
+from qortex_bench.scale_report import growth, markdown, n_log_n_exponent
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
 from qortex_core.errors import ConfigError
@@ -122,16 +117,73 @@ def test_synthetic_queries_name_entities_of_the_corpus():
     assert any(any(t in q for t in titles) for q in queries)
 
 
-def test_growth_exponents_from_rows():
-    def row(n, seconds, rss, p50):
-        stage = {"seconds": seconds, "peak_rss_mb": 100 + rss, "rss_before_mb": 100}
-        modes = {m: {"p50_ms": p50, "p95_ms": p50} for m in ("hipporag", "hipporag_exact", "dense")}
-        retr = {"rss_before_open_mb": 50, "rss_after_open_mb": 50 + rss, **modes}
-        return {"passages": n, "stages": {s: stage for s in STAGES}, "retriever": retr}
+def _row(n, seconds, rss, p50, factor=None):
+    stage = {"seconds": seconds, "peak_rss_mb": 100 + rss, "rss_before_mb": 100}
+    if factor is not None:
+        stage["box"] = {"factor": factor, "calibrated_seconds": seconds / factor}
+    modes = {m: {"p50_ms": p50, "p95_ms": p50} for m in ("hipporag", "hipporag_exact", "dense")}
+    retr = {"rss_before_open_mb": 50, "rss_after_open_mb": 50 + rss, **modes}
+    return {
+        "passages": n, "stages": {s: dict(stage) for s in STAGES}, "retriever": retr,
+        "snapshot_mb": 1.0,
+    }  # fmt: skip
 
-    (g,) = growth([row(1000, 1.0, 10, 2.0), row(10000, 100.0, 100, 2.0)])
+
+def test_growth_exponents_from_rows():
+    (g,) = growth([_row(1000, 1.0, 10, 2.0), _row(10000, 100.0, 100, 2.0)])
     assert g["seconds"]["embeddings"] == 2.0 and g["rss_growth"]["chunks"] == 1.0
     assert g["retriever_rss"] == 1.0 and g["hipporag_p50"] == 0.0
+    assert g["calibrated_seconds"]["embeddings"] is None  # no calibration: no calibrated figure
+
+
+def test_calibrated_exponents_take_out_the_machine_slowing_down():
+    # 10x the passages took 12.6x the seconds, but the machine ran 1.26x slower at the larger
+    # size: the code's own growth is linear
+    rows = [_row(100_000, 10.0, 10, 2.0, factor=1.0), _row(1_000_000, 126.0, 100, 2.0, 1.26)]
+    (g,) = growth(rows)
+    assert g["seconds"]["extractions"] == 1.1 and g["calibrated_seconds"]["extractions"] == 1.0
+    assert g["n_log_n"] == n_log_n_exponent(100_000, 1_000_000) == 1.079
+    table = markdown({"sizes": rows, "growth": [g]})
+    assert "| 100000 -> 1000000 | 1.079 | 1.1 (1.0) |" in table
+    assert "- 1000000: 1.26, 1.26" in table  # the factor of each stage
+
+
+def test_box_factor_is_the_geometric_mean_of_the_workloads_slowdown():
+    ref = {w: 0.1 for w in WORKLOADS}
+    assert box_factor(ref, ref) == 1.0
+    assert box_factor(ref, {w: 0.2 for w in WORKLOADS}) == 2.0
+    one_slow = dict(ref, gemm_s=0.8)  # 8x on one of three workloads: 2x overall
+    assert box_factor(ref, one_slow) == 2.0
+    assert box_factor(ref, ref, {w: 0.4 for w in WORKLOADS}) == 2.0  # before and after a stage
+
+
+def _burn(seconds):
+    import time
+
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_calibration_reads_a_busy_machine_as_slower():
+    import multiprocessing
+
+    idle = calibrate()
+    assert set(idle) == set(WORKLOADS) and all(v > 0 for v in idle.values())
+    ctx = multiprocessing.get_context("spawn")
+    hogs = [ctx.Process(target=_burn, args=(20.0,)) for _ in range(max(os.cpu_count() or 2, 2))]
+    for h in hogs:
+        h.start()
+    try:
+        import time
+
+        time.sleep(1.0)  # the hogs are running
+        busy = calibrate()
+    finally:
+        for h in hogs:
+            h.terminate()
+            h.join()
+    assert box_factor(idle, busy) > 1.2
 
 
 def test_synonym_recall_counts_the_missing_edges(tmp_path):
@@ -188,6 +240,16 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path, monkeypatch):
     check = row["stages"]["synonym_edges"]["edge_recall"]
     assert check["sampled"] > 0 and check["recall"] in (None, 1.0)  # exact pass at this size
     assert report["growth"] == [] and "| 150 |" in markdown(report)
+    assert set(report["calibration"]) == set(WORKLOADS)
+    for figures in row["stages"].values():  # the machine timed between stages
+        box = figures["box"]
+        assert box["factor"] > 0 and set(box["before"]) == set(box["after"]) == set(WORKLOADS)
+        expect = pytest.approx(figures["seconds"] / box["factor"], rel=1e-2, abs=1e-3)
+        assert box["calibrated_seconds"] == expect
+    timeline = row["stages"]["extractions"]["timeline"]  # [label, done, total, seconds]
+    assert timeline[-1][:3] == ["extract", 150, 150]
+    assert [t[3] for t in timeline] == sorted(t[3] for t in timeline)
+    assert timeline[-1][3] <= row["stages"]["extractions"]["seconds"]
     with pytest.raises(ConfigError):  # the data home of a size must be fresh
         run_ladder(ScaleConfig(sizes=(150,), workdir=tmp_path, dim=16, queries=3))
     again = requery(report, queries=2)  # the retriever timed anew, the stages kept
