@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_hash_embedder_is_deterministic_unit_and_word_sensitive():
     emb = make_embedder("hash:32")
-    assert isinstance(emb, HashEmbedder) and emb.dim == 32 and emb.name == "hash2-32"
+    assert isinstance(emb, HashEmbedder) and emb.dim == 32 and emb.name == "hash3-32"
     texts = ["Orion Pump service", "orion pump SERVICE", "lunar basalt quarry", ""]
     a = emb.embed(texts)
     b = HashEmbedder(HashEmbedderConfig(32)).embed(texts)  # a fresh instance: same vectors
@@ -228,7 +228,7 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path, monkeypatch):
     assert row["stages"]["chunks"]["rows"] == 150 and row["stages"]["chunks"]["generate_s"] > 0
     assert row["stages"]["embeddings"]["passages"] == 150
     loaded, _ = snap.load_latest_good(tmp_path / "n150")
-    assert loaded.manifest["embedding_model"] == "hash2-16"
+    assert loaded.manifest["embedding_model"] == "hash3-16"
     assert row["counts"]["passages"] == 150 and row["counts"]["phrases"] > 0
     assert all(s["peak_rss_mb"] >= s["rss_before_mb"] > 0 for s in row["stages"].values())
     r = row["retriever"]

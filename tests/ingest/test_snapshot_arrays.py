@@ -54,7 +54,7 @@ def test_a_synonym_naming_an_unknown_concept_is_a_snapshot_error(synth_home):
     bad = pa.table({"a": ["c_not_there"], "b": [syn["b"][0].as_py()], "weight": [0.9]})
     store.replace(SYNONYMS, pa.concat_tables([syn, bad.cast(syn.schema)]))
     with pytest.raises(SnapshotError, match="synonyms"):
-        build_snapshot(store, home, "hash2-16", force=True)
+        build_snapshot(store, home, "hash3-16", force=True)
 
 
 def test_snapshot_tables_and_vectors_match_the_stored_rows(synth_home):
@@ -79,7 +79,7 @@ def test_snapshot_tables_and_vectors_match_the_stored_rows(synth_home):
         passages.schema.get_field_index("domain"), "domain", pa.array(domains)
     )
     store.replace(PASSAGES, passages)
-    build_snapshot(store, home, "hash2-16", force=True)
+    build_snapshot(store, home, "hash3-16", force=True)
     loaded = snap.load(home)
     t, a = loaded.tables, loaded.arrays
     node_at = {nid: i for i, nid in enumerate(t["nodes"]["id"].to_pylist())}
@@ -118,5 +118,5 @@ def test_a_table_changed_while_the_snapshot_reads_it_is_a_snapshot_error(synth_h
 
     monkeypatch.setattr(store, "read_without", read_then_write)
     with pytest.raises(SnapshotError, match="concepts changed"):
-        build_snapshot(store, home, "hash2-16", force=True)
+        build_snapshot(store, home, "hash3-16", force=True)
     assert snap.latest_name(home) == latest  # nothing published

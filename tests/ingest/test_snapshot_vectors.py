@@ -117,7 +117,7 @@ def test_release_drops_the_mapped_pages_from_the_process(tmp_path):
 
 def test_snapshot_links_its_vector_files_and_leaves_no_staging_folder(home):
     path, store = home
-    report = build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+    report = build_snapshot(store, path, "hash3-16", INDEXED, force=True)
     loaded = snap.load(path)  # verifies every checksum
     facts = loaded.tables["facts"]["id"].to_pylist()
     ids, want = _stored_vectors(store, FACTS)
@@ -143,14 +143,14 @@ def test_a_failed_build_leaves_no_staging_folder(home, monkeypatch):
 
     monkeypatch.setattr(store, "read_without", read_then_write)
     with pytest.raises(SnapshotError, match="concepts changed"):
-        build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+        build_snapshot(store, path, "hash3-16", INDEXED, force=True)
     assert snap.latest_name(path) == latest
     assert not [p for p in snap.snapshots_dir(path).iterdir() if p.name.startswith(".tmp-")]
 
 
 def test_fact_texts_read_after_the_graph_match_their_rows(home):
     path, store = home
-    build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+    build_snapshot(store, path, "hash3-16", INDEXED, force=True)
     snapshot_facts = snap.load(path).tables["facts"].to_pylist()
     stored = {r["id"]: r for r in store.read(FACTS).to_pylist()}
     assert len(snapshot_facts) == len(stored) > 50
@@ -177,5 +177,5 @@ def test_facts_changed_between_links_and_texts_is_a_snapshot_error(home, monkeyp
 
     monkeypatch.setattr(store, "read_columns", shuffled_texts)
     with pytest.raises(SnapshotError, match="facts changed"):
-        build_snapshot(store, path, "hash2-16", INDEXED, force=True)
+        build_snapshot(store, path, "hash3-16", INDEXED, force=True)
     assert snap.latest_name(path) == latest
