@@ -7,8 +7,10 @@ carries about +-0.1 of the machine's drift, the size of the gap between n and n 
 the ladder times a fixed workload in its parent process between stages (no stage runs
 then): a Python loop (dict inserts: the extraction stage's kind of work), a float32 matrix
 product (the synonym and snapshot stages' kind) and random reads from a 128 MB array (a
-cache miss each: the kind the graph and query stages wait on). Each is timed three times and
-the median kept.
+cache miss each: the kind the graph and query stages wait on). Each is timed five times and
+the fastest kept: the box swings by up to 2x over a tenth of a second (the medians of three
+in session 17's first calibrated ladder ranged 0.07-0.13 s for the Python loop), and the
+fastest of five says what the machine could do in that moment.
 
 A stage's *box factor* is the geometric mean, over the workloads and over the calibrations
 just before and just after it, of the workload's time over the ladder's first calibration;
@@ -30,13 +32,13 @@ _GATHER_FLOATS = 1 << 25  # 128 MB of float32: far past the last-level cache
 _state: dict[str, np.ndarray] = {}
 
 
-def _timed(fn, repeats: int = 3) -> float:
+def _timed(fn, repeats: int = 5) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return min(times)
 
 
 def _python() -> int:
@@ -59,7 +61,7 @@ def _gather() -> float:
 
 
 def calibrate() -> dict[str, float]:
-    """Seconds of each fixed workload (median of 3) on this machine now."""
+    """Seconds of each fixed workload (fastest of 5) on this machine now."""
     if not _state:
         rng = np.random.default_rng(0)
         _state["array"] = rng.random(_GATHER_FLOATS, dtype=np.float32)
