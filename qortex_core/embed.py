@@ -276,18 +276,16 @@ class HashEmbedder:
     direction, a text the normalised sum of its words' directions.
 
     A word's direction is the signed sum of two rows of a fixed table of ``TABLE_ROWS``
-    pseudo-random vectors (splitmix64 of the row and column, no RNG stream), the rows and signs
-    picked by a 64-bit hash of the word (FNV-1a of its UTF-8 bytes, then splitmix64's
-    finaliser): deterministic across processes, machines and numpy versions. Words are split
-    and hashed by Arrow kernels and one compiled pass over the column's bytes, so a word costs
-    the same whatever the vocabulary (the second version memoised a million words in a dict and
-    hashed the rest in Python: on the 1M-passage ladder, whose names hold 4.45 M distinct
-    words, a name cost twice what it did at 100k, and the embedding stage read super-linear for
-    the tool's sake). Distinct words are nearly orthogonal, so two texts are close only when
-    they share most of their words, which gives a synonym graph about as sparse as a real
-    model's (the first version, one signed column per word, gave every one-word name one of
-    ``2 * dim`` vectors and cliques of identical vectors). Texts sharing words get a positive
-    cosine; there is no semantics beyond that, so recall figures from it mean nothing.
+    pseudo-random vectors (splitmix64 of the row and column), the rows and signs picked by a
+    64-bit hash of the word (FNV-1a of its UTF-8 bytes, then splitmix64's finaliser): the same
+    across processes, machines and numpy versions. Words are split and hashed by Arrow kernels
+    and one compiled pass, so a word costs the same whatever the vocabulary (``hash2``
+    memoised a million words and hashed the rest in Python: the 1M ladder's names hold 4.45 M
+    distinct words, a name cost twice what it did at 100k, and the embedding stage read
+    super-linear for the tool's sake). Distinct words are nearly orthogonal, so two texts are
+    close only when they share most of their words: a synonym graph about as sparse as a real
+    model's (``hash1``, one signed column per word, made cliques of identical vectors). There
+    is no semantics beyond shared words, so recall figures from it mean nothing.
     """
 
     TABLE_ROWS = 1 << 14
@@ -335,11 +333,7 @@ class HashEmbedder:
 
 def _hash_table(rows: int, dim: int) -> np.ndarray:
     """(rows, dim) float32 values uniform in [-1, 1): splitmix64 of each entry's index."""
-    with np.errstate(over="ignore"):
-        z = np.arange(rows * dim, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
+    z = _mix(np.arange(rows * dim, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15))
     unit = (z >> np.uint64(40)).astype(np.float64) / float(1 << 24)  # [0, 1)
     return (2.0 * unit - 1.0).astype(np.float32).reshape(rows, dim)
 
