@@ -171,7 +171,8 @@ def test_calibration_reads_a_busy_machine_as_slower():
     idle = calibrate()
     assert set(idle) == set(WORKLOADS) and all(v > 0 for v in idle.values())
     ctx = multiprocessing.get_context("spawn")
-    hogs = [ctx.Process(target=_burn, args=(20.0,)) for _ in range(max(os.cpu_count() or 2, 2))]
+    cores = max(os.cpu_count() or 2, 2)  # 4 spinning processes a core: a fifth of a core left
+    hogs = [ctx.Process(target=_burn, args=(20.0,)) for _ in range(4 * cores)]
     for h in hogs:
         h.start()
     try:
@@ -183,7 +184,7 @@ def test_calibration_reads_a_busy_machine_as_slower():
         for h in hogs:
             h.terminate()
             h.join()
-    assert box_factor(idle, busy) > 1.2
+    assert box_factor(idle, busy) > 1.3  # two hogs a core read 1.14 once: too close to call
 
 
 def test_synonym_recall_counts_the_missing_edges(tmp_path):
