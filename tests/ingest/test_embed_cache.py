@@ -292,3 +292,28 @@ def test_many_appends_between_lookups_keep_every_key_at_its_row(tmp_path):
     fresh_hit, fresh = LanceVectorCache(store).find(list(stored))  # an index read from scratch
     assert fresh_hit.all()
     np.testing.assert_array_equal(fresh, cache.find(list(stored))[1])
+
+
+def test_key_index_appends_merge_log_structured_and_find_each_keys_first_row():
+    from qortex_core.ingest.embed_cache import _KeyIndex
+
+    rng = np.random.default_rng(5)
+    stored = [f"k{i}" for i in rng.integers(0, 300, 200)]  # repeats: the first row must win
+    index = _KeyIndex(
+        np.fromiter((hash(k) for k in stored), np.int64), np.arange(len(stored)), len(stored)
+    )
+    first: dict[str, int] = {}
+    for row, key in enumerate(stored):
+        first.setdefault(key, row)
+    for _ in range(400):  # small appends, each made a run and merged while runs do not halve
+        keys = [f"k{i}" for i in rng.integers(0, 3000, int(rng.integers(1, 40)))]
+        for row, key in enumerate(keys, index.count):
+            first.setdefault(key, row)
+        index.appended(keys)
+        sizes = [h.size for h, _ in index.runs]
+        assert all(a > 2 * b for a, b in zip(sizes[1:-1], sizes[2:]))  # appended runs halve
+    n = index.count
+    assert len(index.runs) <= np.log2(n) + 2
+    assert index.merged <= 2 * n * np.log2(n)  # one sorted array copied ~n^2 / 40 keys here
+    want = [f"k{i}" for i in range(0, 3100, 7)]
+    assert index.rows_of(want).tolist() == [first.get(k, -1) for k in want]
