@@ -57,6 +57,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"cannot write the report to {args.json}: its folder does not exist or it is a "
             "directory"
         )
+    if args.updates:
+        from pipelines.commands.updates_eval import eval_updates
+
+        return eval_updates(args)
     if args.locomo:
         return _eval_locomo(args)
     if not args.questions or not args.corpus:
@@ -203,6 +207,11 @@ def _add_eval(sub: Any, modes: Any) -> None:
         nargs="+",
         metavar="FILE",
         help="LoCoMo conversation files: evidence recall per category and abstention",
+    )
+    ev.add_argument(
+        "--updates",
+        metavar="FILE",
+        help="an updates file: current, as_of and unchanged facts, fresh tier then graph tier",
     )
     ev.add_argument(
         "--locomo-via",
