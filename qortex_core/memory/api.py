@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import json
 import time as clock
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -37,6 +37,7 @@ from qortex_core.memory.records import (
     utc_now,
     writer_name,
 )
+from qortex_core.memory.supersede import Supersession, with_links
 from qortex_core.redact import RedactionConfig
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore, default_home
@@ -90,6 +91,7 @@ class Memory:
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
+        self.supersession = Supersession(self.store, lambda: self.embedder)
 
     @property
     def embedder(self):
@@ -203,6 +205,9 @@ class Memory:
             vectors = np.zeros((len(revisions), self._dim()), np.float32)
         model = self.embedder.name if vector else ""
         rows = revision_rows(revisions, metadata, vectors, model)
+        if vector:  # links to the records these supersede or that supersede them: one commit
+            links = self.supersession.link_rows(self.state, revisions, self.writer, self._dim())
+            rows = with_links(rows, links)
         self.table.append(rows)
         self.state.absorb(rows)
 
@@ -230,8 +235,10 @@ class Memory:
         since: object = None,
         until: object = None,
         limit: int = 100,
+        include_superseded: bool = False,
     ) -> list[MemoryRecord]:
-        """Live written records, newest event (else write) time first.
+        """Live written records, newest event (else write) time first (superseded ones only
+        with ``include_superseded``).
 
         Raises:
             RecordError: a bad time or a limit outside 1..10,000.
@@ -243,6 +250,9 @@ class Memory:
         rows = [self.state.current[r] for r in self.state.live_ids]
         rows = [r for r in rows if domain is None or r["domain"] == domain]
         rows = [r for r in rows if in_window(r["time"], *window)]
+        if not include_superseded:
+            gone = self.supersession.timeline(self.state).superseded()
+            rows = [r for r in rows if r["id"] not in gone]
         rows.sort(
             key=lambda r: r["time"] or self.state.first_created.get(r["id"], ""), reverse=True
         )
@@ -278,8 +288,13 @@ class Memory:
         domain: str | Sequence[str] | None = None,
         profile: str | None = None,
         min_relevance: float | None = None,
+        as_of: object = None,
+        include_superseded: bool = False,
     ):
         """Today's query over the snapshot and the fresh tier, with time and domain filters.
+
+        What is true now by default (superseded memories are left out); ``as_of``: what was
+        true then (ISO 8601); ``include_superseded``: superseded memories too.
 
         Returns:
             A :class:`~qortex_core.query.retriever.QueryResult`; each passage says its ``tier``.
@@ -291,7 +306,10 @@ class Memory:
 
         window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
         domains = [domain] if isinstance(domain, str) else (list(domain) if domain else None)
-        return search_memory(self, query, top_k, mode, window, domains, profile, min_relevance)
+        moment = (parse_time(as_of, "as_of"), bool(include_superseded))
+        return search_memory(
+            self, query, top_k, mode, window, domains, profile, min_relevance, moment
+        )
 
     def feedback(
         self,
@@ -343,7 +361,8 @@ class Memory:
 
     def _record(self, row: dict, graph: frozenset[str]) -> MemoryRecord:
         first = {"created_at": self.state.first_created.get(row["id"], row["created_at"])}
-        return record_from_row(row, first, "graph" if row["id"] in graph else "fresh")
+        record = record_from_row(row, first, "graph" if row["id"] in graph else "fresh")
+        return replace(record, **asdict(self.supersession.timeline(self.state).validity(row["id"])))
 
     def _state_of(self, record_id: str) -> MemoryRecord:
         return self._record(self.state.current[record_id], self._in_graph())

@@ -79,6 +79,9 @@ class MemoryRecord:
     tier: str = "fresh"
     forgotten: bool = False
     merged_into: str | None = None
+    valid_from: str | None = None  # true from (its event time)
+    valid_until: str | None = None  # until a later statement of the same attribute (None: still)
+    superseded_by: str | None = None  # that statement's record
 
 
 @dataclass(frozen=True)
