@@ -100,6 +100,24 @@ def _leading_word(tokens: list[str], start: int) -> int | None:
     return None
 
 
+def _weak(tokens: list[str], run: tuple[int, int], start: int) -> bool:
+    """A one-word run that opens the sentence before a lowercase word: maybe a name, maybe a
+    capitalised common noun ("Ticket number 4"), so no name."""
+    nxt = tokens[run[1]] if run[1] < len(tokens) else ""
+    return run == (start, start + 1) and _base(tokens[start]) == tokens[start] and nxt.islower()
+
+
+def _numbered(tokens: list[str], at: int | None) -> frozenset[str]:
+    """Numbers inside the leading noun phrase ("ticket number 4"): part of the subject."""
+    found = set()
+    for token in tokens[at + 1 :] if at is not None else []:
+        if token[:1].isdigit():
+            found.add(token)
+        elif not token.isalpha() or token.lower() in FUNCTION_WORDS:
+            break
+    return frozenset(found)
+
+
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
@@ -112,7 +130,8 @@ def parse(text: str) -> Statement:
     tokens = _TOKEN.findall(text)
     start = _label_end(tokens)
     runs = _runs(tokens, start)
-    if runs:
+    weak = bool(runs) and _weak(tokens, runs[0], start)  # "Ticket number 4 was ...": no name
+    if runs and not weak:
         span = runs[0]
         subject = frozenset(_base(t).lower() for t in tokens[span[0] : span[1]])
         named, others = True, runs[1:]
@@ -120,9 +139,11 @@ def parse(text: str) -> Statement:
         at = _leading_word(tokens, start)
         span = (at, at + 1) if at is not None else (0, 0)
         subject = frozenset({tokens[at].lower()}) if at is not None else frozenset()
-        named, others = False, []
+        subject |= _numbered(tokens, at)
+        named, others = False, runs[1:] if weak else []
     values = {_base(t).lower() for a, b in others for t in tokens[a:b]}
     values |= {t for i, t in enumerate(tokens) if t[:1].isdigit() and not span[0] <= i < span[1]}
+    values -= subject
     inside = {i for a, b in others for i in range(a, b)} | set(range(*span))
     content = {
         _stem(t.lower())

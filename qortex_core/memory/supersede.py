@@ -51,7 +51,7 @@ class SupersedeConfig:
     masked: float = 0.5
     values: float = 0.5
     change: float = 0.3
-    threshold: float = 0.7
+    threshold: float = 0.72
 
 
 def _cos(a, b) -> float:
