@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.shards import drop_staging
-from qortex_core.memory.records import MEMORIES
+from qortex_core.ingest.documents import DOCUMENTS
+from qortex_core.memory.records import DOC_PREFIX, MEMORIES
 from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
@@ -124,6 +125,29 @@ def forgotten_ids(rows: pa.Table) -> set[str]:
         if not more:
             return gone
         gone |= more
+
+
+def stale_derivations(home: str | Path) -> str:
+    """Why derived tables (chunks, facts, concepts, the latest snapshot) still hold forgotten
+    text ("" when they do not): a forgotten memory whose document is still stored, or a
+    forgotten file passage whose chunk is. Consolidating (the ingest job) rebuilds them without
+    it; ``qortex purge`` does that first, then purges."""
+    store = LanceStore.open(home)
+    if MEMORIES not in store.table_names():
+        return ""
+    rows = store.open_latest(MEMORIES).to_arrow()
+    gone = forgotten_ids(rows)
+    if not gone:
+        return ""
+    memory_docs = pa.array(sorted(DOC_PREFIX + g for g in gone if g.startswith("m_")), pa.string())
+    docs = store.read_columns(DOCUMENTS, ["id"]) if DOCUMENTS in store.table_names() else None
+    if docs is not None and docs.num_rows and pc.any(pc.is_in(docs["id"], memory_docs)).as_py():
+        return "forgotten memories are still in the documents of the latest ingest"
+    passages = pa.array(sorted(g for g in gone if g.startswith("p_")), pa.string())
+    chunks = store.read_columns(CHUNKS, ["id"]) if CHUNKS in store.table_names() else None
+    if chunks is not None and chunks.num_rows and pc.any(pc.is_in(chunks["id"], passages)).as_py():
+        return "forgotten passages are still in the chunks of the latest ingest"
+    return ""
 
 
 def _rewrite(store: LanceStore, name: str) -> int:
