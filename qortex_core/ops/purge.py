@@ -33,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.shards import drop_staging
 from qortex_core.ingest.documents import DOCUMENTS
+from qortex_core.ingest.shards import drop_staging
 from qortex_core.memory.records import DOC_PREFIX, MEMORIES
 from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
