@@ -8,6 +8,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from qortex_core.memory.current import CurrentConfig, rerank, with_validity
+from qortex_core.memory.records import parse_time
 from qortex_core.memory.tier import FreshTier
 from qortex_core.query import relevance
 from qortex_core.query.config import RetrievalConfig
@@ -18,11 +19,11 @@ def search_memory(
     query: str,
     top_k: int,
     mode: str,
-    window: tuple[str | None, str | None],
-    domains: list[str] | None,
+    window: tuple,
+    domains,
     profile: str | None,
     min_relevance: float | None,
-    moment: tuple[str | None, bool] = (None, False),
+    moment: tuple = (None, False),
 ):
     """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`.
 
@@ -34,6 +35,9 @@ def search_memory(
     from qortex_core.query.validation import MAX_TOP_K
 
     validate(query, top_k, mode)
+    window = (parse_time(window[0], "since"), parse_time(window[1], "until", upper=True))
+    domains = [domains] if isinstance(domains, str) else (list(domains) if domains else None)
+    moment = (parse_time(moment[0], "as_of"), bool(moment[1]))
     depth = min(top_k * CurrentConfig().depth, MAX_TOP_K)
     until = _earlier(window[1], moment[0])
     retriever = mem.retriever()

@@ -166,6 +166,15 @@ class Supersession:
         zeros = np.zeros((len(links), dim), np.float32)
         return revision_rows(links, [{}] * len(links), zeros, "")
 
+    def linked(self, rows: pa.Table, state, revisions: Sequence[Revision], writer: str):
+        """``rows`` (new revisions) with their link rows appended (one commit)."""
+        dim = rows.schema.field("vector").type.list_size
+        return with_links(rows, self.link_rows(state, revisions, writer, dim))
+
+    def closed(self, state) -> frozenset[str]:
+        """Records a later statement superseded."""
+        return self.timeline(state).superseded()
+
     def timeline(self, state) -> Timeline:
         """The state's timeline (folded again only after the state changed)."""
         return self.timelines.of(state)
