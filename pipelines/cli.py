@@ -60,7 +60,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.updates:
         from pipelines.commands.updates_eval import eval_updates
 
-        return eval_updates(args)
+        return eval_updates(args, Progress(), emit_report)
     if args.locomo:
         return _eval_locomo(args)
     if not args.questions or not args.corpus:
@@ -216,11 +216,7 @@ def _add_eval(sub: Any, modes: Any) -> None:
         metavar="FILE",
         help="LoCoMo conversation files: evidence recall per category and abstention",
     )
-    ev.add_argument(
-        "--updates",
-        metavar="FILE",
-        help="an updates file: current, as_of and unchanged facts, fresh tier then graph tier",
-    )
+    ev.add_argument("--updates", metavar="FILE", help="updates file: current/as_of facts")
     ev.add_argument(
         "--locomo-via",
         choices=["memory", "documents"],

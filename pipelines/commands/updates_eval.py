@@ -7,9 +7,8 @@ import argparse
 from pathlib import Path
 
 
-def eval_updates(args: argparse.Namespace) -> int:
+def eval_updates(args: argparse.Namespace, progress, emit_report) -> int:
     """Run the updates benchmark and print (and with ``--json`` write) its report."""
-    from pipelines.cli import Progress, emit_report
     from qortex_bench.updates import run_updates
     from qortex_core.errors import ConfigError
 
@@ -19,7 +18,7 @@ def eval_updates(args: argparse.Namespace) -> int:
         )
     modes = tuple(args.modes) if args.modes else ("auto",)
     report = run_updates(
-        Path(args.updates), Path(args.home) if args.home else None, modes, progress=Progress()
+        Path(args.updates), Path(args.home) if args.home else None, modes, progress=progress
     )
     emit_report(report, args.json)
     return 0

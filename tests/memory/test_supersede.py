@@ -100,7 +100,7 @@ def test_graph_tier_hides_superseded_passages_after_consolidation(mem, embedder)
     from qortex_bench.locomo_memory import consolidate_home
     from qortex_core.ingest.extract import OfflineExtractor
 
-    old, new = _write(mem, BERGEN, LYON, ("Goran Lindqvist drives a Volvo XC40.", LYON[1]))
+    old, new, _ = _write(mem, BERGEN, LYON, ("Goran Lindqvist drives a Volvo XC40.", LYON[1]))
     consolidate_home(Path(mem.home), embedder, None, OfflineExtractor())
     hits = mem.search(WHERE, top_k=5, min_relevance=0).passages
     assert hits[0].tier == "graph" and hits[0].text == LYON[0]
