@@ -87,7 +87,7 @@ class Memory:
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
-        self.supersession = Supersession(self.store, lambda: self.embedder)
+        self.supersession = Supersession(lambda: self.embedder)
 
     @property
     def embedder(self):

@@ -110,5 +110,6 @@ def current_query(retriever, query: str, top_k: int, moment: tuple[str | None, b
         return ask(top_k, moment[0])
     with tier.at(*moment):
         result = with_validity(ask(depth, moment[0]), tier)
-    facets = FacetStore(tier.store, retriever.embedder)
-    return rerank(result, query, facets, retriever.embedder, top_k)
+    if tier.facets is None:  # kept with the tier: a derived text is embedded once a process
+        tier.facets = FacetStore(retriever.embedder)
+    return rerank(result, query, tier.facets, retriever.embedder, top_k)

@@ -28,6 +28,7 @@ from qortex_core.storage.store import LanceStore, vectors_to_arrow
 MEMORIES = "memories"
 DOC_PREFIX = "memory:"  # documents (and so passages) made from a memory record: memory:<record id>
 MAX_TEXT_BYTES = 1_000_000
+_READ_ATTEMPTS = 5  # reads restarted on the newest version when a purge cleaned theirs
 GONE = ("forget", "merged")  # ops that take a record out of search
 
 
@@ -199,15 +200,25 @@ class MemoryTable:
         return int(handle.schema.field("vector").type.list_size) if handle is not None else 0
 
     def read(self, since: str | None = None) -> pa.Table:
-        """Rows as committed now (only those created at or after ``since`` when given)."""
+        """Rows as committed now (only those created at or after ``since`` when given).
+
+        A purge may clean the version just checked out (it rewrites the table under the records
+        lock, which readers do not take): the read then starts again on the newest version.
+        """
         handle = self._open()
         if handle is None:
             return pa.table({})
-        handle.checkout_latest()
-        if since is None:
-            return handle.to_arrow()
-        quoted = since.replace("'", "''")
-        return handle.search().where(f"created_at >= '{quoted}'").limit(None).to_arrow()
+        for attempt in range(_READ_ATTEMPTS):
+            handle.checkout_latest()
+            try:
+                if since is None:
+                    return handle.to_arrow()
+                quoted = since.replace("'", "''")
+                return handle.search().where(f"created_at >= '{quoted}'").limit(None).to_arrow()
+            except (OSError, RuntimeError) as exc:
+                if "Not found" not in str(exc) or attempt + 1 == _READ_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def text_search(self, query: str, limit: int) -> dict[str, float]:
         """BM25 scores of the rows whose text matches ``query`` (by row key), best first."""

@@ -152,8 +152,8 @@ def _link(rid: str, rev: Revision, now: str, writer: str) -> Revision:
 class Supersession:
     """One memory's supersession: its facets, subject index and folded timeline."""
 
-    def __init__(self, store, embedder, config: SupersedeConfig = SupersedeConfig()) -> None:
-        self.facets = FacetStore(store, embedder)
+    def __init__(self, embedder, config: SupersedeConfig = SupersedeConfig()) -> None:
+        self.facets = FacetStore(embedder)
         self.index = SubjectIndex()
         self.timelines = TimelineCache()
         self.config = config

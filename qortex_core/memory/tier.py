@@ -47,6 +47,7 @@ class FreshTier:
         self._view_version = -2
         self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
         self.timelines = TimelineCache()
+        self.facets: object | None = None  # the FacetStore of current-fact ranking, made once
         self.moment: tuple[str | None, bool] = (None, False)  # (as_of, include_superseded)
         self._rows_of: dict[str, list[int]] | None = None  # record id -> its passage rows
         self._docs: dict[str, str] | None = None  # memory passage id -> its document

@@ -46,6 +46,18 @@ def _remember_loop(home: str, n: int, start, outbox) -> None:
     outbox.put(acked)
 
 
+def _read_loop(home: str, start, stop, outbox) -> None:
+    """A reader: a new handle lists and searches again and again until told to stop."""
+    start.wait()
+    reads = 0
+    while not stop.is_set():
+        mem = _mem(home)
+        mem.list(limit=1000)
+        mem.search("pump in bay", top_k=3, mode="auto")
+        reads += 1
+    outbox.put(("reads", reads))
+
+
 def _revise(home: str, rid: str, action: str, start, outbox) -> None:
     mem = _mem(home)
     mem.get(rid)  # warm: the state is loaded before the race starts
@@ -135,10 +147,12 @@ def test_no_acknowledged_write_is_lost_while_purge_runs(tmp_path: Path):
     mem.forget(victim)
     ctx = mp.get_context("spawn")
     start, outbox = ctx.Event(), ctx.Queue()
+    stop, reads = ctx.Event(), ctx.Queue()
     writers = [
         ctx.Process(target=_remember_loop, args=(str(home), 40, start, outbox)) for _ in range(2)
     ]
-    for p in writers:
+    reader = ctx.Process(target=_read_loop, args=(str(home), start, stop, reads))
+    for p in [*writers, reader]:
         p.start()
     start.set()
     purges = 0
@@ -146,7 +160,9 @@ def test_no_acknowledged_write_is_lost_while_purge_runs(tmp_path: Path):
         purge(home)
         purges += 1
     acked = [rid for _ in writers for rid in outbox.get(timeout=120)]
-    for p in writers:
+    stop.set()
+    assert reads.get(timeout=120)[1] >= 1  # the reader read on through every purge
+    for p in [*writers, reader]:
         p.join(timeout=60)
         assert p.exitcode == 0
     assert len(acked) == 80
