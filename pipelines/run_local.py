@@ -319,6 +319,9 @@ def run_ingest(
         with executed(defs.resolve_job_def(INGEST_JOB), instance, run_config, spread) as result:
             if not result.success:
                 raise _budget_failure(result, store.snapshots()) or first_failure(result)
+            failed = _budget_failure(result, store.snapshots())  # a blocking check never passes
+            if failed is not None:
+                raise failed
             metadata = _metadata(result)
             checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
             run_id = result.run_id

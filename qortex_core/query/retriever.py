@@ -301,6 +301,9 @@ class Retriever:
     ) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
+        if self.view.n_passages == 0:  # every memory forgotten: only the fresh tier answers
+            empty = self._abstained(text, mode, prof, f"snapshot {self.view.name} is empty")
+            return replace(empty, no_answer=False)
         ctx = self.context(text, vector, domains, window=window)
         best = relevance.best_of(ctx.dense, self.config.relevance, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
