@@ -18,6 +18,8 @@ from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.memory.fresh import FreshConfig, FreshHit, GraphView, MemoryState, graph_view
 from qortex_core.memory.fresh import search_fresh as _search
 from qortex_core.memory.records import MemoryTable
+from qortex_core.query.liveness import Liveness
+from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage.store import LanceStore
 
 Relevance = Callable[[FreshHit], float]
@@ -44,6 +46,7 @@ class FreshTier:
         self._view: GraphView | None = None
         self._view_version = -2
         self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
+        self._live: tuple[np.ndarray, Liveness | None] | None = None  # (hidden, its liveness)
 
     def view(self) -> GraphView:
         """The graph view for the newest state (recomputed only when the table moved)."""
@@ -67,6 +70,14 @@ class FreshTier:
         if not hidden.any():
             return allowed
         return ~hidden if allowed is None else allowed & ~hidden
+
+    def liveness(self, snapshot: SnapshotView) -> Liveness | None:
+        """What live passages of ``snapshot`` (the view of :attr:`passages`) still back; None
+        while nothing is hidden. Recomputed only when the hidden set changed."""
+        hidden = self.view().hidden
+        if self._live is None or self._live[0] is not hidden:
+            self._live = (hidden, Liveness.of(snapshot, hidden))
+        return self._live[1]
 
     def domains(self) -> set[str]:
         """Domains of live fresh records (a query may filter on them before consolidation)."""

@@ -286,6 +286,7 @@ class Retriever:
             preference=self.memory.preference,
             recognizer=self.recognizer,
             lexical_index=self.lexical,
+            live=self.fresh.liveness(self.view) if self.fresh is not None else None,
         )
 
     def _search(
@@ -362,7 +363,7 @@ class Retriever:
             )  # fmt: skip
         return QueryResult(
             ctx.text, ranking.mode, view.name, passages,
-            hits.concept_hits(view, ranking.walked.node_scores, top_k),
+            hits.concept_hits(view, ranking.walked.node_scores, top_k, ctx.live),
             hits.seed_list(view, ranking.walked.seeding),
             rules=rules, factors_version=self.memory.factors_version, fallback=ranking.note,
             **extra,
@@ -382,7 +383,8 @@ class Retriever:
             if ranking.walked is None
             else ranking.walked.node_scores[: view.n_phrases]
         )
-        return rank_rules(view.rule_index, scores, view.node_ids, view.node_names, top_k, domains)
+        index, names = view.rule_index, view.node_names
+        return rank_rules(index, scores, view.node_ids, names, top_k, domains, live=ctx.live)
 
     def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
         """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""
