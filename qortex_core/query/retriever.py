@@ -377,13 +377,13 @@ class Retriever:
         domains: Sequence[str] | None,
     ) -> list:
         """Rules by the walk's concept scores, or by concept cosine when nothing was walked."""
-        view = self.view
+        view, index, floor = self.view, self.view.rule_index, self.config.fact_threshold
         scores = (
-            rule_cosine(view.rule_index, view.phrase_vectors, view.n_phrases, ctx.vector)
+            rule_cosine(index, view.phrase_vectors, view.n_phrases, ctx.vector, floor)
             if ranking.walked is None
             else ranking.walked.node_scores[: view.n_phrases]
         )
-        index, names = view.rule_index, view.node_names
+        names = view.node_names
         return rank_rules(index, scores, view.node_ids, names, top_k, domains, live=ctx.live)
 
     def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:

@@ -85,13 +85,20 @@ def _lists(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rule_cosine(
-    index: RuleIndex, phrase_vectors: np.ndarray, n_phrases: int, vector: np.ndarray
+    index: RuleIndex,
+    phrase_vectors: np.ndarray,
+    n_phrases: int,
+    vector: np.ndarray,
+    floor: float = 0.0,
 ) -> np.ndarray:
     """(n_phrases,) query cosine of the concepts rules link, zero elsewhere (and everywhere
-    when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query."""
+    when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query.
+    A cosine below ``floor`` counts as zero: a concept must be as close to the query as a fact
+    must be to seed the walk (``fact_threshold``), or a rule is shown for any question."""
     out = np.zeros(n_phrases, np.float32)
     if phrase_vectors.shape[0] == n_phrases and index.linked.size:
-        out[index.linked] = cosine_at(phrase_vectors, index.linked, vector)  # (m,)
+        found = cosine_at(phrase_vectors, index.linked, vector)  # (m,)
+        out[index.linked] = np.where(found >= floor, found, np.float32(0.0))
     return out
 
 
@@ -137,8 +144,8 @@ def rank_rules(
 ) -> list[RuleHit]:
     """The ``top_k`` rules by their best concept's score (ties by confidence), domain-filtered.
 
-    Rules whose concepts all scored zero, or below ``min_relative`` x the best rule's score,
-    are left out: the walk barely reached them. ``live`` (some passages forgotten,
+    Rules whose concepts all scored zero, or below ``min_relative`` x the best concept's score
+    (rule-linked or not), are left out: the walk barely reached them. ``live`` (some passages forgotten,
     :mod:`qortex_core.query.liveness`): a rule whose every source passage is forgotten is never
     shown, and a concept no live passage backs neither scores a rule nor is named as its reason.
     """
@@ -152,7 +159,8 @@ def rank_rules(
         allowed = set(domains)
         keep = keep[[bool(allowed.intersection(index.domains[i])) for i in keep.tolist()]]
     if keep.size:
-        keep = keep[scores[keep] >= min_relative * float(scores[keep].max())]
+        best = max(float(scores[keep].max()), float(phrase_scores.max()))
+        keep = keep[scores[keep] >= min_relative * best]
     if keep.size > top_k > 0:  # every rule tied with the k-th best score stays a candidate
         kth = scores[keep[top_indices(scores[keep], top_k)[-1]]]
         keep = keep[scores[keep] >= kth]
