@@ -152,7 +152,9 @@ def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -
     for c in answer.concepts[:ITEMS_CAP]:
         name = clean_text(c.name, NAME_CAP)
         if ids.normalize_phrase(name) and ground.keep(name):
-            add_concept(name, clean_text(c.description, DESCRIPTION_CAP), clean_text(c.domain, NAME_CAP))
+            add_concept(
+                name, clean_text(c.description, DESCRIPTION_CAP), clean_text(c.domain, NAME_CAP)
+            )
     facts: dict[str, Fact] = {}
     for r in answer.relations[:ITEMS_CAP]:
         fact = _fact(r, ground)

@@ -335,9 +335,7 @@ def build_snapshot(
     }
     folder = snap.staging_dir(home)
     try:
-        path, counts = _assemble(
-            store, home, passages, graph_config, folder, manifest_base, verify
-        )
+        path, counts = _assemble(store, home, passages, graph_config, folder, manifest_base, verify)
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
     return SnapshotReport(path.name, int(path.name[1:7]), path, counts)

@@ -238,8 +238,9 @@ def probe_gate(home: Path | str, embedder: Embedder) -> Callable[[str], None]:
     def verify(name: str) -> None:
         found = check_probe(Path(home), embedder, DoctorConfig(probe_embeds=False), name=name)
         if not found.ok:
-            raise SnapshotError(f"snapshot {name} failed its probe and was not published: "
-                                f"{found.detail}")
+            raise SnapshotError(
+                f"snapshot {name} failed its probe and was not published: {found.detail}"
+            )
 
     return verify
 
@@ -360,7 +361,9 @@ def diagnose(
         try:
             embedder = embedder or make_embedder()  # loads no model until the probe embeds
         except QortexError as exc:
-            return DoctorReport(str(home), (*checks, Check("embedder", False, _one_line(exc))), counts)
+            return DoctorReport(
+                str(home), (*checks, Check("embedder", False, _one_line(exc))), counts
+            )
         matched = check_embedding(home, embedder)
         checks += [matched] if matched is not None else []
         if config.probe:

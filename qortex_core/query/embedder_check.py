@@ -31,9 +31,7 @@ def vector_widths(snapshot: Snapshot) -> dict[str, int]:
     return out
 
 
-def embedder_problem(
-    snapshot: Snapshot, name: str, dim: Callable[[], int | None]
-) -> str | None:
+def embedder_problem(snapshot: Snapshot, name: str, dim: Callable[[], int | None]) -> str | None:
     """Why the embedder called ``name`` cannot query ``snapshot`` (None: it can).
 
     Args:

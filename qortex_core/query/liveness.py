@@ -48,4 +48,3 @@ class Liveness:
         phrases[contains.indices[np.repeat(live, np.diff(contains.indptr))]] = True
         phrases[np.asarray(view.fact_nodes)[facts].reshape(-1)] = True
         return cls(live, facts, phrases, view.rule_index.live(live, phrases))
-

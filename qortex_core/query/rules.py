@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-
 import numba
 import numpy as np
 import pyarrow as pa
@@ -145,16 +144,18 @@ def rank_rules(
     """The ``top_k`` rules by their best concept's score (ties by confidence), domain-filtered.
 
     Rules whose concepts all scored zero, or below ``min_relative`` x the best concept's score
-    (rule-linked or not), are left out: the walk barely reached them. ``live`` (some passages forgotten,
-    :mod:`qortex_core.query.liveness`): a rule whose every source passage is forgotten is never
-    shown, and a concept no live passage backs neither scores a rule nor is named as its reason.
+    (rule-linked or not), are left out: the walk barely reached them. ``live`` (some passages
+    forgotten, :mod:`qortex_core.query.liveness`): a rule whose every source passage is forgotten
+    is never shown, and a concept no live passage backs neither scores a rule nor is named as
+    its reason.
     """
     if len(index) == 0:
         return []
     if live is not None:
         phrase_scores = np.where(live.phrases, phrase_scores, np.float32(0.0))  # (n_phrases,)
     scores = rule_scores(index, phrase_scores)
-    keep = np.flatnonzero(scores > 0 if live is None else (scores > 0) & live.rules)  # (kept,)
+    reached = scores > 0  # (n_rules,)
+    keep = np.flatnonzero(reached if live is None else reached & live.rules)  # (kept,)
     if domains:
         allowed = set(domains)
         keep = keep[[bool(allowed.intersection(index.domains[i])) for i in keep.tolist()]]

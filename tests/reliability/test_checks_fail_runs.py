@@ -14,7 +14,7 @@ from faults import error_line, published, run_cli
 
 import pipelines.resources as resources
 from qortex_core.embed import BUNDLED_MODEL, EmbedderWrapper, bundled_model_path
-from qortex_core.ops.doctor import diagnose, DoctorConfig
+from qortex_core.ops.doctor import DoctorConfig, diagnose
 
 
 @pytest.fixture

@@ -28,7 +28,10 @@ FILES = {
     "kiln.md": "# Brannock Kiln\n\nThe Brannock Kiln must always be cooled by Hollis Ward "
     "before the Tarrow Fair.\n",
 }
-FORGET = "Operators must always inspect the Zorblat Engine and the Orion Pump before the Quorin Festival."
+FORGET = (
+    "Operators must always inspect the Zorblat Engine and the Orion Pump before the Quorin "
+    "Festival."
+)
 OLD = "The Pellam Turbine must never run during the Wexbury Gale."
 NEW = "The Pellam Turbine is oiled by the Delta Crew."
 # variant -> (question, words that came only from what was taken out)

@@ -48,7 +48,9 @@ ATTACK = Recorded(
 )
 FOREIGN = ["Sourdough bread", "Marie Curie", "radium", "wild yeast starter", "dough", "polonium"]
 OBEYED = {  # what an LLM that follows the document's instructions answers for it
-    "concepts": [{"name": n} for n in ["payment", "account 4471", "Sourdough bread", "Marie Curie"]],
+    "concepts": [
+        {"name": n} for n in ["payment", "account 4471", "Sourdough bread", "Marie Curie"]
+    ],
     "relations": [
         {"source": "Marie Curie", "predicate": "endorses", "target": "account 4471"},
         {"source": "Sourdough bread", "predicate": "requires", "target": "payment"},
