@@ -102,8 +102,9 @@ class Retriever:
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
         self.memory = LearnedMemory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        manifest_path = snapshot.path / "manifest.json" if snapshot.path else None
         self.lexical = LexicalIndex.open(
-            getattr(store, "db", None), self.view, snapshot.manifest
+            getattr(store, "db", None), self.view, snapshot.manifest, manifest_path
         )  # the snapshot's BM25 index (None: store-less or built before the channel)
         # a conversation's question about the wrong participant answers no_answer
         self.attribution = attribution.Checker(self.view, lambda s: self.embedder.embed([s])[0])
@@ -303,8 +304,7 @@ class Retriever:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
         if self.view.n_passages == 0:  # every memory forgotten: only the fresh tier answers
-            empty = self._abstained(text, mode, prof, f"snapshot {self.view.name} is empty")
-            return replace(empty, no_answer=False)
+            return replace(self._abstained(text, mode, prof, "snapshot is empty"), no_answer=False)
         ctx = self.context(text, vector, domains, window=window)
         best = relevance.best_of(ctx.dense, self.config.relevance, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
