@@ -39,6 +39,7 @@ def extraction_metadata(
         "extracted": report.extracted,
         "cache_hits": report.cached,
         "failed": report.failed,
+        "ungrounded_dropped": report.ungrounded_dropped,  # LLM links to names not in the passage
         "extractor": ex.cache_key,
         "model": model or "none (no LLM)",
         "llm_calls": llm_calls,

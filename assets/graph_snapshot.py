@@ -7,6 +7,7 @@ from pipelines.resources import EmbedderResource, ExtractorResource, StoreResour
 from qortex_core.errors import QortexError
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_snapshot, upstream_of
+from qortex_core.ops.doctor import probe_gate
 from qortex_core.storage import snapshot as snap
 
 
@@ -23,7 +24,7 @@ class GraphWeights(Config):
     group_name="ingest",
     kinds={"numpy"},
     deps=[upstream_of("graph_snapshot")],
-    description="Versioned graph snapshot (CSR arrays).",
+    description="Versioned graph snapshot (CSR arrays), published only once it answers a probe.",
 )
 def graph_snapshot(
     config: GraphWeights,
@@ -47,6 +48,7 @@ def graph_snapshot(
         embedder.get().name,
         weights,
         params={"extractor": extractor.get().cache_key},
+        verify=probe_gate(store.snapshots(), embedder.get()),  # LATEST moves only if it answers
     )
     counts = report.counts
     nodes = {"phrase": counts.phrases, "passage": counts.passages}

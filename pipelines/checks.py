@@ -72,13 +72,19 @@ def within_failure_budget(store: StoreResource, extractor: ExtractorResource) ->
 
 @asset_check(
     asset=graph_snapshot,
+    blocking=True,
     description="The latest snapshot loads, was built with the configured embedder and answers "
-    "a probe query (the probe of `qortex doctor`).",
+    "a probe query (the probe of `qortex doctor`; graph_snapshot runs it before it moves LATEST, "
+    "so a failure here fails the run).",
 )
 def snapshot_answers_probe(store: StoreResource, embedder: EmbedderResource) -> AssetCheckResult:
     """``qortex doctor``'s probe on the published snapshot."""
     check = check_probe(store.snapshots(), embedder.get(), DoctorConfig(probe_embeds=False))
-    return AssetCheckResult(passed=check.ok, metadata={"probe": check.detail})
+    return AssetCheckResult(
+        passed=check.ok,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"probe": check.detail, "reason": f"probe failed: {check.detail}"},
+    )
 
 
 INGEST_CHECKS = (

@@ -317,8 +317,9 @@ def run_ingest(
     spread = Spread.of(settings, store.home, store.snapshot_home, source, bool(resources))
     with _locked(home, what), instance_storage(Path(dagster_home)):
         with executed(defs.resolve_job_def(INGEST_JOB), instance, run_config, spread) as result:
-            if not result.success:
-                raise _budget_failure(result, store.snapshots()) or first_failure(result)
+            failed = _budget_failure(result, store.snapshots())  # a failed blocking check
+            if failed is not None or not result.success:  # fails the run, even if Dagster did not
+                raise failed or first_failure(result)
             metadata = _metadata(result)
             checks = {e.check_name: bool(e.passed) for e in result.get_asset_check_evaluations()}
             run_id = result.run_id

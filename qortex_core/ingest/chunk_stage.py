@@ -123,6 +123,7 @@ class ExtractReport:
     extracted: int
     cached: int
     failed: int
+    ungrounded_dropped: int = 0  # LLM names not in their passage, dropped (llm_schema.Grounding)
 
 
 def _payload(ex: Extraction) -> str:
@@ -205,7 +206,7 @@ def extract_chunks(
         todo = chunks.filter(pc.invert(pc.is_in(chunks["key"], value_set=done)))
     # a key stored with a failed status is replaced (upsert); new keys are appended
     writer = _ExtractionWriter(store, into, stored["key"] if stored.num_rows else None)
-    failed = 0
+    failed = dropped = 0
     try:
         for start in range(0, todo.num_rows, batch):
             rows = todo.slice(start, batch)
@@ -213,6 +214,7 @@ def extract_chunks(
             results = extractor.extract(part)
             status = [ex.meta.get("status", "ok") for ex in results]
             failed += sum(s != "ok" for s in status)
+            dropped += sum(int(ex.meta.get("ungrounded_dropped", 0)) for ex in results)
             writer.add(
                 {
                     "key": rows["key"],
@@ -231,6 +233,7 @@ def extract_chunks(
         extracted=todo.num_rows - failed,
         cached=chunks.num_rows - todo.num_rows,
         failed=failed,
+        ungrounded_dropped=dropped,
     )
 
 

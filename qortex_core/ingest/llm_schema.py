@@ -15,7 +15,7 @@ from qortex_core.llm.client import clean_text
 from qortex_core.storage import ids
 from qortex_core.storage.model import Concept, Extraction, Fact, Passage, RelationType, Rule
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"  # 2: answers are grounded in their passage (older cached ones were not)
 NAME_CAP = 200
 DESCRIPTION_CAP = 500
 TEXT_CAP = 1000
@@ -107,10 +107,42 @@ def build_messages(passage: Passage) -> list[dict[str, str]]:
 
 
 # -- from answer to data model ----------------------------------------------------------
+class Grounding:
+    """Whether a name the LLM gave occurs in the passage it extracted from.
+
+    A name occurs when every word of it (as :func:`qortex_core.storage.ids.normalize_phrase`
+    leaves them) is a word of the passage's title or text, a plural ``s`` either way allowed.
+    An LLM that obeys a document's "ignore previous instructions" can only name what that
+    document says: a rule or fact linking other documents' concepts is dropped and counted.
+    """
+
+    def __init__(self, passage: Passage) -> None:
+        words = set(ids.normalize_text(passage.full_text).split())
+        self.words = words | {w[:-1] for w in words if len(w) > 3 and w.endswith("s")}
+        self.dropped = 0
+
+    def occurs(self, name: str) -> bool:
+        """True when every word of ``name`` is a word of the passage."""
+        found = ids.normalize_phrase(name).split()
+        return bool(found) and all(
+            w in self.words or (len(w) > 3 and w.endswith("s") and w[:-1] in self.words)
+            for w in found
+        )
+
+    def keep(self, name: str) -> bool:
+        """:meth:`occurs`, counting a name that does not."""
+        ok = self.occurs(name)
+        self.dropped += not ok
+        return ok
+
+
 def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -> Extraction:
     """Map a validated answer onto the data model, sanitised: no control characters,
-    capped lengths, no relation with an empty endpoint or linking a concept to itself."""
+    capped lengths, no relation with an empty endpoint or linking a concept to itself, and
+    grounded: concepts, relation ends and rule links that do not occur in the passage are
+    dropped (counted in ``meta["ungrounded_dropped"]``; a rule left with no link goes too)."""
     concepts: dict[str, Concept] = {}
+    ground = Grounding(passage)
 
     def add_concept(name: str, description: str = "", domain: str = "") -> None:
         if ids.normalize_phrase(name) and ids.concept_id(name) not in concepts:
@@ -118,28 +150,21 @@ def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -
             concepts[ids.concept_id(name)] = Concept(name, description, use)
 
     for c in answer.concepts[:ITEMS_CAP]:
-        add_concept(
-            clean_text(c.name, NAME_CAP),
-            clean_text(c.description, DESCRIPTION_CAP),
-            clean_text(c.domain, NAME_CAP),
-        )
+        name = clean_text(c.name, NAME_CAP)
+        if ids.normalize_phrase(name) and ground.keep(name):
+            add_concept(
+                name, clean_text(c.description, DESCRIPTION_CAP), clean_text(c.domain, NAME_CAP)
+            )
     facts: dict[str, Fact] = {}
     for r in answer.relations[:ITEMS_CAP]:
-        s, o = clean_text(r.source, NAME_CAP), clean_text(r.target, NAME_CAP)
-        if (
-            not ids.normalize_phrase(s)
-            or not ids.normalize_phrase(o)
-            or ids.concept_id(s) == ids.concept_id(o)
-        ):
-            continue
-        p = clean_text(r.predicate, NAME_CAP) or r.relation_type.value.replace("_", " ")
-        fact = Fact(s, p, o, RelationType(r.relation_type))
-        facts.setdefault(fact.id, fact)
-        add_concept(s)
-        add_concept(o)
+        fact = _fact(r, ground)
+        if fact is not None:
+            facts.setdefault(fact.id, fact)
+            add_concept(fact.subject)
+            add_concept(fact.object)
     rules: dict[str, Rule] = {}
     for item in answer.rules[:ITEMS_CAP]:
-        rule = _rule(item)
+        rule = _rule(item, ground)
         if rule is not None:
             rules.setdefault(rule.id, rule)
             for name in rule.concepts:
@@ -150,17 +175,37 @@ def to_extraction(passage: Passage, answer: PassageExtraction, extractor: str) -
         tuple(facts.values()),
         tuple(rules.values()),
         extractor,
-        meta={"status": "ok"},
+        meta={"status": "ok", "ungrounded_dropped": ground.dropped},
     )
 
 
-def _rule(item: RuleItem) -> Rule | None:
-    """A sanitised rule, or None when its text is empty."""
+def _fact(item: RelationItem, ground: Grounding) -> Fact | None:
+    """A sanitised fact, or None when an end is empty, both ends are one concept, or an end
+    does not occur in the passage (counted)."""
+    s, o = clean_text(item.source, NAME_CAP), clean_text(item.target, NAME_CAP)
+    if not ids.normalize_phrase(s) or not ids.normalize_phrase(o):
+        return None
+    if ids.concept_id(s) == ids.concept_id(o):
+        return None
+    if not (ground.occurs(s) and ground.occurs(o)):
+        ground.dropped += 1
+        return None
+    p = clean_text(item.predicate, NAME_CAP) or item.relation_type.value.replace("_", " ")
+    return Fact(s, p, o, RelationType(item.relation_type))
+
+
+def _rule(item: RuleItem, ground: Grounding) -> Rule | None:
+    """A sanitised rule linked to the concepts of it that occur in the passage; None when its
+    text is empty, or when it named concepts and none occurs (counted)."""
     text = clean_text(item.text, TEXT_CAP)
     if not text:
         return None
     names = (clean_text(x, NAME_CAP) for x in item.concepts[:ITEMS_CAP])
-    linked = tuple(dict.fromkeys(n for n in names if ids.normalize_phrase(n)))
+    named = tuple(dict.fromkeys(n for n in names if ids.normalize_phrase(n)))
+    linked = tuple(n for n in named if ground.keep(n))
+    if named and not linked:
+        ground.dropped += 1  # the rule itself: it was about nothing this passage says
+        return None
     confidence = (
         min(max(float(item.confidence), 0.0), 1.0) if math.isfinite(item.confidence) else 0.5
     )

@@ -7,6 +7,7 @@ import json
 import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -308,12 +309,14 @@ def build_snapshot(
     graph_config: GraphConfig = GraphConfig(),
     params: dict | None = None,
     force: bool = False,
+    verify: Callable[[str], None] | None = None,
 ) -> SnapshotReport:
     """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
 
     When the latest snapshot was built from the same inputs (table versions, model, weights,
     parameters) nothing is published and its path is returned (an unchanged re-run adds
-    nothing), unless ``force``.
+    nothing), unless ``force``. ``verify(name)`` must pass before ``LATEST`` moves to it
+    (:func:`qortex_core.storage.snapshot.publish`).
     """
     versions = store.versions()
     passages = store.read_without(PASSAGES, ["vector"])
@@ -332,7 +335,7 @@ def build_snapshot(
     }
     folder = snap.staging_dir(home)
     try:
-        path, counts = _assemble(store, home, passages, graph_config, folder, manifest_base)
+        path, counts = _assemble(store, home, passages, graph_config, folder, manifest_base, verify)
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
     return SnapshotReport(path.name, int(path.name[1:7]), path, counts)
@@ -345,6 +348,7 @@ def _assemble(
     graph_config: GraphConfig,
     folder: Path,
     manifest_base: dict,
+    verify: Callable[[str], None] | None = None,
 ) -> tuple[Path, SnapshotCounts]:
     """Read, build and publish the snapshot, staging its vector files in ``folder``."""
     stored, cells = _read_stored(store, passages, graph_config, folder)
@@ -371,11 +375,15 @@ def _assemble(
         "counts": counts.as_dict(),
         "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
-    return _publish(home, arrays, tables, manifest), counts
+    return _publish(home, arrays, tables, manifest, verify), counts
 
 
 def _publish(
-    home: str | Path, arrays: SnapshotArrays, tables: SnapshotTables, manifest: dict
+    home: str | Path,
+    arrays: SnapshotArrays,
+    tables: SnapshotTables,
+    manifest: dict,
+    verify: Callable[[str], None] | None = None,
 ) -> Path:
     """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
     vectors, :func:`_staged`) are linked in rather than written again."""
@@ -387,4 +395,4 @@ def _publish(
     }
     kept = {name: a for name, a in data.items() if name not in files}
     published = snap.Snapshot(arrays=kept, tables=tables.as_dict(), manifest=manifest)
-    return snap.publish(home, published, files=files)
+    return snap.publish(home, published, files=files, check=verify)

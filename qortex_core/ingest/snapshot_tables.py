@@ -17,6 +17,7 @@ _RULE_COLUMNS = {
     "confidence": pa.float32(),
     "concept_nodes": pa.list_(pa.int32()),
     "domains": _DOMAINS,
+    "passages": pa.list_(pa.int32()),  # source passage indices: a forgotten source hides it
 }
 
 
@@ -64,8 +65,18 @@ def _rule_domains(rules: pa.Table, passages: pa.Table) -> pa.Array:
     return _grouped(key // width, names, rules.num_rows, _DOMAINS)
 
 
+def _rule_sources(rules: pa.Table, passages: pa.Table) -> pa.Array:
+    """Each rule's stored source passages as passage indices (snapshot order)."""
+    kind = _RULE_COLUMNS["passages"]
+    if passages.num_rows == 0:
+        return _grouped(np.zeros(0, np.int64), pa.array([], pa.int32()), rules.num_rows, kind)
+    rule, passage = listed(rules["passage_ids"], passages["id"])  # (listings,)
+    return _grouped(rule, pa.array(passage.astype(np.int32), pa.int32()), rules.num_rows, kind)
+
+
 def _rules_table(rules: pa.Table, concepts: pa.Table, passages: pa.Table) -> pa.Table:
-    """Rules with their concepts as phrase indices and the domains of their passages."""
+    """Rules with their concepts as phrase indices, the domains of their passages and the
+    passages themselves."""
     if rules.num_rows == 0:
         return pa.table({k: pa.array([], t) for k, t in _RULE_COLUMNS.items()})
     concept_keys = concepts["id"] if concepts.num_rows else pa.array([], pa.string())
@@ -79,6 +90,7 @@ def _rules_table(rules: pa.Table, concepts: pa.Table, passages: pa.Table) -> pa.
             "confidence": pc.cast(contiguous(rules["confidence"]), pa.float32()),
             "concept_nodes": _grouped(rule, nodes, rules.num_rows, _RULE_COLUMNS["concept_nodes"]),
             "domains": _rule_domains(rules, passages),
+            "passages": _rule_sources(rules, passages),
         }
     )
 

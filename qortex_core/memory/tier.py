@@ -20,6 +20,8 @@ from qortex_core.memory.fresh import FreshConfig, FreshHit, GraphView, MemorySta
 from qortex_core.memory.fresh import search_fresh as _search
 from qortex_core.memory.records import DOC_PREFIX, MemoryTable
 from qortex_core.memory.timeline import TimelineCache
+from qortex_core.query.liveness import Liveness
+from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage.store import LanceStore
 
 Relevance = Callable[[FreshHit], float]
@@ -46,6 +48,7 @@ class FreshTier:
         self._view: GraphView | None = None
         self._view_version = -2
         self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
+        self._live: tuple[np.ndarray, Liveness | None] | None = None  # (hidden, its liveness)
         self.timelines = TimelineCache()
         self.facets: object | None = None  # the FacetStore of current-fact ranking, made once
         self.moment: tuple[str | None, bool] = (None, False)  # (as_of, include_superseded)
@@ -117,6 +120,14 @@ class FreshTier:
         if not hidden.any():
             return allowed
         return ~hidden if allowed is None else allowed & ~hidden
+
+    def liveness(self, snapshot: SnapshotView) -> Liveness | None:
+        """What live passages of ``snapshot`` (the view of :attr:`passages`) still back; None
+        while nothing is hidden. Recomputed only when the hidden set changed."""
+        hidden = self.view().hidden
+        if self._live is None or self._live[0] is not hidden:
+            self._live = (hidden, Liveness.of(snapshot, hidden))
+        return self._live[1]
 
     def domains(self) -> set[str]:
         """Domains of live fresh records (a query may filter on them before consolidation)."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from qortex_core.embed import Embedder
-from qortex_core.errors import HomeError, QortexError
+from qortex_core.errors import HomeError, QortexError, SnapshotError
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
 
@@ -191,24 +191,28 @@ def _probe_answers(retriever: Any, probe: str, config: DoctorConfig) -> tuple[An
     )
 
 
-def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorConfig()) -> Check:
-    """The latest snapshot (no fallback) answers a query made from its first passage, and finds that
-    passage."""
+def check_probe(
+    home: Path,
+    embedder: Embedder,
+    config: DoctorConfig = DoctorConfig(),
+    name: str | None = None,
+) -> Check:
+    """The latest snapshot (or snapshot ``name``; no fallback) answers a query made from its
+    first passage, and finds that passage. A snapshot with no passage (every memory forgotten)
+    has nothing to probe and passes when its embedder matches."""
+    from qortex_core.query.embedder_check import embedder_problem
     from qortex_core.query.retriever import Retriever
 
     try:
-        loaded = snap.load(home, verify=False)  # checksums are check_snapshots' job
-        built = loaded.manifest["embedding_model"]
-        if built != embedder.name:  # its vectors would be compared with another model's
-            return Check(
-                "probe",
-                False,
-                f"snapshot {loaded.manifest['name']} was built with {built}, "
-                f"the embedder is {embedder.name}",
-            )
+        loaded = snap.load(home, name, verify=False)  # checksums are check_snapshots' job
+        problem = embedder_problem(loaded, embedder.name, lambda: embedder.dim)
+        if problem is not None:  # its vectors would be compared with another model's
+            return Check("probe", False, problem)
         retriever = Retriever(loaded, embedder)
         if not retriever.passages:
-            return Check("probe", False, f"snapshot {loaded.manifest['name']} holds no passages")
+            return Check(
+                "probe", True, f"snapshot {loaded.manifest['name']} is empty: nothing to probe"
+            )
         first = retriever.passages[0]
         probe = " ".join(f"{first['title']} {first['text']}".split())[:2000]
         result, dense = _probe_answers(retriever, probe, config)
@@ -220,27 +224,63 @@ def check_probe(home: Path, embedder: Embedder, config: DoctorConfig = DoctorCon
             False,
             f"the latest snapshot is malformed: {type(exc).__name__}: {_one_line(exc)}",
         )
+    return _judge_probe(loaded.manifest["name"], first, result, dense)
+
+
+def probe_gate(home: Path | str, embedder: Embedder) -> Callable[[str], None]:
+    """A ``verify`` for :func:`qortex_core.ingest.stages.build_snapshot`: the new snapshot must
+    pass the probe (stored vectors, no model call) before ``LATEST`` moves to it.
+
+    Raises (the returned function):
+        SnapshotError: the probe failed; the snapshot is not published.
+    """
+
+    def verify(name: str) -> None:
+        found = check_probe(Path(home), embedder, DoctorConfig(probe_embeds=False), name=name)
+        if not found.ok:
+            raise SnapshotError(
+                f"snapshot {name} failed its probe and was not published: {found.detail}"
+            )
+
+    return verify
+
+
+def _judge_probe(name: str, first: dict, result: Any, dense: Any) -> Check:
+    """The probe's verdict from its answers: a hit, and the passage itself first in dense mode."""
     if not result.passages:
-        return Check(
-            "probe",
-            False,
-            f"snapshot {loaded.manifest['name']} returned no passage for a probe query",
-        )
+        return Check("probe", False, f"snapshot {name} returned no passage for a probe query")
     if (
         not dense.passages or dense.passages[0].text != first["text"]
     ):  # vectors out of step with the passages
         return Check(
             "probe",
             False,
-            f"snapshot {loaded.manifest['name']}: a query made of passage {first['id']}'s own text "
+            f"snapshot {name}: a query made of passage {first['id']}'s own text "
             f"does not rank it first in dense mode: its vectors do not match its passages",
         )
     return Check(
         "probe",
         True,
-        f"snapshot {loaded.manifest['name']} answered a probe query ({len(result.passages)} hits, "
+        f"snapshot {name} answered a probe query ({len(result.passages)} hits, "
         f"top: {result.passages[0].title[:60]!r})",
     )
+
+
+def check_embedding(home: Path, embedder: Embedder) -> Check | None:
+    """The latest snapshot's model and vector width match ``embedder`` (its name, and its width
+    when the model declares it without loading: :mod:`qortex_core.embed_width`). None when no
+    snapshot loads (the pointer and snapshot checks report that)."""
+    from qortex_core.embed_width import declared_dim
+    from qortex_core.query.embedder_check import embedder_problem
+
+    try:
+        loaded = snap.load(home, verify=False)
+    except QortexError:
+        return None
+    problem = embedder_problem(loaded, embedder.name, lambda: declared_dim(embedder))
+    if problem is not None:
+        return Check("embedder", False, f"{problem}: queries are refused until it is re-ingested")
+    return Check("embedder", True, f"snapshot {loaded.manifest['name']} matches {embedder.name}")
 
 
 # -- data checks the Dagster asset checks share ---------------------------------------------
@@ -315,8 +355,17 @@ def diagnose(
     checks = (
         table_checks + check_snapshots(home) + [check_pointer(home)] + check_orphans(home, config)
     )
-    if config.probe and snap.list_versions(home):
+    if snap.list_versions(home):
         from qortex_core.embed import make_embedder
 
-        checks.append(check_probe(home, embedder or make_embedder(), config))
+        try:
+            embedder = embedder or make_embedder()  # loads no model until the probe embeds
+        except QortexError as exc:
+            return DoctorReport(
+                str(home), (*checks, Check("embedder", False, _one_line(exc))), counts
+            )
+        matched = check_embedding(home, embedder)
+        checks += [matched] if matched is not None else []
+        if config.probe:
+            checks.append(check_probe(home, embedder, config))
     return DoctorReport(str(home), tuple(checks), counts)

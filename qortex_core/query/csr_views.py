@@ -42,3 +42,13 @@ def row_blocks(adj: sp.csr_matrix, parts: int) -> list[tuple[int, int, sp.csr_ma
             )
         )
     return out
+
+
+def rows_listing(indptr: np.ndarray, indices: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """(n_rows,) True for the CSR rows (``indptr``, ``indices``) that list a column ``mask``
+    keeps: a gather and a scatter, no loop over rows."""
+    n_rows = len(indptr) - 1
+    rows = np.repeat(np.arange(n_rows), np.diff(indptr))  # (nnz,) row of each entry
+    out = np.zeros(n_rows, bool)
+    out[rows[mask[np.asarray(indices, np.int64)]]] = True
+    return out

@@ -8,6 +8,7 @@ import numpy as np
 
 from qortex_core.query import profiles
 from qortex_core.query.linking import Seeding
+from qortex_core.query.liveness import Liveness
 from qortex_core.query.modes.base import Walked
 from qortex_core.query.results import ConceptHit, PassageHit, Seed
 from qortex_core.query.seeding import top_indices
@@ -104,9 +105,15 @@ def seed_list(view: SnapshotView, seeding: Seeding) -> list[Seed]:
     return sorted(out, key=lambda s: -s.weight)
 
 
-def concept_hits(view: SnapshotView, node_scores: np.ndarray, top_k: int) -> list[ConceptHit]:
-    """The ``top_k`` concepts by PPR mass."""
-    top = top_indices(node_scores[: view.n_phrases], top_k)
+def concept_hits(
+    view: SnapshotView, node_scores: np.ndarray, top_k: int, live: Liveness | None = None
+) -> list[ConceptHit]:
+    """The ``top_k`` concepts by PPR mass (``live``: only those a live passage backs)."""
+    scores = node_scores[: view.n_phrases]  # (n_phrases,)
+    if live is not None:
+        scores = np.where(live.phrases, scores, -np.inf)
+    top = top_indices(scores, top_k)
+    top = top[np.isfinite(scores[top])]
     return [
         ConceptHit(node_id, name, float(node_scores[i]))
         for i, node_id, name in zip(

@@ -22,6 +22,7 @@ from qortex_core.query.seeding import (
 from qortex_core.query.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:
+    from qortex_core.query.liveness import Liveness
     from qortex_core.query.recognition import Recognizer
 
 
@@ -90,10 +91,15 @@ class FactLinks:
 
 
 def link_facts(
-    view: SnapshotView, config: RetrievalConfig, vector: np.ndarray, dense: np.ndarray
+    view: SnapshotView,
+    config: RetrievalConfig,
+    vector: np.ndarray,
+    dense: np.ndarray,
+    alive: np.ndarray | None = None,
 ) -> FactLinks:
     """Score facts against the query and link the best ones above the threshold: through the
-    fact index's nearest cells when the snapshot has one, else every fact."""
+    fact index's nearest cells when the snapshot has one, else every fact. ``alive``:
+    (n_facts,) False for facts no live passage backs (never linked)."""
     if view.fact_index is not None and config.fact_probes > 0:
         at, scores, link = cell_scores(
             view.fact_index,
@@ -104,7 +110,8 @@ def link_facts(
             config.fact_probes,
             config.fact_context,
         )  # (candidates,) each
-        return _links(at, scores, link, config, view.fact_vectors.shape[0])
+        n_facts = view.fact_vectors.shape[0]
+        return _links(at, scores, link, config, n_facts, None if alive is None else alive[at])
     fact_scores = cosine(view.fact_vectors, vector)  # (n_facts,)
     # (n_facts,) cosine + fact_context x best cosine among each fact's source passages
     linking = (
@@ -112,7 +119,7 @@ def link_facts(
         if config.fact_context > 0
         else fact_scores
     )
-    return _links(None, fact_scores, linking, config, fact_scores.shape[0])
+    return _links(None, fact_scores, linking, config, fact_scores.shape[0], alive)
 
 
 def _links(
@@ -121,10 +128,14 @@ def _links(
     link: np.ndarray,
     config: RetrievalConfig,
     n_facts: int,
+    alive: np.ndarray | None = None,
 ) -> FactLinks:
-    """The ``fact_top_k`` best by linking score whose cosine reaches ``fact_threshold``."""
-    picked = top_indices(link, config.fact_top_k)
-    picked = picked[scores[picked] >= config.fact_threshold]
+    """The ``fact_top_k`` best by linking score whose cosine reaches ``fact_threshold``
+    (among the ``alive`` ones, when given)."""
+    ranked = link if alive is None else np.where(alive, link, np.float32(-np.inf))
+    picked = top_indices(ranked, config.fact_top_k)
+    keep = scores[picked] >= config.fact_threshold
+    picked = picked[keep if alive is None else keep & alive[picked]]
     return FactLinks(at, scores, link, picked, n_facts)
 
 
@@ -134,12 +145,14 @@ def phrase_weights(
     text: str,
     linked: np.ndarray,
     linked_weights: np.ndarray,
+    alive: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(n_phrases,) seed weight per concept: linked facts' ends plus verbatim matches; and the
     ascending indices of those concepts (the only ones that can carry a weight).
 
     Args:
         linked: (t,) linked fact indices; linked_weights: (t,) their min-max linking scores.
+        alive: (n_phrases,) False for concepts no live passage backs (never matched verbatim).
     """
     weights = phrase_seed_weights(
         linked, linked_weights, view.fact_nodes, view.passage_count, config.specificity
@@ -153,8 +166,37 @@ def phrase_weights(
             config.lexical_max_passages,
             config.specificity,
         )  # (k,) each: a few phrases, added in place
+        if alive is not None:
+            idx, values = idx[alive[idx]], values[alive[idx]]
         weights[idx] += values
     return weights, np.union1d(view.fact_nodes[linked].reshape(-1), idx)
+
+
+def _recognised(
+    recognizer: Recognizer,
+    view: SnapshotView,
+    config: RetrievalConfig,
+    text: str,
+    links: FactLinks,
+    alive: np.ndarray | None,
+) -> tuple[FactLinks, str | None]:
+    """The links after the recognition filter, and its note (facts no live passage backs
+    never reach the filter)."""
+    from qortex_core.query.recognition import filter_linked
+
+    fact_scores, linking = links.full()  # (n_facts,) each
+    shown = fact_scores if alive is None else np.where(alive, fact_scores, np.float32(-np.inf))
+    linked, note = filter_linked(
+        recognizer,
+        text,
+        linking,
+        shown,
+        view.facts,
+        links.linked,
+        config.recognition_candidates,
+        config.fact_threshold,
+    )
+    return FactLinks(None, fact_scores, linking, linked, links.n_facts), note
 
 
 def seed(
@@ -166,6 +208,7 @@ def seed(
     factors: Callable[[], np.ndarray],
     recognizer: Recognizer | None = None,
     lexical: np.ndarray | None = None,
+    live: Liveness | None = None,
 ) -> Seeding:
     """Link facts, filter them (when a recognizer is set) and build the walk's teleport vector.
 
@@ -174,29 +217,26 @@ def seed(
             cosine; factors: returns the (n_phrases,) learned teleportation factors (1.0
             when none), read only when the walk runs; lexical: (n_passages,) BM25 scores
             that add ``fulltext.seed_weight`` x min-max BM25 to the passages' restart mass.
+        live: what live passages back when some are hidden (forgotten): nothing else links,
+            seeds or restarts the walk.
     """
-    links = link_facts(view, config, vector, dense)
-    linked, note = links.linked, None  # note: what the recognition filter did, if not filter
-    if recognizer is not None and linked.size:
-        from qortex_core.query.recognition import filter_linked
-
-        fact_scores, linking = links.full()  # (n_facts,) each
-        linked, note = filter_linked(
-            recognizer,
-            text,
-            linking,
-            fact_scores,
-            view.facts,
-            linked,
-            config.recognition_candidates,
-            config.fact_threshold,
+    if live is not None:  # a hidden passage lends no context to a fact's linking score
+        lowest = float(dense[live.passages].min()) if live.passages.any() else 0.0
+        dense = np.where(live.passages, dense, np.float32(lowest))
+    links = link_facts(view, config, vector, dense, None if live is None else live.facts)
+    note = None  # what the recognition filter did, if it did not filter
+    if recognizer is not None and links.linked.size:
+        links, note = _recognised(
+            recognizer, view, config, text, links, None if live is None else live.facts
         )
-        links = FactLinks(None, fact_scores, linking, linked, links.n_facts)
+    linked = links.linked
     best = float(links.cosine[links.picked].max()) if linked.size else None
     if linked.size == 0:  # HippoRAG 2: no relevant fact -> dense retrieval
         note = note or f"no fact reached cosine {config.fact_threshold}: dense retrieval"
         return Seeding(linked, best, np.zeros(view.n_phrases, np.float32), None, note)
-    weights, seeded = phrase_weights(view, config, text, linked, links.weights())  # (n_phrases,)
+    weights, seeded = phrase_weights(
+        view, config, text, linked, links.weights(), None if live is None else live.phrases
+    )  # (n_phrases,)
     weights[seeded] *= factors()[seeded]  # zero elsewhere
     teleport = teleport_vector(
         weights, dense, config.passage_node_weight, config.passage_seeds, seeded
@@ -204,6 +244,8 @@ def seed(
     n = view.n_phrases
     if lexical is not None and config.fulltext.seed_weight > 0 and lexical.max() > 0:
         teleport[n:] += config.fulltext.seed_weight * min_max(lexical)
+    if live is not None:
+        teleport[n:][~live.passages] = 0.0  # no restart on a forgotten passage
     passages = np.flatnonzero(teleport[n:] != 0)  # (p,) a bool scan: ~8x a float one
     support = np.concatenate([seeded, n + passages])  # (s,) ascending
     return Seeding(linked, best, weights, teleport, note, seeded, support)

@@ -287,6 +287,7 @@ class Retriever:
             preference=self.memory.preference,
             recognizer=self.recognizer,
             lexical_index=self.lexical,
+            live=self.fresh.liveness(self.view) if self.fresh is not None else None,
         )
 
     def _search(
@@ -302,6 +303,8 @@ class Retriever:
     ) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
+        if self.view.n_passages == 0:  # every memory forgotten: only the fresh tier answers
+            return replace(self._abstained(text, mode, prof, "snapshot is empty"), no_answer=False)
         ctx = self.context(text, vector, domains, window=window)
         best = relevance.best_of(ctx.dense, self.config.relevance, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
@@ -360,7 +363,7 @@ class Retriever:
             )  # fmt: skip
         return QueryResult(
             ctx.text, ranking.mode, view.name, passages,
-            hits.concept_hits(view, ranking.walked.node_scores, top_k),
+            hits.concept_hits(view, ranking.walked.node_scores, top_k, ctx.live),
             hits.seed_list(view, ranking.walked.seeding),
             rules=rules, factors_version=self.memory.factors_version, fallback=ranking.note,
             **extra,
@@ -374,13 +377,14 @@ class Retriever:
         domains: Sequence[str] | None,
     ) -> list:
         """Rules by the walk's concept scores, or by concept cosine when nothing was walked."""
-        view = self.view
+        view, index, floor = self.view, self.view.rule_index, self.config.fact_threshold
         scores = (
-            rule_cosine(view.rule_index, view.phrase_vectors, view.n_phrases, ctx.vector)
+            rule_cosine(index, view.phrase_vectors, view.n_phrases, ctx.vector, floor)
             if ranking.walked is None
             else ranking.walked.node_scores[: view.n_phrases]
         )
-        return rank_rules(view.rule_index, scores, view.node_ids, view.node_names, top_k, domains)
+        names = view.node_names
+        return rank_rules(index, scores, view.node_ids, names, top_k, domains, live=ctx.live)
 
     def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
         """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""

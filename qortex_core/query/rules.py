@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numba
 import numpy as np
 import pyarrow as pa
 
+from qortex_core.query.csr_views import rows_listing
 from qortex_core.query.seeding import cosine_at, top_indices
+
+if TYPE_CHECKING:
+    from qortex_core.query.liveness import Liveness
 
 
 @dataclass(frozen=True)
@@ -35,16 +39,16 @@ class RuleIndex:
     domains: list[list[str]]
     confidence: np.ndarray  # (n_rules,) float32
     linked: np.ndarray  # (m,) the distinct phrase indices any rule links, ascending
+    # the passages each rule came from, (offsets, passage indices); None: a snapshot built
+    # before rules kept their sources
+    sources: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def from_table(cls, table: pa.Table | None) -> "RuleIndex":
         if table is None or table.num_rows == 0 or "concept_nodes" not in table.column_names:
             none = np.zeros(0, np.int64)
             return cls(pa.table({}), np.zeros(1, np.int64), none, [], np.zeros(0, np.float32), none)
-        column = table["concept_nodes"].combine_chunks()
-        offsets = np.asarray(column.offsets.to_numpy(), dtype=np.int64)
-        offsets = offsets - offsets[0]
-        nodes = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
+        offsets, nodes = _lists(table["concept_nodes"])
         domains = (
             table["domains"].to_pylist()
             if "domains" in table.column_names
@@ -53,20 +57,47 @@ class RuleIndex:
         confidence = np.asarray(
             table["confidence"].to_numpy(zero_copy_only=False), dtype=np.float32
         )
-        return cls(table, offsets, nodes, domains, confidence, np.unique(nodes))
+        sources = _lists(table["passages"]) if "passages" in table.column_names else None
+        return cls(table, offsets, nodes, domains, confidence, np.unique(nodes), sources)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def live(self, passages: np.ndarray, phrases: np.ndarray) -> np.ndarray:
+        """(n_rules,) rules a live passage still backs: one of their source ``passages``
+        (n_passages,) is live; without recorded sources, one of their concepts is live
+        (``phrases``: (n_phrases,)). A rule that lists no source keeps its concept test."""
+        by_concept = rows_listing(self.offsets, self.nodes, phrases)  # (n_rules,)
+        if self.sources is None:
+            return by_concept
+        offsets, listed = self.sources
+        unsourced = np.diff(offsets) == 0  # (n_rules,)
+        return rows_listing(offsets, listed, passages) | (unsourced & by_concept)
+
+
+def _lists(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A list<int> column as (offsets from 0, int64 values)."""
+    flat = column.combine_chunks()
+    offsets = np.asarray(flat.offsets.to_numpy(), dtype=np.int64)
+    values = np.asarray(flat.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
+    return offsets - offsets[0], values
+
 
 def rule_cosine(
-    index: RuleIndex, phrase_vectors: np.ndarray, n_phrases: int, vector: np.ndarray
+    index: RuleIndex,
+    phrase_vectors: np.ndarray,
+    n_phrases: int,
+    vector: np.ndarray,
+    floor: float = 0.0,
 ) -> np.ndarray:
     """(n_phrases,) query cosine of the concepts rules link, zero elsewhere (and everywhere
-    when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query."""
+    when the snapshot has no concept vectors): all :func:`rank_rules` reads of a dense query.
+    A cosine below ``floor`` counts as zero: a concept must be as close to the query as a fact
+    must be to seed the walk (``fact_threshold``), or a rule is shown for any question."""
     out = np.zeros(n_phrases, np.float32)
     if phrase_vectors.shape[0] == n_phrases and index.linked.size:
-        out[index.linked] = cosine_at(phrase_vectors, index.linked, vector)  # (m,)
+        found = cosine_at(phrase_vectors, index.linked, vector)  # (m,)
+        out[index.linked] = np.where(found >= floor, found, np.float32(0.0))
     return out
 
 
@@ -108,21 +139,29 @@ def rank_rules(
     top_k: int,
     domains: Sequence[str] | None = None,
     min_relative: float = 0.01,
+    live: Liveness | None = None,
 ) -> list[RuleHit]:
     """The ``top_k`` rules by their best concept's score (ties by confidence), domain-filtered.
 
-    Rules whose concepts all scored zero, or below ``min_relative`` x the best rule's score,
-    are left out: the walk barely reached them.
+    Rules whose concepts all scored zero, or below ``min_relative`` x the best concept's score
+    (rule-linked or not), are left out: the walk barely reached them. ``live`` (some passages
+    forgotten, :mod:`qortex_core.query.liveness`): a rule whose every source passage is forgotten
+    is never shown, and a concept no live passage backs neither scores a rule nor is named as
+    its reason.
     """
     if len(index) == 0:
         return []
+    if live is not None:
+        phrase_scores = np.where(live.phrases, phrase_scores, np.float32(0.0))  # (n_phrases,)
     scores = rule_scores(index, phrase_scores)
-    keep = np.flatnonzero(scores > 0)  # (kept,)
+    reached = scores > 0  # (n_rules,)
+    keep = np.flatnonzero(reached if live is None else reached & live.rules)  # (kept,)
     if domains:
         allowed = set(domains)
         keep = keep[[bool(allowed.intersection(index.domains[i])) for i in keep.tolist()]]
     if keep.size:
-        keep = keep[scores[keep] >= min_relative * float(scores[keep].max())]
+        best = max(float(scores[keep].max()), float(phrase_scores.max()))
+        keep = keep[scores[keep] >= min_relative * best]
     if keep.size > top_k > 0:  # every rule tied with the k-th best score stays a candidate
         kth = scores[keep[top_indices(scores[keep], top_k)[-1]]]
         keep = keep[scores[keep] >= kth]

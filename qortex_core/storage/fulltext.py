@@ -31,9 +31,10 @@ _log = logging.getLogger(__name__)
 
 def passage_rows(passages: pa.Table) -> pa.Table:
     """(id, text) rows of a passages table; text as embedded: title, newline, text."""
-    title, text = passages["title"], passages["text"]
+    # cast: an emptied table may read back with null-typed columns
+    pid, title, text = (pc.cast(passages[c], pa.string()) for c in ("id", "title", "text"))
     joined = pc.if_else(pc.equal(title, ""), text, pc.binary_join_element_wise(title, text, "\n"))
-    return pa.table({"id": passages["id"], "text": joined})
+    return pa.table({"id": pid, "text": joined})
 
 
 def _create(db, rows: pa.Table):

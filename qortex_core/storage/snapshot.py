@@ -16,7 +16,7 @@ import re
 import shutil
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,8 +184,16 @@ def _write_payload(tmp: Path, snapshot: Snapshot, files: Mapping[str, Path]) -> 
     return digests
 
 
-def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | None = None) -> Path:
+def publish(
+    home: str | Path,
+    snapshot: Snapshot,
+    files: Mapping[str, Path] | None = None,
+    check: Callable[[str], None] | None = None,
+) -> Path:
     """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
+
+    ``check(name)`` runs on the complete directory before the pointer moves: when it raises,
+    the directory is removed and ``LATEST`` stays (a snapshot failing its probe is not published).
 
     ``files`` maps array names to finished ``.npy`` files (e.g. from :func:`staging_dir`) that
     are linked (or copied) in as they are rather than written from memory; the caller keeps
@@ -223,6 +231,12 @@ def publish(home: str | Path, snapshot: Snapshot, files: Mapping[str, Path] | No
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if check is not None:
+        try:
+            check(name)
+        except BaseException:
+            shutil.rmtree(final, ignore_errors=True)
+            raise
     pointer_tmp = root / f".{POINTER}.{uuid.uuid4().hex}"
     pointer_tmp.write_text(name + "\n")
     with open(pointer_tmp, "rb") as fh:

@@ -94,7 +94,8 @@ class SnapshotTables:
         passages: passage rows without vectors (``id``, ``doc_id``, ``title``, ``text``,
             ``domain``, ...), in passage order.
         facts: ``id``, ``subject``, ``predicate``, ``object`` per fact, in fact order.
-        rules: ``id``, ``text``, ``category``, ``confidence``, ``concept_nodes``, ``domains``.
+        rules: ``id``, ``text``, ``category``, ``confidence``, ``concept_nodes``, ``domains``
+            and ``passages`` (source passage indices; absent in snapshots built before).
     """
 
     nodes: pa.Table

@@ -193,7 +193,11 @@ def test_doctor_and_the_asset_check_name_an_embedder_mismatch(home, embedder):
     check = check_probe(home, Renamed(embedder))
     latest = snap.latest_name(home)
     assert not check.ok and check.detail == (
-        f"snapshot {latest} was built with {embedder.name}, the embedder is other-model"
+        f"snapshot {latest} was embedded with {embedder.name!r} (384-d) but the embedder is "
+        "'other-model'"
     )
     assert check_probe(home, embedder).ok
-    assert [p.name for p in diagnose(home, Renamed(embedder)).problems] == ["probe"]
+    # without the probe too: the embedder check reads the manifest and the arrays' widths
+    assert [p.name for p in diagnose(home, Renamed(embedder)).problems] == ["embedder", "probe"]
+    no_probe = diagnose(home, Renamed(embedder), DoctorConfig(probe=False)).problems
+    assert [p.name for p in no_probe] == ["embedder"]

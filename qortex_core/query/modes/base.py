@@ -19,6 +19,7 @@ from qortex_core.query.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:
     from qortex_core.query.lexical import LexicalIndex
+    from qortex_core.query.liveness import Liveness
     from qortex_core.query.recognition import Recognizer
 
 
@@ -66,6 +67,8 @@ class QueryContext:
         preference: the learned (n_passages,) preference, read when dense-first needs it.
         recognizer: optional LLM filter over the linked facts.
         lexical_index: the snapshot's BM25 index (None: the snapshot has none).
+        live: what live passages back while some are hidden (forgotten), None when none is:
+            nothing else seeds the walk (:mod:`qortex_core.query.liveness`).
         extras: per-query caches other channels add (keyed by channel name).
     """
 
@@ -80,6 +83,7 @@ class QueryContext:
     preference: Callable[[], np.ndarray]
     recognizer: Recognizer | None = None
     lexical_index: LexicalIndex | None = None
+    live: Liveness | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     _seeding: Seeding | None = None
 
@@ -113,6 +117,7 @@ class QueryContext:
                 self.factors,
                 self.recognizer,
                 self.lexical() if self.config.fulltext.seed_weight > 0 else None,
+                self.live,
             )
         return self._seeding
 

@@ -29,14 +29,21 @@ from qortex_core.query.ppr import personalized_pagerank
 from qortex_core.query.seeding import min_max, top_indices
 
 
-def text_teleport(text: np.ndarray, n_phrases: int, seeds: int) -> np.ndarray:
+def text_teleport(
+    text: np.ndarray, n_phrases: int, seeds: int, alive: np.ndarray | None = None
+) -> np.ndarray:
     """(n_phrases + n_passages,) restart vector: min-max ``text`` on its ``seeds`` best passages.
 
     Args:
         text: (n_passages,) the text score.
+        alive: (n_passages,) False for hidden (forgotten) passages, which never seed.
     """
     teleport = np.zeros(n_phrases + text.size, np.float32)
-    best = top_indices(text, seeds)  # (seeds,)
+    if alive is None:
+        best = top_indices(text, seeds)  # (seeds,)
+    else:
+        best = top_indices(np.where(alive, text, -np.inf), seeds)
+        best = best[alive[best]]
     teleport[n_phrases + best] = min_max(text)[best] + np.float32(1e-6)  # the worst seed too
     return teleport
 
@@ -63,7 +70,8 @@ class TextWalk:
             return dense_ranking(ctx, NO_INDEX)
         text = ctx.text_scores()  # (n_passages,)
         cfg = ctx.config.textwalk
-        teleport = text_teleport(text, ctx.view.n_phrases, cfg.seeds)
+        alive = None if ctx.live is None else ctx.live.passages
+        teleport = text_teleport(text, ctx.view.n_phrases, cfg.seeds, alive)
         if cfg.fact_weight > 0 and ctx.view.has_facts:
             teleport = with_fact_seeds(teleport, ctx.seeding().teleport, cfg.fact_weight)
         ppr = personalized_pagerank(ctx.walk, teleport, ctx.config.ppr)[ctx.view.n_phrases :]
