@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from pipelines.output import json_text
 from pipelines.parsing import QortexParser, csv_of, strict_int
 
 COMMAND_MODULES = (
@@ -138,7 +138,7 @@ def _recognizer(args: argparse.Namespace):
 
 def emit_report(report: dict, path: str | None) -> None:
     """Print a JSON report and, when ``path`` is given, write the same text there."""
-    text = json.dumps(report, indent=2)
+    text = json_text(report, indent=2)
     if path:
         Path(path).write_text(text + "\n")
     print(text)
@@ -166,7 +166,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         from dataclasses import asdict
 
-        print(json.dumps(asdict(result), indent=2))
+        print(json_text(asdict(result), indent=2))
         return 0
     if result.no_answer:  # one line: nothing relevant (the reason is in the note)
         print(f"{result.fallback}")

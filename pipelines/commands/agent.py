@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from pipelines.output import json_text
+
 
 def _memory(args: argparse.Namespace):
     from qortex_core.memory.api import Memory, MemoryOptions
@@ -21,7 +23,7 @@ def _memory(args: argparse.Namespace):
 
 def _print_record(record, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(asdict(record)))
+        print(json_text(asdict(record)))
         return
     when = f" [{record.time}]" if record.time else ""
     state = " (forgotten)" if record.forgotten else ""
@@ -47,6 +49,8 @@ def _json_arg(text: str) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"--metadata is not valid JSON: {exc.msg}") from None
+    except RecursionError:  # the parser's own limit, far past the 32 levels metadata may have
+        raise RecordError("--metadata is nested deeper than 32 levels") from None
     if not isinstance(value, dict):
         raise RecordError("--metadata must be a JSON object")
     return value
@@ -67,7 +71,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     revisions = _memory(args).history(args.id)
     if args.json:
-        print(json.dumps([asdict(r) for r in revisions]))
+        print(json_text([asdict(r) for r in revisions]))
         return 0
     for r in revisions:
         extra = f" -> {r.target}" if r.target and r.op in ("merge", "merged") else ""
@@ -80,7 +84,7 @@ def cmd_memories(args: argparse.Namespace) -> int:
         domain=args.domain, since=args.since, until=args.until, limit=args.limit
     )
     if args.json:
-        print(json.dumps([asdict(r) for r in records]))
+        print(json_text([asdict(r) for r in records]))
         return 0
     for record in records:
         _print_record(record, False)
@@ -105,7 +109,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     outcome = run_ingest(None, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        print(json.dumps(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
+        print(json_text(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
         return 0
     print(
         f"consolidated {s['memories']} memories ({s['merged_memories']} merged) beside "

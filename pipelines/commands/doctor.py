@@ -4,8 +4,9 @@ found)."""
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
+
+from pipelines.output import json_text
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -16,7 +17,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     home = tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
     report = diagnose(home, config=DoctorConfig(probe=not args.no_probe))
     if args.json:
-        print(json.dumps(dict(asdict(report), healthy=report.healthy), indent=2))
+        print(json_text(dict(asdict(report), healthy=report.healthy), indent=2))
     else:
         print(f"data home {report.home}")
         for check in report.checks:

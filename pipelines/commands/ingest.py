@@ -4,8 +4,9 @@ instance."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from pipelines.output import json_text
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -42,7 +43,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     s = outcome.summary
     if args.json:
         print(
-            json.dumps(
+            json_text(
                 dict(
                     s,
                     checks=outcome.checks,
