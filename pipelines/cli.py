@@ -144,25 +144,52 @@ def emit_report(report: dict, path: str | None) -> None:
     print(text)
 
 
-def cmd_query(args: argparse.Namespace) -> int:
-    from qortex_core.query.retriever import Retriever
+def _only_memories(args: argparse.Namespace) -> bool:
+    """True when the home holds written memories and no snapshot yet (none pinned): the fresh
+    tier answers alone, as the library and MCP do."""
+    from qortex_core.memory.records import MemoryTable
+    from qortex_core.storage import snapshot as snap
+    from qortex_core.storage.store import LanceStore
+    from qortex_core.storage.tenants import tenant_home
 
-    retriever = Retriever.open(
-        args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args)
-    )
-    result = retriever.query(
-        args.text,
+    home = tenant_home(args.home, args.tenant)
+    if args.version is not None or snap.list_versions(home):
+        return False
+    if "://" not in str(home) and not (Path(home) / "lancedb").is_dir():
+        return False  # nothing here at all: the retriever says "no snapshot" (never create it)
+    return MemoryTable(LanceStore.open_reader(home)).version() > 0
+
+
+def _ask(args: argparse.Namespace):
+    """The query's result: from the latest (or pinned) snapshot and the fresh tier, or from the
+    fresh tier alone before the first snapshot."""
+    options = dict(
         top_k=args.top_k,
         mode=args.mode,
-        domains=args.domain or None,
         profile=args.profile,
         since=args.since,
         until=args.until,
         min_relevance=args.min_relevance,
     )
+    if _only_memories(args):
+        from qortex_core.memory.api import Memory, MemoryOptions
+
+        memory = Memory(args.home, args.tenant, options=MemoryOptions(channel="cli"))
+        return memory.search(args.text, domain=args.domain or None, **options)
+    from qortex_core.query.retriever import Retriever
+
+    retriever = Retriever.open(
+        args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args)
+    )
+    result = retriever.query(args.text, domains=args.domain or None, **options)
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
         print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
+    return result
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    result = _ask(args)
     if args.json:
         from dataclasses import asdict
 
@@ -172,7 +199,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"{result.fallback}")
         return 0
     print(
-        f"query {result.query_id} on {result.snapshot} "
+        f"query {result.query_id} on {result.snapshot or 'fresh memories'} "
         f"({result.mode}){': ' + result.route if result.route else ''}"
     )
     if result.fallback:
@@ -253,7 +280,11 @@ def _add_eval(sub: Any, modes: Any) -> None:
 
 def _add_query(sub: Any, modes: Any) -> None:
     """``qortex query``."""
-    q = sub.add_parser("query", help="answer a query from the latest snapshot")
+    q = sub.add_parser(
+        "query",
+        help="answer a query from the latest snapshot and the memories written since (before "
+        "any snapshot: from the memories alone)",
+    )
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
     q.add_argument(

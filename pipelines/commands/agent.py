@@ -94,10 +94,9 @@ def cmd_memories(args: argparse.Namespace) -> int:
 def cmd_consolidate(args: argparse.Namespace) -> int:
     """Run the ingest job with no source folder: written memories into the graph."""
     from qortex_core.errors import DatasetError
-    from qortex_core.storage.store import default_home
     from qortex_core.storage.tenants import tenant_home
 
-    home = tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
+    home = tenant_home(args.home, args.tenant)
     from qortex_core.memory.records import MemoryTable
     from qortex_core.storage.store import LanceStore
 
@@ -137,7 +136,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=cmd_remember)
 
     u = sub.add_parser("update", help="write a new revision of a memory")
-    u.add_argument("id")
+    u.add_argument(
+        "id", help="a memory id (m_...); a file's passage (p_...) changes only with its file"
+    )
     u.add_argument("text")
     u.add_argument("--time", help="new event time, ISO 8601 (default: keep)")
     _common(u)
@@ -149,7 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=cmd_forget)
 
     h = sub.add_parser("history", help="every revision of a memory")
-    h.add_argument("id")
+    h.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
     _common(h)
     h.set_defaults(func=cmd_history)
 

@@ -15,10 +15,9 @@ from pipelines.output import json_text
 
 
 def _home(args: argparse.Namespace):
-    from qortex_core.storage.store import default_home, home_of
     from qortex_core.storage.tenants import tenant_home
 
-    return tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
+    return tenant_home(args.home, args.tenant)
 
 
 def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:

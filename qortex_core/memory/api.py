@@ -32,6 +32,7 @@ from qortex_core.memory.records import (
     metadata_each,
     new_record_id,
     parse_time,
+    refuse_passage_id,
     revision_rows,
     times_each,
     to_revision,
@@ -327,6 +328,7 @@ class Memory:
 
     # -- helpers ----------------------------------------------------------------------------
     def _live_row(self, record_id: str, action: str) -> dict:
+        refuse_passage_id(record_id, action)  # only forget, history and get take p_ ids
         self.state.refresh(force=True)
         row = self.state.current.get(_checked_id(record_id))
         if row is None or not record_id.startswith("m_"):

@@ -124,6 +124,20 @@ def parse_time(value: object, what: str = "time", upper: bool = False) -> str | 
         raise RecordError(f"invalid {what} {shown!r}: {why}") from None
 
 
+def refuse_passage_id(record_id: object, action: str) -> None:
+    """Refuse to ``action`` (update) a file's passage: it changes only with its file.
+
+    Raises:
+        RecordError: ``record_id`` is a passage id (``p_...``).
+    """
+    if isinstance(record_id, str) and record_id.strip().startswith("p_"):
+        raise RecordError(
+            f"cannot {action} {record_id.strip()[:40]}: it is a passage of an ingested file, "
+            "which changes only with its file (edit the file, then ingest); "
+            f"{action} takes memory ids (m_...), forget, history and get take p_ ids too"
+        )
+
+
 def clean_text(text: object, redaction: RedactionConfig = RedactionConfig()) -> str:
     """The text to store: checked, and with secrets redacted as on the file path.
 

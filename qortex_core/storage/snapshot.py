@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.checksums import digests_of, sha256_of
+from qortex_core.storage.pointer import read_pointer
 from qortex_core.storage.snapshot_schema import check_manifest
 from qortex_core.storage.snapshot_shapes import shape_problems
 
@@ -86,7 +87,7 @@ def snapshot_home(home: str | Path, local: str | Path | None = None) -> Path:
         HomeError: a URI home and no snapshot folder given.
     """
     if "://" not in str(home):
-        return Path(home)
+        return Path(home).expanduser()
     if not local:
         from qortex_core.settings import get_settings
 
@@ -236,12 +237,13 @@ def latest_name(home: str | Path) -> str:
     """Name of the snapshot ``LATEST`` points to.
 
     Raises:
-        SnapshotError: nothing has been published under ``home``.
+        SnapshotError: nothing has been published under ``home``, or ``LATEST`` is not a valid
+            pointer (its content is never echoed).
         HomeError: ``home`` is a file.
     """
     pointer = snapshots_dir(home) / POINTER
     try:
-        name = pointer.read_text().strip()
+        return read_pointer(pointer, _NAME)
     except FileNotFoundError:
         raise SnapshotError(
             f"no snapshot published under data home {home} (run `qortex ingest` first, or "
@@ -254,9 +256,6 @@ def latest_name(home: str | Path) -> str:
         ) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
-    if not _NAME.fullmatch(name):
-        raise SnapshotError(f"snapshot pointer {pointer} is corrupt: {name[:40]!r}")
-    return name
 
 
 def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snapshot:
@@ -315,18 +314,23 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if isinstance(manifest, dict) and manifest.get("format", FORMAT) != FORMAT:
         raise SnapshotError(
-            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format "
-            f"{FORMAT}: "
-            "publish a new snapshot"
+            f"snapshot {name} has format {_shown_format(manifest.get('format'))}; this qortex "
+            f"reads format {FORMAT}: publish a new snapshot"
         )
     if not isinstance(files, dict) or not files:
         raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
     for fname, checksum in files.items():
         if not _FILE.fullmatch(fname) or not isinstance(checksum, str):
             raise SnapshotError(
-                f"snapshot {name} has a malformed manifest: bad file entry {fname[:60]!r}"
+                f"snapshot {name} has a malformed manifest: a file entry is not a plain .npy or "
+                ".arrow name with a digest"
             )
     return files
+
+
+def _shown_format(value: object) -> str:
+    """A manifest's format as a message shows it: a number, never other content."""
+    return str(value) if isinstance(value, int) else f"of type {type(value).__name__}"
 
 
 def resolve_name(home: str | Path, name: str | int | None) -> str:
