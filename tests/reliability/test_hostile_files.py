@@ -10,6 +10,8 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from qortex_core.query.profiles import get_profile, load_profiles
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap
 
-SECRET = "OUTSIDE-SECRET-7f3a9c: the root password is swordfish"
+SECRET = "OUTSIDE FILE: the quiet heron sleeps in Vellmark harbour"  # plain words: never redacted
 GOOD = "# Orlan Vesk\n\nOrlan Vesk is a composer born in Ostrania.\n"
 
 
@@ -81,14 +83,16 @@ def test_a_source_swapped_after_the_listing_is_skipped_never_read(
     tmp_path, outside, monkeypatch, make_swap, word
 ):
     src = tmp_path / "src"
-    src.mkdir()
-    (src / "good.md").write_text(GOOD)
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "good.md").write_text(GOOD)
+    (src / "link.md").symlink_to(src / "a" / "good.md")  # inside the root: still read
     (src / "notes.md").write_text("# Notes\n\nHarmless notes about Lune.\n")
     _swap_on_read(monkeypatch, "notes.md", make_swap(outside))
     found = load_documents(SourceConfig(root=src))
     assert SECRET not in _loaded_text(found)
-    assert [d.doc_id for d in found.documents] == ["good.md"]
+    assert [d.doc_id for d in found.documents] == ["a/good.md"]
     reasons = {s.path: s.reason for s in found.skipped}
+    assert reasons["link.md"] == "duplicate of a/good.md"  # read, and found to repeat a/good.md
     assert word in reasons["notes.md"], reasons
 
 
@@ -109,14 +113,16 @@ def test_a_folder_swapped_for_a_symlink_after_the_listing_is_not_followed(
     assert "symlink" in {s.path: s.reason for s in found.skipped}["sub/secret.md"]
 
 
-def test_a_symlink_inside_the_root_is_still_read(tmp_path):
-    src = tmp_path / "src"
-    (src / "a").mkdir(parents=True)
-    (src / "a" / "real.md").write_text(GOOD)
-    (src / "link.md").symlink_to(src / "a" / "real.md")
-    found = load_documents(SourceConfig(root=src))
-    assert [d.doc_id for d in found.documents] == ["a/real.md"]  # link.md: a duplicate of it
-    assert {s.path: s.reason for s in found.skipped} == {"link.md": "duplicate of a/real.md"}
+FLIP = """
+import os, sys
+target, outside, staged_file, staged_link = sys.argv[1:5]
+while True:
+    os.symlink(outside, staged_link)
+    os.replace(staged_link, target)  # atomic: the name is a symlink now
+    with open(staged_file, "w") as fh:
+        fh.write("# Notes\\n\\nHarmless notes.\\n")
+    os.replace(staged_file, target)  # and a regular file again
+"""
 
 
 def test_a_source_flipping_to_a_symlink_while_loading_never_leaks(tmp_path, outside):
@@ -124,26 +130,21 @@ def test_a_source_flipping_to_a_symlink_while_loading_never_leaks(tmp_path, outs
     src = tmp_path / "src"
     src.mkdir()
     (src / "good.md").write_text(GOOD)
-    target, staged_file, staged_link = src / "notes.md", tmp_path / "file.md", tmp_path / "ln.md"
+    for n in range(30):  # read before the flipped file: the window between listing and reading
+        (src / f"f{n:02d}.md").write_text(f"# Filler {n}\n\nFiller number {n}.\n")
+    target = src / "zz.md"
     target.write_text("# Notes\n\nHarmless notes.\n")
-    stop = threading.Event()
-
-    def flip() -> None:
-        while not stop.is_set():
-            staged_link.symlink_to(outside)
-            os.replace(staged_link, target)  # atomic: the name is a symlink now
-            staged_file.write_text("# Notes\n\nHarmless notes.\n")
-            os.replace(staged_file, target)  # and a regular file again
-
-    flipper = threading.Thread(target=flip, daemon=True)
-    flipper.start()
+    args = [target, outside, tmp_path / "file.md", tmp_path / "ln.md"]
+    flipper = subprocess.Popen([sys.executable, "-c", FLIP, *map(str, args)])
     try:
-        loads = [load_documents(SourceConfig(root=src)) for _ in range(150)]
+        loads = [load_documents(SourceConfig(root=src)) for _ in range(60)]
     finally:
-        stop.set()
-        flipper.join(10)
+        flipper.kill()
+        flipper.wait(10)
     assert not [n for n, found in enumerate(loads) if SECRET in _loaded_text(found)]
     assert all("good.md" in [d.doc_id for d in found.documents] for found in loads)
+    flips = sum("zz.md" in [s.path for s in found.skipped] for found in loads)
+    assert flips, "the flipper never raced a load"  # the race was really run
 
 
 # -- item 13: profiles.json ---------------------------------------------------------------
@@ -171,17 +172,14 @@ def test_a_bad_profiles_file_is_one_line_naming_the_file_and_field(tmp_path, cas
         message = str(caught.value)
         assert "\n" not in message and "profiles.json" in message and field in message
         assert "'mine'" in message
+    (tmp_path / "profiles.json").write_text('{"mine": {"relevance": 0.8, "recency": 0.2}}')
+    assert get_profile("mine", tmp_path).recency == 0.2  # a good file still loads
 
 
 def test_the_cli_query_refuses_a_bad_profiles_file_with_exit_2(toy_home, capsys):
     (toy_home / "profiles.json").write_text(BAD_PROFILES["string-half-life"][0])
     asked = run_cli(capsys, "query", "Orlan Vesk", "--profile", "mine", "--home", toy_home)
     error_line(asked, 2, "profiles.json", "recency_half_life_days", "'mine'")
-
-
-def test_a_good_profiles_file_still_loads(tmp_path):
-    (tmp_path / "profiles.json").write_text('{"mine": {"relevance": 0.8, "recency": 0.2}}')
-    assert get_profile("mine", tmp_path).recency == 0.2
 
 
 # -- item 15: LATEST pointing outside the home --------------------------------------------
