@@ -29,18 +29,26 @@ MAX_HALF_LIFE_DAYS = 3_650_000.0  # ten thousand years
 
 def _short(value: object) -> str:
     """``repr(value)``, cut to 40 characters."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return "an integer too long to print"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def field_problem(field: str, value: object) -> str | None:
     """What is wrong with one profile field's value (None: nothing)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    x = math.nan  # NaN (not a number, or a NaN) fails every range check below
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            x = float(value)
+        except OverflowError:  # an int past float's range
+            x = math.inf
     if field == "recency_half_life_days":
-        if not number or not math.isfinite(value) or not 0 < value <= MAX_HALF_LIFE_DAYS:
+        if not 0 < x <= MAX_HALF_LIFE_DAYS:  # NaN fails every comparison
             limit = int(MAX_HALF_LIFE_DAYS)
             return f"must be a positive number of days up to {limit}, got {_short(value)}"
-    elif not number or not math.isfinite(value) or not 0 <= value <= MAX_WEIGHT:
+    elif not 0 <= x <= MAX_WEIGHT:
         return f"must be a number from 0 to {int(MAX_WEIGHT)}, got {_short(value)}"
     return None
 
