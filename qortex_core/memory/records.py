@@ -115,7 +115,8 @@ def parse_time(value: object, what: str = "time", upper: bool = False) -> str | 
     if value is None:
         return None
     if isinstance(value, (bool, int, float)):
-        raise RecordError(f"invalid {what} {value!r}: use ISO 8601, e.g. 2026-03-01T09:30:00Z")
+        shown = f"{value!r}"[:40] if not isinstance(value, int) or abs(value) < 10**40 else "number"
+        raise RecordError(f"invalid {what} {shown}: use ISO 8601, e.g. 2026-03-01T09:30:00Z")
     try:
         return times.parse_bound(value, upper)
     except ValueError as exc:
