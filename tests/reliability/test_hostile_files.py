@@ -227,6 +227,17 @@ def test_the_query_fallback_never_echoes_a_pointer_s_target(toy_home, outside, c
     assert "not a valid pointer" in fallback and "OUTSIDE" not in asked.stdout
 
 
+def test_a_manifest_symlinked_to_an_outside_file_is_not_quoted(toy_home, tmp_path, capsys):
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"format": 2, "files": {"OUTSIDE FILE key": "x"}}))
+    folder = toy_home / "snapshots" / snap.latest_name(toy_home)
+    (folder / "manifest.json").unlink()
+    (folder / "manifest.json").symlink_to(outside)
+    checked = run_cli(capsys, "doctor", "--home", toy_home, "--no-probe", "--json")
+    assert checked.code == 1 and "OUTSIDE" not in checked.stdout + checked.stderr
+    assert "symlink" in checked.stdout
+
+
 # -- item 17: ~ in a home -----------------------------------------------------------------
 def test_a_home_given_with_tilde_finds_its_snapshot_everywhere(
     toy_home, embedder, monkeypatch, tmp_path, capsys
