@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.checksums import digests_of, sha256_of
-from qortex_core.storage.pointer import read_pointer
+from qortex_core.storage.pointer import read_own_file, read_pointer
 from qortex_core.storage.snapshot_schema import check_manifest
 from qortex_core.storage.snapshot_shapes import shape_problems
 
@@ -272,12 +272,12 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     name = resolve_name(home, name)
     path = snapshots_dir(home) / name
     try:
-        manifest = json.loads((path / "manifest.json").read_text())
+        manifest = json.loads(read_own_file(path / "manifest.json"))  # never a symlink's target
     except FileNotFoundError:
         raise SnapshotError(
             f"snapshot {name} not found under {home} (`qortex snapshots` lists them)"
         ) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, SnapshotError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
     check_manifest(manifest, name)  # valid JSON that lies (an array or a count missing) is refused
@@ -314,23 +314,18 @@ def _manifest_files(manifest: object, name: str) -> dict[str, str]:
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if isinstance(manifest, dict) and manifest.get("format", FORMAT) != FORMAT:
         raise SnapshotError(
-            f"snapshot {name} has format {_shown_format(manifest.get('format'))}; this qortex "
-            f"reads format {FORMAT}: publish a new snapshot"
+            f"snapshot {name} has format {manifest.get('format')!r}; this qortex reads format "
+            f"{FORMAT}: "
+            "publish a new snapshot"
         )
     if not isinstance(files, dict) or not files:
         raise SnapshotError(f"snapshot {name} has a malformed manifest: no 'files' map")
     for fname, checksum in files.items():
         if not _FILE.fullmatch(fname) or not isinstance(checksum, str):
             raise SnapshotError(
-                f"snapshot {name} has a malformed manifest: a file entry is not a plain .npy or "
-                ".arrow name with a digest"
+                f"snapshot {name} has a malformed manifest: bad file entry {fname[:60]!r}"
             )
     return files
-
-
-def _shown_format(value: object) -> str:
-    """A manifest's format as a message shows it: a number, never other content."""
-    return str(value) if isinstance(value, int) else f"of type {type(value).__name__}"
 
 
 def resolve_name(home: str | Path, name: str | int | None) -> str:
