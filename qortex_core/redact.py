@@ -111,10 +111,25 @@ _KEYWORD_PATTERNS = {
     **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
 }
 _SECRET_KEY_PARTS = (
-    "password", "passwd", "passphrase", "secret", "token", "apikey", "privatekey", "accesskey",
-    "credential", "authorization", "cookie", "sessionid", "signature",
-)  # fmt: skip
-_SECRET_KEY_WORDS = frozenset({"pass", "pwd", "pin", "auth", "otp", "cvv"})  # whole words only
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "credential",
+    "authorization",
+    "cookie",
+    "accesstoken",
+    "authtoken",
+    "apitoken",
+    "refreshtoken",
+    "bearertoken",
+    "sessiontoken",
+    "csrftoken",
+)  # anywhere in the key (``db_password``); "tokens_used" or "session_id" are not secrets
+_SECRET_KEY_WORDS = frozenset({"pass", "pwd", "pin", "auth", "otp", "cvv", "token"})  # whole
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _CANDIDATE = re.compile(r"[A-Za-z0-9+/=_\-]{20,512}")
 _HEX = re.compile(r"[0-9a-fA-F\-]+")

@@ -32,6 +32,8 @@ SECRET_META = {
     "auth": {"user": "ops", "pin": "4242"},
     "note": "deploy with token = ghp_" + "a1B2" * 9,
     "turn": "d1:3",
+    "tokens_used": 812,
+    "session_id": "s-42",
 }
 SECRET_SOURCE = f"https://admin:{URL_PASSWORD}@git.example.org/r?x=1"
 
@@ -84,7 +86,7 @@ def _assert_redacted(record: dict) -> None:
     assert meta["db_password"] == MARK and meta["apiKey"] == MARK
     assert meta["auth"] == {"user": MARK, "pin": MARK}  # everything under a secret's key
     assert "ghp_" not in meta["note"] and meta["note"].startswith("deploy with token")
-    assert meta["turn"] == "d1:3"  # not a secret: kept
+    assert (meta["turn"], meta["tokens_used"], meta["session_id"]) == ("d1:3", 812, "s-42")
     assert URL_PASSWORD not in record["source"] and "admin" in record["source"]
     assert record["source"].endswith("@git.example.org/r?x=1")
 
