@@ -38,6 +38,7 @@ _EXPORTS = {
     "QueryError": "qortex_core.errors",
     "RecognitionError": "qortex_core.errors",
     "RecordError": "qortex_core.errors",
+    "RevisionConflict": "qortex_core.errors",
     "SnapshotError": "qortex_core.errors",
     "StorageError": "qortex_core.errors",
 }

@@ -92,3 +92,8 @@ def storage_error(what: str, exc: BaseException | str) -> StorageError | None:
 class RecordError(QortexError):
     """A memory write or lookup is invalid: empty or oversized text, a bad time, an unknown,
     forgotten or foreign record id."""
+
+
+class RevisionConflict(RecordError):
+    """``update`` or ``forget`` named an ``expected_revision`` that is no longer the record's
+    newest: another writer revised it first (re-read it, then decide)."""

@@ -234,6 +234,8 @@ SLOW_MODULES = {
     "reliability/test_faults_sources.py",
     "reliability/test_reliability_concurrency.py",
     "reliability/test_reliability_kill.py",
+    "reliability/test_records_concurrency.py",
+    "reliability/test_soak.py",
     "reliability/test_reliability_query.py",
     "storage/test_purge.py",
     "storage/test_writer_lock.py",

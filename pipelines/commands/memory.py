@@ -141,7 +141,7 @@ def cmd_snapshots_prune(args: argparse.Namespace) -> int:
     else:  # a local home: the purge path, so deleted text leaves old versions and files too
         from pipelines.commands.purge import purge_home
 
-        report = purge_home(home, keep)
+        report, _why = purge_home(home, keep)
     if args.json:
         print(json_text(asdict(report)))
     else:

@@ -62,13 +62,25 @@ def _drop_check_executions(db: Path, run_ids: list[str]) -> None:
 
 
 def purge_home(home, keep: int, dagster_home: Path | None = None):
-    """Purge ``home`` (see :mod:`qortex_core.ops.purge`) and its Dagster run history."""
-    from qortex_core.ops.purge import purge
+    """Purge ``home`` (see :mod:`qortex_core.ops.purge`) and its Dagster run history.
+
+    When forgotten memories or passages are still in the derived tables (no consolidation since
+    they were forgotten), the ingest job runs first; if it fails, nothing is purged.
+
+    Returns:
+        (the purge report, why it consolidated first: "" when it did not)
+    """
+    from qortex_core.ops.purge import purge, stale_derivations
     from qortex_core.settings import get_settings
     from qortex_core.storage import snapshot as snap
     from qortex_core.storage.writer_lock import writer_lock
 
     with writer_lock(home, "qortex purge"):
+        why = stale_derivations(home)
+        if why:
+            from pipelines.run_local import run_ingest  # imports dagster
+
+            run_ingest(None, home, dagster_home=dagster_home, progress=False)
         report = purge(home, keep)
         created = [
             json.loads((snap.snapshots_dir(home) / n / "manifest.json").read_text())["created"]
@@ -76,7 +88,7 @@ def purge_home(home, keep: int, dagster_home: Path | None = None):
         ]
         folder = dagster_home or Path(get_settings().dagster_home or Path(home) / "dagster")
         clean_dagster(folder, min((c for c in created if c), default=""))
-    return report
+    return report, why
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
@@ -88,10 +100,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
         from qortex_core.errors import ConfigError
 
         raise ConfigError(f"purge needs a local data home (got {home}); use snapshots prune")
-    report = purge_home(home, args.keep)
+    report, why = purge_home(home, args.keep)
     if args.json:
-        print(json_text(asdict(report)))
+        print(json_text(dict(asdict(report), consolidated_first=why)))
         return 0
+    if why:
+        print(f"consolidated first: {why}")
     orphans = sum(report.orphans_removed.values())
     print(
         f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; "

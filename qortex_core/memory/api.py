@@ -1,20 +1,17 @@
 """The agent's memory API: ``mem = qortex_core.open(home)``, then remember, search, revise, forget.
 
 Writes go to the append-only ``memories`` table before a call returns and are searchable at
-once by every retriever on the home (the fresh tier); ``qortex consolidate`` (or the Dagster
-sensor ``memories_arrived``) moves them into the graph. Passages of ingested files are
-memories too: :meth:`Memory.get`, :meth:`Memory.history` and :meth:`Memory.forget` take their
-``p_`` ids.
+once (the fresh tier); ``qortex consolidate`` moves them into the graph. File passages are
+memories too: get, history and forget take their ``p_`` ids.
 """
 
 from __future__ import annotations
 
 import builtins
-import json
 import time as clock
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -24,7 +21,6 @@ from qortex_core.memory.metadata import clean_source
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
-    GONE,
     MemoryRecord,
     MemoryTable,
     Revision,
@@ -32,19 +28,27 @@ from qortex_core.memory.records import (
     metadata_each,
     new_record_id,
     parse_time,
-    refuse_passage_id,
     revision_rows,
     times_each,
     to_revision,
     utc_now,
     writer_name,
 )
+from qortex_core.memory.revise import (
+    checked_domain,
+    checked_id,
+    expected_revision_of,
+    next_revision,
+    revisable,
+    row_metadata,
+)
+from qortex_core.memory.supersede import Supersession
 from qortex_core.redact import RedactionConfig
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import LanceStore, default_home
 from qortex_core.storage.tenants import tenant_home, validate_tenant
 
-MAX_DOMAIN_CHARS = 64
 MAX_LIST = 10_000
 
 
@@ -61,14 +65,6 @@ class MemoryOptions:
     redaction: RedactionConfig = RedactionConfig()
     fresh: FreshConfig = FreshConfig()
     snapshot_check_s: float = 0.2
-
-
-def _domain(value: object) -> str:
-    if value is None:
-        return "default"
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_DOMAIN_CHARS:
-        raise RecordError(f"domain must be 1-{MAX_DOMAIN_CHARS} characters, got {value!r}")
-    return value.strip()
 
 
 class Memory:
@@ -92,6 +88,7 @@ class Memory:
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
+        self.supersession = Supersession(self.store, lambda: self.embedder)
 
     @property
     def embedder(self):
@@ -143,7 +140,7 @@ class Memory:
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
             raise RecordError("texts must be a non-empty list of strings")
         clean = [clean_text(t, self.options.redaction) for t in texts]
-        when, where = times_each(time, len(texts)), _domain(domain)
+        when, where = times_each(time, len(texts)), checked_domain(domain)
         meta = metadata_each(metadata, len(texts), self.options.redaction)
         source = clean_source(source, self.options.redaction)
         now = utc_now()
@@ -155,29 +152,57 @@ class Memory:
         graph = self._in_graph()
         return [self._record(self.state.current[r.id], graph) for r in revisions]
 
-    def update(self, record_id: str, text: str, *, time: object = None) -> MemoryRecord:
+    def update(
+        self,
+        record_id: str,
+        text: str,
+        *,
+        time: object = None,
+        expected_revision: int | None = None,
+    ) -> MemoryRecord:
         """Write a new revision of a record (the old one stays in its history).
+
+        Concurrent revisions of one record serialise: each gets the next revision number, and
+        the state returned is the one this call wrote. With ``expected_revision``, the write
+        happens only if that is still the record's newest revision.
 
         Raises:
             RecordError: bad text or time, an unknown or forgotten id.
+            RevisionConflict: ``expected_revision`` is no longer the newest revision.
         """
         clean = clean_text(text, self.options.redaction)
-        row = self._live_row(record_id, "update")
-        when = parse_time(time) if time is not None else row["time"]
-        self._write([_next(row, "update", clean, when, self.writer)], [_meta(row)])
+        when = parse_time(time) if time is not None else None
+        expected = expected_revision_of(expected_revision)
+        vectors = self.embedder.embed([clean])  # (1, d), before the lock is taken
+
+        def plan() -> tuple[list[Revision], list[dict]]:
+            row = self._live_row(record_id, "update", expected)
+            at = when if time is not None else row["time"]
+            return [next_revision(row, "update", clean, at, self.writer)], [row_metadata(row)]
+
+        self._commit(plan, vectors, self.embedder.name)
         return self._state_of(record_id)
 
-    def forget(self, record_id: str) -> MemoryRecord:
+    def forget(self, record_id: str, *, expected_revision: int | None = None) -> MemoryRecord:
         """Take a record (or a file's passage) out of every search now; its history keeps it.
+
+        Forgetting is final: a later ``update`` of the record is refused. A record merged into
+        another at consolidation may be forgotten too (purge then removes its text).
 
         Raises:
             RecordError: an unknown id, or one already forgotten.
+            RevisionConflict: ``expected_revision`` is no longer the newest revision.
         """
         if isinstance(record_id, str) and record_id.startswith("p_"):
             return self._forget_passage(record_id)
-        row = self._live_row(record_id, "forget")
-        revision = _next(row, "forget", row["text"], row["time"], self.writer)
-        self._write([revision], [_meta(row)], vector=False)
+        expected = expected_revision_of(expected_revision)
+
+        def plan() -> tuple[list[Revision], list[dict]]:
+            row = self._live_row(record_id, "forget", expected)
+            revision = next_revision(row, "forget", row["text"], row["time"], self.writer)
+            return [revision], [row_metadata(row)]
+
+        self._commit(plan, None, "")
         return self._state_of(record_id)
 
     def _forget_passage(self, passage_id: str) -> MemoryRecord:
@@ -187,25 +212,49 @@ class Memory:
         if record.forgotten:
             raise RecordError(f"passage {passage_id} is already forgotten")
         digest = doc_hash(self.store, record.source or "")
-        now = utc_now()
-        revision = Revision(
-            passage_id, 2, "forget", "", record.time, now, record.source, record.domain,
-            self.writer, f"{record.source}\0{digest}",
-        )  # fmt: skip
-        self._write([revision], [{}], vector=False)
+
+        def plan() -> tuple[list[Revision], list[dict]]:
+            newest = self.state.current.get(passage_id)
+            if newest is not None and newest["op"] == "forget":
+                raise RecordError(f"passage {passage_id} is already forgotten")
+            number = int(newest["revision"]) + 1 if newest is not None else 2
+            revision = Revision(
+                passage_id, number, "forget", "", record.time, utc_now(), record.source,
+                record.domain, self.writer, f"{record.source}\0{digest}",
+            )  # fmt: skip
+            return [revision], [{}]
+
+        self._commit(plan, None, "")
         return replace(record, forgotten=True)
 
-    def _write(self, revisions: list[Revision], metadata: list[dict], vector: bool = True) -> None:
-        """Append revisions (embedding their texts when ``vector``) and fold them in at once."""
+    def _write(self, revisions: list[Revision], metadata: list[dict]) -> None:
+        """Append new records' first revisions (embedding their texts) and fold them in."""
         self.state.refresh(force=self.state.version < 0)  # the first read loads what others wrote
-        if vector:
-            vectors = self.embedder.embed([r.text for r in revisions])  # (n, d)
-        else:
-            vectors = np.zeros((len(revisions), self._dim()), np.float32)
-        model = self.embedder.name if vector else ""
-        rows = revision_rows(revisions, metadata, vectors, model)
-        self.table.append(rows)
-        self.state.absorb(rows)
+        vectors = self.embedder.embed([r.text for r in revisions])  # (n, d)
+        self._commit(lambda: (revisions, metadata), vectors, self.embedder.name, reread=False)
+
+    def _commit(
+        self,
+        plan: Callable[[], tuple[list[Revision], list[dict]]],
+        vectors: np.ndarray | None,
+        model: str,
+        reread: bool = True,
+    ) -> None:
+        """Under the records lock: ``plan`` the revisions against every committed write
+        (``reread``: new records need none), append them (``vectors``: (n, d), or zeros when
+        None) and fold them in before the lock goes."""
+        dim = self._dim() if vectors is None else 0
+        with records_lock(self.home):
+            if reread:
+                self.state.refresh(force=True)  # every write committed before the lock
+            revisions, metadata = plan()
+            if vectors is None:
+                vectors = np.zeros((len(revisions), dim), np.float32)
+            rows = revision_rows(revisions, metadata, vectors, model)
+            if model:  # with links to the live records of the same attribute: one commit
+                rows = self.supersession.linked(rows, self.state, revisions, self.writer)
+            self.table.append(rows)
+            self.state.absorb(rows)
 
     def _dim(self) -> int:
         """Vector width of the table (a forget row needs no embedder loaded)."""
@@ -221,7 +270,7 @@ class Memory:
         if isinstance(record_id, str) and record_id.startswith("p_"):
             return passage_record(self.store, self.state, record_id, self.tenant)
         self.state.refresh()
-        if self.state.record(_checked_id(record_id)) is None:
+        if self.state.record(checked_id(record_id)) is None:
             raise RecordError(f"unknown memory id {record_id!r} (tenant {self.tenant})")
         return self._state_of(record_id)
 
@@ -231,19 +280,17 @@ class Memory:
         since: object = None,
         until: object = None,
         limit: int = 100,
+        include_superseded: bool = False,
     ) -> list[MemoryRecord]:
-        """Live written records, newest event (else write) time first.
-
-        Raises:
-            RecordError: a bad time or a limit outside 1..10,000.
-        """
+        """Live written records true now (all: ``include_superseded``), newest event first;
+        RecordError for a bad time or a limit outside 1..10,000."""
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
             raise RecordError(f"limit must be an integer from 1 to {MAX_LIST}, got {limit!r}")
         window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
         self.state.refresh()
-        rows = [self.state.current[r] for r in self.state.live_ids]
-        rows = [r for r in rows if domain is None or r["domain"] == domain]
-        rows = [r for r in rows if in_window(r["time"], *window)]
+        closed = frozenset() if include_superseded else self.supersession.closed(self.state)
+        rows = [self.state.current[r] for r in self.state.live_ids if r not in closed]
+        rows = [r for r in rows if domain in (None, r["domain"]) and in_window(r["time"], *window)]
         rows.sort(
             key=lambda r: r["time"] or self.state.first_created.get(r["id"], ""), reverse=True
         )
@@ -264,7 +311,7 @@ class Memory:
                 record.source, record.domain, "ingest",
             )  # fmt: skip
             return [first] + [to_revision(r) for r in self.state.history_rows(record_id)]
-        rows = self.state.history_rows(_checked_id(record_id))
+        rows = self.state.history_rows(checked_id(record_id))
         if not rows:
             raise RecordError(f"unknown memory id {record_id!r} (tenant {self.tenant})")
         return [to_revision(r) for r in rows]
@@ -279,20 +326,19 @@ class Memory:
         domain: str | Sequence[str] | None = None,
         profile: str | None = None,
         min_relevance: float | None = None,
+        as_of: object = None,
+        include_superseded: bool = False,
     ):
-        """Today's query over the snapshot and the fresh tier, with time and domain filters.
-
-        Returns:
-            A :class:`~qortex_core.query.retriever.QueryResult`; each passage says its ``tier``.
+        """Today's query over the snapshot and the fresh tier: what is true now, or ``as_of``;
+        a :class:`~qortex_core.query.retriever.QueryResult` (each passage says its ``tier``).
 
         Raises:
             QueryError: a bad query, top_k, mode or domain; RecordError: a bad time.
         """
         from qortex_core.memory.search import search_memory
 
-        window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
-        domains = [domain] if isinstance(domain, str) else (list(domain) if domain else None)
-        return search_memory(self, query, top_k, mode, window, domains, profile, min_relevance)
+        return search_memory(self, query, top_k, mode, (since, until), domain, profile,
+                             min_relevance, (as_of, include_superseded))  # fmt: skip
 
     def feedback(
         self,
@@ -327,16 +373,11 @@ class Memory:
         return self._retriever
 
     # -- helpers ----------------------------------------------------------------------------
-    def _live_row(self, record_id: str, action: str) -> dict:
-        refuse_passage_id(record_id, action)  # only forget, history and get take p_ ids
-        self.state.refresh(force=True)
-        row = self.state.current.get(_checked_id(record_id))
-        if row is None or not record_id.startswith("m_"):
-            raise RecordError(f"unknown memory id {record_id!r} (tenant {self.tenant})")
-        if row["op"] in GONE:
-            gone = "merged into " + row["target"] if row["op"] == "merged" else "forgotten"
-            raise RecordError(f"cannot {action} memory {record_id}: it was {gone}")
-        return row
+    def _live_row(self, record_id: str, action: str, expected: int | None = None) -> dict:
+        """The newest row of a record that ``action`` may revise (the caller refreshed the
+        state under the records lock)."""
+        row = self.state.current.get(checked_id(record_id))
+        return revisable(row, record_id, action, expected, self.tenant)
 
     def _in_graph(self) -> frozenset[str]:
         retriever = self.retriever()
@@ -345,28 +386,11 @@ class Memory:
 
     def _record(self, row: dict, graph: frozenset[str]) -> MemoryRecord:
         first = {"created_at": self.state.first_created.get(row["id"], row["created_at"])}
-        return record_from_row(row, first, "graph" if row["id"] in graph else "fresh")
+        record = record_from_row(row, first, "graph" if row["id"] in graph else "fresh")
+        return replace(record, **asdict(self.supersession.timeline(self.state).validity(row["id"])))
 
     def _state_of(self, record_id: str) -> MemoryRecord:
         return self._record(self.state.current[record_id], self._in_graph())
-
-
-def _next(row: dict, op: str, text: str, when: str | None, writer: str) -> Revision:
-    """The revision after ``row`` (a record's newest row)."""
-    return Revision(
-        row["id"], int(row["revision"]) + 1, op, text, when, utc_now(), row["source"],
-        row["domain"], writer,
-    )  # fmt: skip
-
-
-def _meta(row: dict) -> dict:
-    return json.loads(row["metadata"] or "{}")
-
-
-def _checked_id(record_id: object) -> str:
-    if not isinstance(record_id, str) or not record_id.strip():
-        raise RecordError(f"not a memory id: {record_id!r}")
-    return record_id.strip()
 
 
 def open_memory(
@@ -374,8 +398,3 @@ def open_memory(
 ) -> Memory:
     """One tenant's memory under ``home`` (default ``$QORTEX_HOME`` or ``~/.qortex``)."""
     return Memory(home, tenant, embedder, MemoryOptions(**options))
-
-
-def is_memory_doc(doc_id: str) -> bool:
-    """True for documents made from written memories."""
-    return doc_id.startswith(DOC_PREFIX)

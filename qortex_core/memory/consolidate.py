@@ -27,6 +27,7 @@ from qortex_core.memory.records import (
     writer_name,
 )
 from qortex_core.storage import ids
+from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import LanceStore
 
 
@@ -154,8 +155,9 @@ def memory_documents(
     store: LanceStore, config: ConsolidationConfig = ConsolidationConfig()
 ) -> MemoryDocs:
     """Merge duplicates, seed the embedding cache and return one document per live record."""
-    state = load_state(store)
-    merged = merge_duplicates(store, state, config)
+    with records_lock(store.config.home):  # merges are revisions: planned on the newest rows
+        state = load_state(store)
+        merged = merge_duplicates(store, state, config)
     cached = seed_embedding_cache(store, state)
     state.table.optimize()  # fold the appended rows into the full-text index (incremental)
     docs = []

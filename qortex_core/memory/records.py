@@ -24,34 +24,12 @@ from qortex_core.errors import RecordError
 from qortex_core.memory.metadata import clean_metadata
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
-from qortex_core.storage.store import LanceStore, vector_type, vectors_to_arrow
+from qortex_core.storage.store import LanceStore, vectors_to_arrow
 
 MEMORIES = "memories"
 DOC_PREFIX = "memory:"  # documents (and so passages) made from a memory record: memory:<record id>
 MAX_TEXT_BYTES = 1_000_000
-OPS = (
-    "remember",
-    "update",
-    "forget",
-    "merge",
-    "merged",
-)  # merge: absorbed ``target``; merged: into it
 GONE = ("forget", "merged")  # ops that take a record out of search
-COLUMNS = (
-    "key",
-    "id",
-    "revision",
-    "op",
-    "text",
-    "time",
-    "created_at",
-    "source",
-    "domain",
-    "metadata",
-    "writer",
-    "target",
-    "model",
-)
 
 
 @dataclass(frozen=True)
@@ -80,6 +58,9 @@ class MemoryRecord:
     tier: str = "fresh"
     forgotten: bool = False
     merged_into: str | None = None
+    valid_from: str | None = None  # true from (its event time)
+    valid_until: str | None = None  # until a later statement of the same attribute (None: still)
+    superseded_by: str | None = None  # that statement's record
 
 
 @dataclass(frozen=True)
@@ -120,23 +101,9 @@ def parse_time(value: object, what: str = "time", upper: bool = False) -> str | 
     try:
         return times.parse_bound(value, upper)
     except ValueError as exc:
-        shown = value[:40] if isinstance(value, str) else value
+        given = value[:40] if isinstance(value, str) else value
         why = times.RANGE if "out of range" in str(exc) else "use ISO 8601"
-        raise RecordError(f"invalid {what} {shown!r}: {why}") from None
-
-
-def refuse_passage_id(record_id: object, action: str) -> None:
-    """Refuse to ``action`` (update) a file's passage: it changes only with its file.
-
-    Raises:
-        RecordError: ``record_id`` is a passage id (``p_...``).
-    """
-    if isinstance(record_id, str) and record_id.strip().startswith("p_"):
-        raise RecordError(
-            f"cannot {action} {record_id.strip()[:40]}: it is a passage of an ingested file, "
-            "which changes only with its file (edit the file, then ingest); "
-            f"{action} takes memory ids (m_...), forget, history and get take p_ ids too"
-        )
+        raise RecordError(f"invalid {what} {given!r}: {why}") from None
 
 
 def clean_text(text: object, redaction: RedactionConfig = RedactionConfig()) -> str:
@@ -268,14 +235,6 @@ class MemoryTable:
         if handle is not None:
             self._ensure_fts()
             handle.optimize()
-
-
-def empty_rows(dim: int) -> pa.Table:
-    """An empty memories table of vector width ``dim``."""
-    table = pa.table(
-        {c: pa.array([], pa.int64() if c == "revision" else pa.string()) for c in COLUMNS}
-    )
-    return table.append_column("vector", pa.array([], type=vector_type(dim)))
 
 
 def to_revision(row: dict) -> Revision:

@@ -33,10 +33,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.shards import drop_staging
-from qortex_core.memory.records import MEMORIES
+from qortex_core.memory.records import DOC_PREFIX, MEMORIES
 from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.retention import prune_snapshots
 from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore, vectors_to_arrow
 from qortex_core.storage.writer_lock import writer_lock
@@ -83,13 +85,7 @@ def _scrub_forgotten(store: LanceStore) -> int:
     if MEMORIES not in store.table_names():
         return 0
     rows = store.open_latest(MEMORIES).to_arrow()
-    newest: dict[str, tuple[int, str]] = {}
-    for rid, rev, op in zip(
-        rows["id"].to_pylist(), rows["revision"].to_pylist(), rows["op"].to_pylist()
-    ):
-        if rid not in newest or rev > newest[rid][0]:
-            newest[rid] = (rev, op)
-    gone = sorted(rid for rid, (_, op) in newest.items() if op == "forget")
+    gone = sorted(forgotten_ids(rows))
     mask = pc.and_(
         pc.is_in(rows["id"], value_set=pa.array(gone, pa.string())),
         pc.not_equal(rows["text"], ""),
@@ -106,6 +102,52 @@ def _scrub_forgotten(store: LanceStore) -> int:
     rows = rows.set_column(rows.schema.get_field_index("vector"), "vector", vectors_to_arrow(flat))
     store.replace(MEMORIES, rows)
     return scrubbed
+
+
+def forgotten_ids(rows: pa.Table) -> set[str]:
+    """Records of a memories table whose text must go: each record whose newest revision (by
+    revision, then write time: whatever the order of the rows) forgets it, and every record
+    merged, directly or through others, into one of those."""
+    newest: dict[str, tuple[int, str, str, str | None]] = {}
+    for rid, rev, at, op, target in zip(
+        rows["id"].to_pylist(),
+        rows["revision"].to_pylist(),
+        rows["created_at"].to_pylist(),
+        rows["op"].to_pylist(),
+        rows["target"].to_pylist(),
+    ):
+        if rid not in newest or (rev, at) > newest[rid][:2]:
+            newest[rid] = (rev, at, op, target)
+    gone = {rid for rid, (_, _, op, _) in newest.items() if op == "forget"}
+    merged = {rid: t for rid, (_, _, op, t) in newest.items() if op == "merged" and t}
+    while True:  # absorbed copies of a forgotten record, to any depth
+        more = {rid for rid, into in merged.items() if into in gone and rid not in gone}
+        if not more:
+            return gone
+        gone |= more
+
+
+def stale_derivations(home: str | Path) -> str:
+    """Why derived tables (chunks, facts, concepts, the latest snapshot) still hold forgotten
+    text ("" when they do not): a forgotten memory whose document is still stored, or a
+    forgotten file passage whose chunk is. Consolidating (the ingest job) rebuilds them without
+    it; ``qortex purge`` does that first, then purges."""
+    store = LanceStore.open(home)
+    if MEMORIES not in store.table_names():
+        return ""
+    rows = store.open_latest(MEMORIES).to_arrow()
+    gone = forgotten_ids(rows)
+    if not gone:
+        return ""
+    memory_docs = pa.array(sorted(DOC_PREFIX + g for g in gone if g.startswith("m_")), pa.string())
+    docs = store.read_columns(DOCUMENTS, ["id"]) if DOCUMENTS in store.table_names() else None
+    if docs is not None and docs.num_rows and pc.any(pc.is_in(docs["id"], memory_docs)).as_py():
+        return "forgotten memories are still in the documents of the latest ingest"
+    passages = pa.array(sorted(g for g in gone if g.startswith("p_")), pa.string())
+    chunks = store.read_columns(CHUNKS, ["id"]) if CHUNKS in store.table_names() else None
+    if chunks is not None and chunks.num_rows and pc.any(pc.is_in(chunks["id"], passages)).as_py():
+        return "forgotten passages are still in the chunks of the latest ingest"
+    return ""
 
 
 def _rewrite(store: LanceStore, name: str) -> int:
@@ -143,6 +185,8 @@ def _repin(home: str | Path, table: str, version: int) -> None:
 
 def _older_created(home: str | Path, kept: list[str]) -> str:
     """Creation time of the oldest retained snapshot other than LATEST ("" when none)."""
+    if not kept:
+        return ""
     latest = snap.latest_name(home)
     times = []
     for name in kept:
@@ -156,7 +200,9 @@ def _older_created(home: str | Path, kept: list[str]) -> str:
 def purge(home: str | Path, keep: int = 1) -> PurgeReport:
     """Prune to ``keep`` snapshots, drop orphans, rewrite tables and clean their old versions.
 
-    Holds the home's writer lock, so no ingest runs meanwhile; readers are not blocked.
+    Holds the home's writer lock, so no ingest runs meanwhile, and the records lock while it
+    scrubs and rewrites the memories table, so agent writes wait for it instead of being lost;
+    readers are not blocked (a reader of a cleaned version reopens the newest).
 
     Raises:
         ConfigError: ``keep`` is below 1.
@@ -166,20 +212,34 @@ def purge(home: str | Path, keep: int = 1) -> PurgeReport:
         pruned = prune_snapshots(home, keep, optimize=False)
         store = LanceStore.open(home)
         drop_staging(store)  # rows a failed sharded run staged (chunk text among them)
-        orphans = {**_drop_orphans(store), MEMORIES: _scrub_forgotten(store)}
+        orphans = _drop_orphans(store)
         since = _older_created(home, pruned.kept)
         age = dt.timedelta(0)
         if since:
             age = dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(since)
         rewritten: dict[str, int] = {}
         for name in store.table_names():
-            version = _rewrite(store, name)
-            if name == fulltext.PASSAGE_TEXT and pruned.kept:
-                _repin(home, name, version)
-            with warnings.catch_warnings():  # "removes every version but the latest": meant
-                warnings.simplefilter("ignore", UserWarning)
-                store.open_latest(name).optimize(cleanup_older_than=age, delete_unverified=True)
-            rewritten[name] = int(store.open_latest(name).version)
+            if name == MEMORIES:
+                with records_lock(home):  # writers wait: none appends to a table being replaced
+                    orphans[MEMORIES] = _scrub_forgotten(store)
+                    rewritten[name] = _rewrite_and_clean(store, name, age, home, pruned.kept)
+            else:
+                rewritten[name] = _rewrite_and_clean(store, name, age, home, pruned.kept)
+        orphans.setdefault(MEMORIES, 0)
     return PurgeReport(
         pruned.kept, pruned.removed, orphans, rewritten, since, pruned.query_log_removed
     )
+
+
+def _rewrite_and_clean(
+    store: LanceStore, name: str, age: dt.timedelta, home: str | Path, kept: list[str]
+) -> int:
+    """Rewrite ``name`` from its live rows, re-pin it if the latest snapshot pins it, and clean
+    every version older than ``age``; the table's version after."""
+    version = _rewrite(store, name)
+    if name == fulltext.PASSAGE_TEXT and kept:
+        _repin(home, name, version)
+    with warnings.catch_warnings():  # "removes every version but the latest": meant
+        warnings.simplefilter("ignore", UserWarning)
+        store.open_latest(name).optimize(cleanup_older_than=age, delete_unverified=True)
+    return int(store.open_latest(name).version)

@@ -102,8 +102,9 @@ class Retriever:
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
         self.memory = LearnedMemory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        manifest_path = snapshot.path / "manifest.json" if snapshot.path else None
         self.lexical = LexicalIndex.open(
-            getattr(store, "db", None), self.view, snapshot.manifest
+            getattr(store, "db", None), self.view, snapshot.manifest, manifest_path
         )  # the snapshot's BM25 index (None: store-less or built before the channel)
         # a conversation's question about the wrong participant answers no_answer
         self.attribution = attribution.Checker(self.view, lambda s: self.embedder.embed([s])[0])

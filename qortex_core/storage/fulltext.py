@@ -44,7 +44,7 @@ def _create(db, rows: pa.Table):
     return table
 
 
-def _open(db):
+def open_latest(db):
     try:
         return db.open_table(PASSAGE_TEXT)
     except (FileNotFoundError, ValueError):
@@ -58,7 +58,7 @@ def sync(db, passages: pa.Table) -> int:
         db: the store's LanceDB connection.
         passages: the passages table (``id``, ``title``, ``text``) being published.
     """
-    table = _open(db)
+    table = open_latest(db)
     if passages.num_rows == 0 and table is None:
         return 0
     rows = passage_rows(passages)
@@ -86,14 +86,14 @@ def open_pinned(db, version: int):
         (table, exact): ``exact`` False when the pinned version is gone (pruned) and the
         latest version is searched instead.
     """
-    table = _open(db)
+    table = open_latest(db)
     if table is None or not version:
         return None, False
     try:
         table.checkout(int(version))
     except (ValueError, RuntimeError, OSError) as exc:
         _log.warning("passage_text version %s unavailable (%s): searching the latest", version, exc)
-        return _open(db), False
+        return open_latest(db), False
     return table, True
 
 

@@ -82,3 +82,49 @@ def test_purge_removes_a_deleted_documents_text_from_every_file(
     assert store.count("documents") == 1 and store.count("chunks") == 1
     assert main(["purge", "--home", str(home)]) == 0  # idempotent
     assert "kept 1 snapshot(s), removed 0" in capsys.readouterr().out
+
+
+def _forgotten_home(tmp_path: Path, monkeypatch, embedder, consolidate: bool):
+    """A home where a memory holding a unique word was written, (consolidated,) then forgotten."""
+    import pipelines.resources as resources
+
+    monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
+    monkeypatch.setitem(resources._embedders, ("bundled", ""), embedder)
+    home = tmp_path / "home"
+    memory = open_memory(home, embedder=embedder)
+    word = "Vraxel" + secrets.token_hex(6)
+    memory.remember("Ilse Marrow services the Orion Pump at Velmora station.")
+    record = memory.remember(f"{word} keeps the spare Orion Pump seals in locker 7.")
+    if consolidate:
+        run_ingest(None, home, progress=False)
+    memory.forget(record.id)
+    return home, word
+
+
+def test_purge_after_forget_without_consolidating_removes_the_text_from_every_file(
+    tmp_path: Path, monkeypatch, embedder, capsys
+) -> None:
+    home, word = _forgotten_home(tmp_path, monkeypatch, embedder, consolidate=True)
+    held = _holders(home, word)
+    assert any("chunks" in p for p in held) and any(p.startswith("snapshots") for p in held)
+    assert main(["purge", "--home", str(home), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "forgotten memories" in report["consolidated_first"]
+    assert _holders(home, word) == []
+    hits = Retriever.open(home, embedder=embedder).query("Who services the Orion Pump?").passages
+    assert hits and "Ilse Marrow" in hits[0].text
+
+
+def test_purge_of_a_home_with_no_snapshot_scrubs_forgotten_text_and_exits_0(
+    tmp_path: Path, monkeypatch, embedder, capsys
+) -> None:
+    home, word = _forgotten_home(tmp_path, monkeypatch, embedder, consolidate=False)
+    assert _holders(home, word)
+    assert main(["purge", "--home", str(home), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["consolidated_first"] == ""
+    assert _holders(home, word) == []
+    assert not snap.list_versions(home)
+    memory = open_memory(home, embedder=embedder)
+    assert [h.text for h in memory.search("Who services the Orion Pump?", top_k=1).passages] == [
+        "Ilse Marrow services the Orion Pump at Velmora station."
+    ]
