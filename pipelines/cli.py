@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from pipelines.output import json_text
 from pipelines.parsing import QortexParser, csv_of, strict_int
 
 COMMAND_MODULES = (
@@ -142,18 +142,50 @@ def _recognizer(args: argparse.Namespace):
 
 def emit_report(report: dict, path: str | None) -> None:
     """Print a JSON report and, when ``path`` is given, write the same text there."""
-    text = json.dumps(report, indent=2)
+    text = json_text(report, indent=2)
     if path:
         Path(path).write_text(text + "\n")
     print(text)
 
 
-def cmd_query(args: argparse.Namespace) -> int:
+def _only_memories(args: argparse.Namespace) -> bool:
+    """True when the home holds written memories and no snapshot yet (none pinned): the fresh
+    tier answers alone, as the library and MCP do."""
+    from qortex_core.memory.records import MemoryTable
+    from qortex_core.storage import snapshot as snap
+    from qortex_core.storage.store import LanceStore
+    from qortex_core.storage.tenants import tenant_home
+
+    home = tenant_home(args.home, args.tenant)
+    if args.version is not None or snap.list_versions(home):
+        return False
+    if "://" not in str(home) and not (Path(home) / "lancedb").is_dir():
+        return False  # nothing here at all: the retriever says "no snapshot" (never create it)
+    return MemoryTable(LanceStore.open_reader(home)).version() > 0
+
+
+def _ask_memories(args: argparse.Namespace):
+    """The fresh tier's answer before the first snapshot (see :func:`_only_memories`)."""
+    from qortex_core.memory.api import Memory, MemoryOptions
+
+    memory = Memory(args.home, args.tenant, options=MemoryOptions(channel="cli"))
+    return memory.search(
+        args.text, top_k=args.top_k, mode=args.mode, since=args.since, until=args.until,
+        domain=args.domain or None, profile=args.profile, min_relevance=args.min_relevance,
+        as_of=args.as_of, include_superseded=args.include_superseded,
+    )  # fmt: skip
+
+
+def _ask(args: argparse.Namespace):
+    """The query's result: from the latest (or pinned) snapshot and the fresh tier, or from the
+    fresh tier alone before the first snapshot."""
     from qortex_core.memory.current import current_query
     from qortex_core.memory.records import parse_time
     from qortex_core.query.retriever import Retriever
 
     moment = (parse_time(args.as_of, "--as-of"), args.include_superseded)  # bad: one line, exit 2
+    if _only_memories(args):
+        return _ask_memories(args)
     retriever = Retriever.open(
         args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args)
     )
@@ -168,16 +200,21 @@ def cmd_query(args: argparse.Namespace) -> int:
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
         print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
+    return result
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    result = _ask(args)
     if args.json:
         from dataclasses import asdict
 
-        print(json.dumps(asdict(result), indent=2))
+        print(json_text(asdict(result), indent=2))
         return 0
     if result.no_answer:  # one line: nothing relevant (the reason is in the note)
         print(f"{result.fallback}")
         return 0
     print(
-        f"query {result.query_id} on {result.snapshot} "
+        f"query {result.query_id} on {result.snapshot or 'fresh memories'} "
         f"({result.mode}){': ' + result.route if result.route else ''}"
     )
     if result.fallback:
@@ -266,7 +303,11 @@ def _add_eval(sub: Any, modes: Any) -> None:
 
 def _add_query(sub: Any, modes: Any) -> None:
     """``qortex query``."""
-    q = sub.add_parser("query", help="answer a query from the latest snapshot")
+    q = sub.add_parser(
+        "query",
+        help="answer a query from the latest snapshot and the memories written since (before "
+        "any snapshot: from the memories alone)",
+    )
     q.add_argument("text")
     q.add_argument("--top-k", type=int, default=5)
     q.add_argument(

@@ -25,6 +25,13 @@ if TYPE_CHECKING:  # the Literal below is built at run time, which mypy cannot e
 else:
     ModeName = Literal[modes.names()]  # the MCP enum: registered modes
 RecordId = Annotated[str, Field(description="A memory id (m_...) or a passage id (p_...).")]
+MemoryId = Annotated[
+    str,
+    Field(
+        description="A memory id (m_...). A file's passage (p_...) cannot be updated: it changes "
+        "with its file; qortex_forget and qortex_history take p_ ids."
+    ),
+]
 ISO_TIME = "ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T09:30:00Z"
 INSTRUCTIONS = (
     "Long-term memory. qortex_query retrieves passages and rules (each passage says its tier: "
@@ -196,10 +203,11 @@ def _write_tools(server: MCPServer, session: _Session) -> None:
 
     @_tool(server)
     def qortex_update(
-        id: RecordId,
+        id: MemoryId,
         text: Annotated[str, Field(description="The new text of the memory.")],
     ) -> dict[str, Any]:
-        """Revise a memory: a new revision replaces it in search; history keeps the old one."""
+        """Revise a written memory (m_... ids only; a file's passage changes with its file): a
+        new revision replaces it in search; history keeps the old one."""
         return asdict(_call(session.memory.update, id, text))
 
     @_tool(server)

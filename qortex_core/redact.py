@@ -16,6 +16,10 @@ a snapshot or a log. What is found:
   hashes and UUIDs is left alone (it rarely is a credential on its own).
 
 A keyword assignment's value is cut at the first space, so prose after ``secret:`` survives.
+
+Structured values (a memory's metadata) go through :func:`redact_json`: every key and string is
+redacted like text, and every value under a key that names a secret (``db_password``,
+``apiKey``, ``auth``) is replaced whole, however short.
 """
 
 from __future__ import annotations
@@ -106,6 +110,27 @@ _KEYWORD_PATTERNS = {
     **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,
     **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,
 }
+_SECRET_KEY_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "credential",
+    "authorization",
+    "cookie",
+    "accesstoken",
+    "authtoken",
+    "apitoken",
+    "refreshtoken",
+    "bearertoken",
+    "sessiontoken",
+    "csrftoken",
+)  # anywhere in the key (``db_password``); "tokens_used" or "session_id" are not secrets
+_SECRET_KEY_WORDS = frozenset({"pass", "pwd", "pin", "auth", "otp", "cvv", "token"})  # whole
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _CANDIDATE = re.compile(r"[A-Za-z0-9+/=_\-]{20,512}")
 _HEX = re.compile(r"[0-9a-fA-F\-]+")
 
@@ -259,3 +284,30 @@ def redact(text: str, config: RedactionConfig = RedactionConfig()) -> str:
 def has_secret(text: str, config: RedactionConfig = RedactionConfig()) -> bool:
     """Whether :func:`redact` would change ``text``."""
     return redact(text, RedactionConfig(True, config.extra_patterns, config.entropy_limit)) != text
+
+
+def secret_key(name: str) -> bool:
+    """Whether a key (``db_password``, ``apiKey``, ``X-Auth``) names a secret."""
+    words = re.split(r"[^a-z0-9]+", _CAMEL.sub("_", name).lower())
+    joined = "".join(words)
+    return any(p in joined for p in _SECRET_KEY_PARTS) or any(w in _SECRET_KEY_WORDS for w in words)
+
+
+def redact_json(value: object, config: RedactionConfig = RedactionConfig(), secret: bool = False):
+    """A JSON value (dicts, lists, scalars) with secrets redacted: keys and strings as text, and
+    every number or string under a key that names a secret (:func:`secret_key`) replaced whole.
+
+    The caller bounds the nesting (recursion follows it).
+    """
+    if not config.enabled:
+        return value
+    if isinstance(value, dict):
+        return {
+            redact(k, config): redact_json(v, config, secret or secret_key(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_json(v, config, secret) for v in value]
+    if secret and value is not None and not isinstance(value, bool):
+        return MARK
+    return redact(value, config) if isinstance(value, str) else value

@@ -4,9 +4,9 @@ eval``."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from pipelines.output import json_text
 from pipelines.parsing import csv_of, strict_int
 
 
@@ -37,7 +37,7 @@ def cmd_ablation(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(table)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        Path(args.json).write_text(json_text(rows, indent=2) + "\n")
     print(table, end="")
     return 0
 

@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from pipelines.output import json_text
+
 
 def _memory(args: argparse.Namespace):
     from qortex_core.memory.api import Memory, MemoryOptions
@@ -21,7 +23,7 @@ def _memory(args: argparse.Namespace):
 
 def _print_record(record, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(asdict(record)))
+        print(json_text(asdict(record)))
         return
     when = f" [{record.time}]" if record.time else ""
     state = " (forgotten)" if record.forgotten else ""
@@ -49,6 +51,8 @@ def _json_arg(text: str) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"--metadata is not valid JSON: {exc.msg}") from None
+    except RecursionError:  # the parser's own limit, far past the 32 levels metadata may have
+        raise RecordError("--metadata is nested deeper than 32 levels") from None
     if not isinstance(value, dict):
         raise RecordError("--metadata must be a JSON object")
     return value
@@ -70,7 +74,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     mem = _memory(args)
     revisions = mem.history(args.id)
     if args.json:
-        print(json.dumps([asdict(r) for r in revisions]))
+        print(json_text([asdict(r) for r in revisions]))
         return 0
     for r in revisions:
         extra = f" -> {r.target}" if r.target and r.op in ("merge", "merged") else ""
@@ -100,7 +104,7 @@ def cmd_memories(args: argparse.Namespace) -> int:
         include_superseded=args.include_superseded,
     )  # fmt: skip
     if args.json:
-        print(json.dumps([asdict(r) for r in records]))
+        print(json_text([asdict(r) for r in records]))
         return 0
     for record in records:
         _print_record(record, False)
@@ -110,10 +114,9 @@ def cmd_memories(args: argparse.Namespace) -> int:
 def cmd_consolidate(args: argparse.Namespace) -> int:
     """Run the ingest job with no source folder: written memories into the graph."""
     from qortex_core.errors import DatasetError
-    from qortex_core.storage.store import default_home
     from qortex_core.storage.tenants import tenant_home
 
-    home = tenant_home(Path(args.home) if args.home else default_home(), args.tenant)
+    home = tenant_home(args.home, args.tenant)
     from qortex_core.memory.records import MemoryTable
     from qortex_core.storage.store import LanceStore
 
@@ -125,7 +128,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     outcome = run_ingest(None, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        print(json.dumps(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
+        print(json_text(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
         return 0
     print(
         f"consolidated {s['memories']} memories ({s['merged_memories']} merged) beside "
@@ -153,7 +156,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=cmd_remember)
 
     u = sub.add_parser("update", help="write a new revision of a memory")
-    u.add_argument("id")
+    u.add_argument(
+        "id", help="a memory id (m_...); a file's passage (p_...) changes only with its file"
+    )
     u.add_argument("text")
     u.add_argument("--time", help="new event time, ISO 8601 (default: keep)")
     _common(u)
@@ -165,7 +170,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=cmd_forget)
 
     h = sub.add_parser("history", help="every revision of a memory")
-    h.add_argument("id")
+    h.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
     _common(h)
     h.set_defaults(func=cmd_history)
 

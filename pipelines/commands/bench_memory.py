@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from pathlib import Path
+
+from pipelines.output import json_text
 
 
 def cmd_bench_memory(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     )
     source = Path(args.snapshot_from) if args.snapshot_from and not reuse else None
     report = run_memory_bench(config, source)
-    text = json.dumps(report, indent=2)
+    text = json_text(report, indent=2)
     if args.json:
         Path(args.json).write_text(text + "\n")
     print(text)

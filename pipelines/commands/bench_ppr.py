@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
+
+from pipelines.output import json_text
 
 ENGINES = ("qortex", "qortex_numpy", "qortex_batched", "scipy_power", "igraph_prpack", "networkx")
 
@@ -184,7 +185,7 @@ def cmd_bench_ppr(args: argparse.Namespace) -> int:
     report["ratio_rounds"] = pb.round_speedups(report["engines"])
     _print_ppr(report)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        Path(args.json).write_text(json_text(report, indent=2) + "\n")
     return 0
 
 
@@ -350,5 +351,5 @@ def cmd_bench_query(args: argparse.Namespace) -> int:
             f"max PPR L1 {r['ppr_l1_error_max']:.1e}"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        Path(args.json).write_text(json_text(report, indent=2) + "\n")
     return 0

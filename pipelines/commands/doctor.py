@@ -4,19 +4,19 @@ found)."""
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
+
+from pipelines.output import json_text
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from qortex_core.ops.doctor import DoctorConfig, diagnose
-    from qortex_core.storage.store import default_home, home_of
     from qortex_core.storage.tenants import tenant_home
 
-    home = tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
+    home = tenant_home(args.home, args.tenant)
     report = diagnose(home, config=DoctorConfig(probe=not args.no_probe))
     if args.json:
-        print(json.dumps(dict(asdict(report), healthy=report.healthy), indent=2))
+        print(json_text(dict(asdict(report), healthy=report.healthy), indent=2))
     else:
         print(f"data home {report.home}")
         for check in report.checks:

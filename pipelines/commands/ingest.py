@@ -4,16 +4,16 @@ instance."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from pipelines.output import json_text
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Run the ingest job over ``args.source``; print a summary (JSON with ``--json``)."""
     from qortex_core.errors import DatasetError
-    from qortex_core.storage.store import default_home
 
-    source = Path(args.source)
+    source = Path(args.source).expanduser()
     if not source.is_dir():
         raise DatasetError(f"source directory not found: {source}")
     from qortex_core.ingest.documents import SourceConfig, load_documents
@@ -27,22 +27,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was "
             "changed"
         )
-    from qortex_core.settings import get_settings
-
-    raw = args.home or get_settings().home
-    home = (
-        raw if "://" in raw else Path(raw) if raw else default_home()
-    )  # a URI must not go through Path
     from qortex_core.storage.tenants import tenant_home
 
-    home = tenant_home(home, args.tenant)  # a tenant's memory lives in <home>/tenants/NAME
+    # ~ expanded, a URI kept as it is; a tenant's memory lives in <home>/tenants/NAME
+    home = tenant_home(args.home, args.tenant)
     from pipelines.run_local import run_ingest  # imports dagster
 
     outcome = run_ingest(source, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
         print(
-            json.dumps(
+            json_text(
                 dict(
                     s,
                     checks=outcome.checks,

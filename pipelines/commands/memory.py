@@ -8,16 +8,16 @@ when the pipeline's ``teleportation_factors`` asset is there to materialise.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 
+from pipelines.output import json_text
+
 
 def _home(args: argparse.Namespace):
-    from qortex_core.storage.store import default_home, home_of
     from qortex_core.storage.tenants import tenant_home
 
-    return tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
+    return tenant_home(args.home, args.tenant)
 
 
 def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
@@ -51,7 +51,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     }
     again = f" ({summary['already_recorded']} already recorded)" if judged > len(events) else ""
     print(
-        json.dumps(summary)
+        json_text(summary)
         if args.json
         else f"recorded {len(events)} judgement(s){again} on {len(summary['concepts'])} "
         "concept(s); run `qortex factors update` to apply"
@@ -95,7 +95,7 @@ def cmd_factors_update(args: argparse.Namespace) -> int:
             "suppressed": [[names[c], round(f, 4)] for c, f in report.suppressed],
         }
     if args.json:
-        print(json.dumps(summary))
+        print(json_text(summary))
     elif summary.get("skipped"):
         print(
             f"factors already current (events version {summary['watermark']}, "
@@ -117,7 +117,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
     infos = list_snapshots(_home(args))
     if args.json:
-        print(json.dumps([asdict(i) for i in infos], indent=2))
+        print(json_text([asdict(i) for i in infos], indent=2))
         return 0
     if not infos:
         print("no snapshots published (run `qortex ingest`)")
@@ -143,7 +143,7 @@ def cmd_snapshots_prune(args: argparse.Namespace) -> int:
 
         report, _why = purge_home(home, keep)
     if args.json:
-        print(json.dumps(asdict(report)))
+        print(json_text(asdict(report)))
     else:
         print(
             f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; optimized "

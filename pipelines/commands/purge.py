@@ -17,6 +17,8 @@ import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 
+from pipelines.output import json_text
+
 
 def clean_dagster(dagster_home: Path, before_iso: str) -> int:
     """Delete runs that ended before ``before_iso``, then vacuum the instance's SQLite files.
@@ -100,7 +102,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
         raise ConfigError(f"purge needs a local data home (got {home}); use snapshots prune")
     report, why = purge_home(home, args.keep)
     if args.json:
-        print(json.dumps(dict(asdict(report), consolidated_first=why)))
+        print(json_text(dict(asdict(report), consolidated_first=why)))
         return 0
     if why:
         print(f"consolidated first: {why}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
+from qortex_core.ingest.source_listing import Skipped, list_sources
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
-from qortex_core.storage.source_files import check_text, load_json, read_bounded
+from qortex_core.storage.source_files import check_text, load_json, read_source
 from qortex_core.storage.store import Store
 
 DOCUMENTS = "documents"
@@ -69,14 +69,7 @@ class Document:
     kind: str  # "text" or "corpus"
     sections: tuple[Section, ...]
     content_hash: str
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file that was not loaded, and why."""
-
-    path: str
-    reason: str
+    skipped_entries: tuple[str, ...] = ()  # corpus entries left out, each with its reason
 
 
 @dataclass(frozen=True)
@@ -87,60 +80,7 @@ class DocumentSet:
     skipped: tuple[Skipped, ...]
 
 
-# -- scanning -----------------------------------------------------------------------------
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root)
-        return True
-    except ValueError:
-        return False
-    except (RuntimeError, OSError):  # a symlink loop leads nowhere: the regular-file check skips it
-        return True
-
-
-def _candidates(root: Path) -> tuple[list[Path], list[Skipped]]:
-    """Regular files under ``root`` (sorted), with skipped symlinks and unsupported files."""
-    files: list[Path] = []
-    skipped: list[Skipped] = []
-    real_root = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        for name in sorted(dirnames):
-            if (here / name).is_symlink():
-                reason = (
-                    "symlink leads outside the source root"
-                    if not _inside(here / name, real_root)
-                    else "symlinked directory not followed"
-                )
-                skipped.append(Skipped(str((here / name).relative_to(root)), reason))
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and not (here / d).is_symlink()
-        )
-        for name in sorted(filenames):
-            path = here / name
-            rel = str(path.relative_to(root))
-            if name.startswith("."):
-                continue
-            if rel != rel.encode("utf-8", "surrogateescape").decode(
-                "utf-8", "replace"
-            ):  # ids must be UTF-8
-                skipped.append(
-                    Skipped(
-                        rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-                        "file name is not valid UTF-8",
-                    )
-                )
-            elif path.suffix.lower() not in TEXT_SUFFIXES + CORPUS_SUFFIXES:
-                skipped.append(Skipped(rel, f"unsupported file type {path.suffix or '(none)'}"))
-            elif path.is_symlink() and not _inside(path, real_root):
-                skipped.append(Skipped(rel, "symlink leads outside the source root"))
-            elif not path.is_file():
-                skipped.append(Skipped(rel, "not a regular file"))
-            else:
-                files.append(path)
-    return sorted(files), skipped
-
-
+# -- scanning ----------------------------------------------------------------------------
 def fingerprint(config: SourceConfig) -> str:
     """Hash of the file listing with sizes and modification times: changes when any source
     changes."""
@@ -148,7 +88,7 @@ def fingerprint(config: SourceConfig) -> str:
     if not root.is_dir():
         raise DatasetError(f"source directory not found: {root}")
     h = hashlib.blake2b(digest_size=16)
-    for path in _candidates(root)[0]:
+    for path in list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)[0]:
         try:
             st = path.stat()
         except OSError:
@@ -204,9 +144,12 @@ def _entry_time(row: dict, n: int, default: str | None) -> str | None:
     return default
 
 
-def _corpus_sections(path: Path, text: str, when: str | None = None) -> tuple[Section, ...]:
+def _corpus_sections(
+    path: Path, text: str, when: str | None = None
+) -> tuple[tuple[Section, ...], list[str]]:
     """Sections of a HippoRAG corpus: a JSON list (or JSON lines) of ``{title, text}``, each
-    entry's event time from a date field (``time``, ``date``, ...) else ``when``."""
+    entry's event time from a date field (``time``, ``date``, ...) else ``when``; and the
+    entries left out for a bad time, each with its reason (the rest still loads)."""
     rows = (
         load_json(text)
         if path.suffix.lower() == ".json"
@@ -214,7 +157,7 @@ def _corpus_sections(path: Path, text: str, when: str | None = None) -> tuple[Se
     )
     if not isinstance(rows, list):
         raise ValueError("a corpus file must hold a JSON list of {title, text}")
-    out = []
+    out, left_out = [], []
     for n, row in enumerate(rows):
         if (
             not isinstance(row, dict)
@@ -225,8 +168,13 @@ def _corpus_sections(path: Path, text: str, when: str | None = None) -> tuple[Se
         if row["text"].strip():
             title = check_text(row.get("title", ""), f"corpus entry {n}'s title")
             body = check_text(row["text"], f"corpus entry {n}'s text")
-            out.append(Section(title, body, _entry_time(row, n, when)))
-    return tuple(out)
+            try:
+                out.append(Section(title, body, _entry_time(row, n, when)))
+            except ValueError as exc:
+                left_out.append(str(exc))
+    if not out and left_out:  # nothing left: the file is skipped for its first bad entry
+        raise ValueError(left_out[0])
+    return tuple(out), left_out
 
 
 def _domain(rel: Path, config: SourceConfig) -> str:
@@ -235,25 +183,29 @@ def _domain(rel: Path, config: SourceConfig) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else config.default_domain
 
 
-def read_document(path: Path, config: SourceConfig) -> Document:
-    """Load one file.
+def read_document(
+    path: Path, config: SourceConfig, listed: tuple[int, int] | None = None
+) -> Document:
+    """Load one file (``listed``: its device and inode when it was listed).
 
     Raises:
-        ValueError: the file is unreadable, binary, empty, too large or a malformed corpus.
+        ValueError: the file is unreadable, binary, empty, too large, a malformed corpus, a
+            symlink or another file than the one listed, or outside the root.
     """
     root = Path(config.root)
-    source = read_bounded(path, config.max_bytes)  # never blocks on a FIFO; bounded read
-    raw, when = source.data, times.from_epoch(source.mtime)
+    # never blocks on a FIFO, never follows a symlink swapped in, bounded read
+    source = read_source(root, path, config.max_bytes, listed)
+    raw, when = source.data, _file_time(source.mtime)
     text = _decode(raw)
     if not text.strip():
         raise ValueError("empty file")
     corpus = path.suffix.lower() in CORPUS_SUFFIXES
     rel = path.relative_to(root)
     named = path.with_name(safe_name(path.name, config))
-    sections = (
+    sections, left_out = (
         _corpus_sections(path, text, when)
         if corpus
-        else _text_sections(named, redact(text, config.redaction), when)
+        else (_text_sections(named, redact(text, config.redaction), when), [])
     )
     if corpus:  # redacted after decoding: JSON escapes (\/, \u0041) cannot hide a secret
         redacted = (
@@ -265,7 +217,16 @@ def read_document(path: Path, config: SourceConfig) -> Document:
         raise ValueError("no text")
     digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
     doc_id = safe_name(rel.as_posix(), config)
-    return Document(doc_id, _domain(rel, config), "corpus" if corpus else "text", sections, digest)
+    kind = "corpus" if corpus else "text"
+    return Document(doc_id, _domain(rel, config), kind, sections, digest, tuple(left_out))
+
+
+def _file_time(mtime: float) -> str | None:
+    """A file's modification time as its event time (None when outside years 1000-9999)."""
+    try:
+        return times.from_epoch(mtime)
+    except ValueError:
+        return None
 
 
 def safe_name(name: str, config: SourceConfig) -> str:
@@ -288,14 +249,14 @@ def load_documents(config: SourceConfig) -> DocumentSet:
     root = Path(config.root)
     if not root.is_dir():
         raise DatasetError(f"source directory not found: {root}")
-    files, skipped = _candidates(root)
+    files, skipped, listed = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
     documents = []
     first_with: dict[
         str, str
     ] = {}  # content hash -> the first file (in sorted order) with those bytes
     for path in files:
         try:
-            doc = read_document(path, config)
+            doc = read_document(path, config, listed[path])
         except ValueError as exc:
             skipped.append(Skipped(str(path.relative_to(root)), str(exc)))
             continue
@@ -304,6 +265,7 @@ def load_documents(config: SourceConfig) -> DocumentSet:
             continue
         first_with[doc.content_hash] = doc.doc_id
         documents.append(doc)
+        skipped += [Skipped(doc.doc_id, reason) for reason in doc.skipped_entries]
     skipped = [
         Skipped(safe_name(s.path, config), redact(s.reason, config.redaction)) for s in skipped
     ]

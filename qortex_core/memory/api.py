@@ -17,6 +17,7 @@ import numpy as np
 
 from qortex_core.errors import RecordError, SnapshotError
 from qortex_core.memory.fresh import FreshConfig, MemoryState, in_window, record_from_row
+from qortex_core.memory.metadata import clean_source
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
@@ -140,9 +141,8 @@ class Memory:
             raise RecordError("texts must be a non-empty list of strings")
         clean = [clean_text(t, self.options.redaction) for t in texts]
         when, where = times_each(time, len(texts)), checked_domain(domain)
-        meta = metadata_each(metadata, len(texts))
-        if source is not None and not isinstance(source, str):
-            raise RecordError("source must be a string")
+        meta = metadata_each(metadata, len(texts), self.options.redaction)
+        source = clean_source(source, self.options.redaction)
         now = utc_now()
         revisions = [
             Revision(new_record_id(t, now), 1, "remember", t, at, now, source, where, self.writer)

@@ -10,7 +10,6 @@ hidden now (forgotten or superseded records, forgotten file passages).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from dataclasses import dataclass
 from typing import cast
@@ -19,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.memory.metadata import read_metadata
 from qortex_core.memory.records import DOC_PREFIX, GONE, MemoryRecord, MemoryTable
 from qortex_core.storage.store import arrow_to_vectors
 
@@ -61,7 +61,7 @@ def record_from_row(row: dict, first: dict | None = None, tier: str = "fresh") -
         updated_at=row["created_at"],
         source=row["source"],
         domain=row["domain"],
-        metadata=json.loads(row["metadata"] or "{}"),
+        metadata=read_metadata(row["metadata"]),
         revision=int(row["revision"]),
         tier=tier,
         forgotten=row["op"] in GONE,

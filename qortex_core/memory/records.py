@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import RecordError
+from qortex_core.memory.metadata import clean_metadata
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
 from qortex_core.storage.store import LanceStore, vectors_to_arrow
@@ -90,17 +91,20 @@ def parse_time(value: object, what: str = "time", upper: bool = False) -> str | 
     (as an ``upper`` bound: its last second).
 
     Raises:
-        RecordError: not a datetime, date nor a parseable ISO 8601 string.
+        RecordError: not a datetime, date nor a parseable ISO 8601 string, or outside years
+            1000-9999 once converted to UTC.
     """
     if value is None:
         return None
     if isinstance(value, (bool, int, float)):
-        raise RecordError(f"invalid {what} {value!r}: use ISO 8601, e.g. 2026-03-01T09:30:00Z")
+        shown = f"{value!r}"[:40] if not isinstance(value, int) or abs(value) < 10**40 else "number"
+        raise RecordError(f"invalid {what} {shown}: use ISO 8601, e.g. 2026-03-01T09:30:00Z")
     try:
         return times.parse_bound(value, upper)
-    except ValueError:
-        shown = value[:40] if isinstance(value, str) else value
-        raise RecordError(f"invalid {what} {shown!r}: use ISO 8601") from None
+    except ValueError as exc:
+        given = value[:40] if isinstance(value, str) else value
+        why = times.RANGE if "out of range" in str(exc) else "use ISO 8601"
+        raise RecordError(f"invalid {what} {given!r}: {why}") from None
 
 
 def clean_text(text: object, redaction: RedactionConfig = RedactionConfig()) -> str:
@@ -261,24 +265,16 @@ def to_revision(row: dict) -> Revision:
 
 
 # -- what remember_many takes per text ---------------------------------------------------
-def _metadata(value: object) -> dict:
-    if value is None:
-        return {}
-    try:
-        if not isinstance(value, dict):
-            raise TypeError
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError):
-        raise RecordError("metadata must be a JSON-serialisable dict") from None
-
-
-def metadata_each(value: object, n: int) -> list[dict]:
-    """One metadata dict per text: a dict (or None) shared by all, or a list of ``n`` dicts."""
+def metadata_each(
+    value: object, n: int, redaction: RedactionConfig = RedactionConfig()
+) -> list[dict]:
+    """One metadata dict per text, checked and redacted (:func:`~.metadata.clean_metadata`): a
+    dict (or None) shared by all, or a list of ``n`` dicts."""
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise RecordError(f"metadata list has {len(value)} entries for {n} texts")
-        return [_metadata(v) for v in value]
-    return [_metadata(value)] * n
+        return [clean_metadata(v, redaction) for v in value]
+    return [clean_metadata(value, redaction)] * n
 
 
 def times_each(value: object, n: int) -> list[str | None]:

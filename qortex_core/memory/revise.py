@@ -24,15 +24,31 @@ def checked_domain(value: object) -> str:
     return value.strip()
 
 
+def refuse_passage_id(record_id: object, action: str) -> None:
+    """Refuse to ``action`` (update) a file's passage: it changes only with its file.
+
+    Raises:
+        RecordError: ``record_id`` is a passage id (``p_...``).
+    """
+    if isinstance(record_id, str) and record_id.strip().startswith("p_"):
+        raise RecordError(
+            f"cannot {action} {record_id.strip()[:40]}: it is a passage of an ingested file, "
+            "which changes only with its file (edit the file, then ingest); "
+            f"{action} takes memory ids (m_...), forget, history and get take p_ ids too"
+        )
+
+
 def revisable(
     row: dict | None, record_id: str, action: str, expected: int | None, tenant: str
 ) -> dict:
     """``row``, the newest row of written record ``record_id``, if ``action`` may revise it.
 
     Raises:
-        RecordError: unknown id, a forgotten record, or one merged away (except to forget it).
+        RecordError: unknown id, a passage id, a forgotten record, or one merged away (except
+            to forget it).
         RevisionConflict: ``expected`` is given and is not the newest revision.
     """
+    refuse_passage_id(record_id, action)  # only forget, history and get take p_ ids
     if row is None or not record_id.startswith("m_"):
         raise RecordError(f"unknown memory id {record_id!r} (tenant {tenant})")
     merged_away = row["op"] == "merged" and action != "forget"

@@ -348,7 +348,7 @@ def diagnose(
     Raises:
         HomeError: ``home`` does not exist or is not a directory.
     """
-    home = Path(home)
+    home = Path(home).expanduser()
     if not home.is_dir():
         raise HomeError(f"data home {home} does not exist or is not a directory")
     table_checks, counts = check_tables(home)

@@ -23,6 +23,34 @@ from qortex_core.storage.source_files import load_json, read_bounded
 COMPONENTS = ("relevance", "recency", "salience", "preference")
 PROFILE_FILE = "profiles.json"
 MAX_PROFILE_BYTES = 1 << 20
+MAX_WEIGHT = 1000.0  # weights are relative: a larger one only overflows the sum
+MAX_HALF_LIFE_DAYS = 3_650_000.0  # ten thousand years
+
+
+def _short(value: object) -> str:
+    """``repr(value)``, cut to 40 characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return "an integer too long to print"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def field_problem(field: str, value: object) -> str | None:
+    """What is wrong with one profile field's value (None: nothing)."""
+    x = math.nan  # NaN (not a number, or a NaN) fails every range check below
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            x = float(value)
+        except OverflowError:  # an int past float's range
+            x = math.inf
+    if field == "recency_half_life_days":
+        if not 0 < x <= MAX_HALF_LIFE_DAYS:  # NaN fails every comparison
+            limit = int(MAX_HALF_LIFE_DAYS)
+            return f"must be a positive number of days up to {limit}, got {_short(value)}"
+    elif not 0 <= x <= MAX_WEIGHT:
+        return f"must be a number from 0 to {int(MAX_WEIGHT)}, got {_short(value)}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -37,11 +65,11 @@ class ScoringProfile:
     recency_half_life_days: float = 30.0
 
     def __post_init__(self) -> None:
-        weights = [getattr(self, c) for c in COMPONENTS]
-        if (
-            any(not isinstance(w, (int, float)) or w < 0 or math.isnan(w) for w in weights)
-            or sum(weights) <= 0
-        ):
+        for field in (*COMPONENTS, "recency_half_life_days"):
+            problem = field_problem(field, getattr(self, field))
+            if problem:
+                raise ConfigError(f"profile {self.name!r}: {field} {problem}")
+        if sum(getattr(self, c) for c in COMPONENTS) <= 0:
             raise ConfigError(
                 f"profile {self.name!r}: weights must be non-negative numbers with a positive sum"
             )
@@ -68,7 +96,8 @@ def load_profiles(home: str | Path | None = None) -> dict[str, ScoringProfile]:
     """Built-in profiles, updated from ``<home>/profiles.json`` when it exists.
 
     Raises:
-        ConfigError: the file is not valid JSON or names unknown fields.
+        ConfigError: the file is not valid JSON, names unknown fields, or gives a field a value
+            that is not a finite number in its range (a weight 0-1000, a half-life > 0 days).
     """
     profiles = dict(BUILTIN)
     path = Path(home) / PROFILE_FILE if home is not None and "://" not in str(home) else None
@@ -80,15 +109,30 @@ def load_profiles(home: str | Path | None = None) -> dict[str, ScoringProfile]:
         raise ConfigError(f"cannot read scoring profiles {path}: {exc}; fix or remove it") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected an object of profile name -> weights")
-    fields = set(asdict(ScoringProfile())) - {"name"}
     for name, weights in data.items():
-        if not isinstance(weights, dict) or set(weights) - fields:
-            raise ConfigError(
-                f"{path}: profile {name!r} must map some of {sorted(fields)} to numbers"
-            )
-        defaults = {c: 0.0 for c in COMPONENTS}
-        profiles[name] = ScoringProfile(name=name, **(defaults | weights))
+        profiles[name] = _profile_from(path, name, weights)
     return profiles
+
+
+def _profile_from(path: Path, name: str, weights: object) -> ScoringProfile:
+    """One entry of ``profiles.json`` as a profile, each field checked.
+
+    Raises:
+        ConfigError: one line naming the file, the profile and the field.
+    """
+    fields = set(asdict(ScoringProfile())) - {"name"}
+    if not isinstance(weights, dict) or set(weights) - fields:
+        raise ConfigError(
+            f"{path}: profile {_short(name)} must map some of {sorted(fields)} to numbers"
+        )
+    for field, value in weights.items():
+        problem = field_problem(field, value)
+        if problem:
+            raise ConfigError(f"{path}: profile {_short(name)}: {_short(field)} {problem}")
+    try:
+        return ScoringProfile(name=name, **({c: 0.0 for c in COMPONENTS} | weights))
+    except ConfigError as exc:  # no positive weight
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def get_profile(

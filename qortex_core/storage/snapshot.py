@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.checksums import digests_of, sha256_of
+from qortex_core.storage.pointer import read_own_file, read_pointer
 from qortex_core.storage.snapshot_schema import check_manifest
 from qortex_core.storage.snapshot_shapes import shape_problems
 
@@ -86,7 +87,7 @@ def snapshot_home(home: str | Path, local: str | Path | None = None) -> Path:
         HomeError: a URI home and no snapshot folder given.
     """
     if "://" not in str(home):
-        return Path(home)
+        return Path(home).expanduser()
     if not local:
         from qortex_core.settings import get_settings
 
@@ -250,12 +251,13 @@ def latest_name(home: str | Path) -> str:
     """Name of the snapshot ``LATEST`` points to.
 
     Raises:
-        SnapshotError: nothing has been published under ``home``.
+        SnapshotError: nothing has been published under ``home``, or ``LATEST`` is not a valid
+            pointer (its content is never echoed).
         HomeError: ``home`` is a file.
     """
     pointer = snapshots_dir(home) / POINTER
     try:
-        name = pointer.read_text().strip()
+        return read_pointer(pointer, _NAME)
     except FileNotFoundError:
         raise SnapshotError(
             f"no snapshot published under data home {home} (run `qortex ingest` first, or "
@@ -268,9 +270,6 @@ def latest_name(home: str | Path) -> str:
         ) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
-    if not _NAME.fullmatch(name):
-        raise SnapshotError(f"snapshot pointer {pointer} is corrupt: {name[:40]!r}")
-    return name
 
 
 def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snapshot:
@@ -287,12 +286,12 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     name = resolve_name(home, name)
     path = snapshots_dir(home) / name
     try:
-        manifest = json.loads((path / "manifest.json").read_text())
+        manifest = json.loads(read_own_file(path / "manifest.json"))  # never a symlink's target
     except FileNotFoundError:
         raise SnapshotError(
             f"snapshot {name} not found under {home} (`qortex snapshots` lists them)"
         ) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, SnapshotError) as exc:
         raise SnapshotError(f"snapshot {name} has an unreadable manifest: {exc}") from None
     files = _manifest_files(manifest, name)
     check_manifest(manifest, name)  # valid JSON that lies (an array or a count missing) is refused

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from qortex_core.errors import ConfigError
+from qortex_core.storage.store import default_home, home_of
 
 DEFAULT = "default"
 TENANTS_DIR = "tenants"
@@ -35,19 +36,24 @@ def validate_tenant(name: str | None) -> str:
     return name
 
 
-def tenant_home(home: str | Path, tenant: str | None) -> Path | str:
-    """The data home of ``tenant`` under ``home`` (a path, or a URI string for object stores)."""
+def tenant_home(home: str | Path | None, tenant: str | None = None) -> Path | str:
+    """The data home of ``tenant`` under ``home`` (a path, or a URI string for object stores).
+
+    Every entry point takes its home through here (the library, the retriever, the CLI, MCP),
+    so ``~`` is expanded once for all: ``home`` None is ``$QORTEX_HOME`` or ``~/.qortex``.
+    """
     name = validate_tenant(tenant)
+    base = home_of(home) if home else default_home()
     if name == DEFAULT:
-        return home
-    if "://" in str(home):
-        return str(home).rstrip("/") + f"/{TENANTS_DIR}/{name}"
-    return Path(home) / TENANTS_DIR / name
+        return base
+    if "://" in str(base):
+        return str(base).rstrip("/") + f"/{TENANTS_DIR}/{name}"
+    return Path(base) / TENANTS_DIR / name
 
 
 def list_tenants(home: str | Path) -> list[str]:
     """Tenants that have a folder under ``home`` (the default tenant is always listed)."""
-    root = Path(home) / TENANTS_DIR
+    root = Path(home).expanduser() / TENANTS_DIR
     found = (
         sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name))
         if root.is_dir()

@@ -3,7 +3,9 @@
 Every passage carries an event time (when what it says happened or was written: an agent
 memory's own time, a corpus entry's date field, else its file's modification time) and an
 ingest time (when it first entered the chunks table). Both are stored as
-``YYYY-MM-DDTHH:MM:SSZ``; a time given without a zone is taken as UTC.
+``YYYY-MM-DDTHH:MM:SSZ``; a time given without a zone is taken as UTC. Only years 1000-9999
+(after conversion to UTC) are times: with four digits, string order is time order, and every
+stored time parses back.
 """
 
 from __future__ import annotations
@@ -15,13 +17,25 @@ import numpy as np
 
 DATE_FIELDS = ("time", "date", "timestamp", "created_at")  # corpus JSON fields read as event time
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+MIN_YEAR, MAX_YEAR = 1000, 9999  # four-digit years, in UTC
+RANGE = f"years {MIN_YEAR}-{MAX_YEAR} in UTC"
 
 
 def iso(moment: dt.datetime) -> str:
-    """``moment`` as ISO 8601 UTC (naive: taken as UTC), to the second."""
+    """``moment`` as ISO 8601 UTC (naive: taken as UTC), to the second, with a four-digit year.
+
+    Raises:
+        ValueError: the moment lies outside years 1000-9999 once converted to UTC.
+    """
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).strftime(_FORMAT)
+    try:
+        utc = moment.astimezone(dt.timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+14:00 is in year 0 in UTC
+        raise ValueError(f"{moment.isoformat()} is out of range: {RANGE}") from None
+    if not MIN_YEAR <= utc.year <= MAX_YEAR:
+        raise ValueError(f"{moment.isoformat()} is out of range: {RANGE}")
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}Z"
 
 
 def now_iso() -> str:
@@ -30,8 +44,16 @@ def now_iso() -> str:
 
 
 def from_epoch(seconds: float) -> str:
-    """Epoch seconds (a file's mtime) as ISO 8601 UTC."""
-    return iso(dt.datetime.fromtimestamp(seconds, dt.timezone.utc))
+    """Epoch seconds (a file's mtime) as ISO 8601 UTC.
+
+    Raises:
+        ValueError: not finite, or outside years 1000-9999.
+    """
+    try:
+        moment = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):  # 1e300, NaN, inf: no datetime holds them
+        raise ValueError(f"epoch seconds {seconds!r} are out of range: {RANGE}") from None
+    return iso(moment)
 
 
 def parse_time(value: object) -> str:
@@ -40,12 +62,15 @@ def parse_time(value: object) -> str:
     ``2023-05-08`` is midnight UTC; ``2023-05-08T13:56:00+02:00`` becomes ``...T11:56:00Z``.
 
     Raises:
-        ValueError: not a date, date-time or number.
+        ValueError: not a date, date-time or number, or outside years 1000-9999 in UTC.
     """
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a time")
     if isinstance(value, (int, float)):
-        return from_epoch(float(value))
+        try:
+            return from_epoch(float(value))
+        except OverflowError:  # an int past float's range
+            raise ValueError(f"epoch seconds are out of range: {RANGE}") from None
     if isinstance(value, dt.datetime):
         return iso(value)
     if isinstance(value, dt.date):
@@ -56,9 +81,10 @@ def parse_time(value: object) -> str:
     if text[-1:] in ("z", "Z"):
         text = text[:-1] + "+00:00"
     try:
-        return iso(dt.datetime.fromisoformat(text))
+        moment = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{value!r} is not an ISO 8601 date or date-time") from None
+        raise ValueError(f"{value[:40]!r} is not an ISO 8601 date or date-time") from None
+    return iso(moment)
 
 
 def parse_bound(value: object, upper: bool = False) -> str:
@@ -66,12 +92,12 @@ def parse_bound(value: object, upper: bool = False) -> str:
     second (``until="2023-05-08"`` keeps the whole day).
 
     Raises:
-        ValueError: not a date, date-time or number.
+        ValueError: not a date, date-time or number, or outside years 1000-9999 in UTC.
     """
     out = parse_time(value)
     if upper and isinstance(value, str) and len(value.strip()) == 10:
-        end = dt.datetime.strptime(out, _FORMAT) + dt.timedelta(days=1, seconds=-1)
-        return iso(end)
+        start = dt.datetime.strptime(out, _FORMAT).replace(tzinfo=dt.timezone.utc)
+        return iso(start + dt.timedelta(days=1, seconds=-1))
     return out
 
 
