@@ -34,7 +34,7 @@ class GraphMethods:
     def retriever(self) -> Retriever | None:  # provided by Memory
         raise NotImplementedError
 
-    def _explore(self) -> tuple[Explorer, np.ndarray | None]:
+    def graph_explorer(self) -> tuple[Explorer, np.ndarray | None]:
         """The explorer of the latest snapshot and its hidden passages (forgotten since).
 
         Raises:
@@ -55,7 +55,7 @@ class GraphMethods:
         Raises:
             QueryError: a bad name, depth (1..4) or limit (1..1000); SnapshotError: no snapshot.
         """
-        return self._explore()[0].neighbors(name, depth, limit)
+        return self.graph_explorer()[0].neighbors(name, depth, limit)
 
     def path(self, source: str, target: str, max_len: int = 4) -> GraphPath:
         """A shortest path (at most ``max_len`` edges) between two names' concepts, through
@@ -64,7 +64,7 @@ class GraphMethods:
         Raises:
             QueryError: a bad name or max_len (1..8); SnapshotError: no snapshot.
         """
-        explorer, hidden = self._explore()
+        explorer, hidden = self.graph_explorer()
         return explorer.path(source, target, max_len, hidden)
 
     def entity(self, name: str, limit: int = 20) -> EntityInfo:
@@ -74,5 +74,5 @@ class GraphMethods:
         Raises:
             QueryError: a bad name or limit (1..1000); SnapshotError: no snapshot.
         """
-        explorer, hidden = self._explore()
+        explorer, hidden = self.graph_explorer()
         return explorer.entity(name, limit, hidden)
