@@ -97,7 +97,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.limit < 2:
         from qortex_core.errors import ConfigError
 
-        raise ConfigError(f"--limit must be at least 2 (the concept and a neighbour), got {args.limit}")
+        raise ConfigError(
+            f"--limit must be at least 2 (the concept and a neighbour), got {args.limit}"
+        )
     mem = _memory(args)
     found = mem.neighbors(args.name, depth=args.depth, limit=args.limit - 1)
     drawn = draw_neighborhood(mem.graph_explorer()[0], found, Path(args.out))
