@@ -27,7 +27,7 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, cast
 
 import numpy as np
 import pyarrow as pa
@@ -57,10 +57,10 @@ class ExportReport:
     bytes: int
 
 
-def open_text(path: Path, mode: str) -> IO[str]:
-    """``path`` as UTF-8 text, gzipped when its name ends in ``.gz``."""
-    if path.name.endswith(".gz"):
-        return gzip.open(path, mode + "t", encoding="utf-8")
+def open_text(path: Path, mode: str, gzipped: bool | None = None) -> IO[str]:
+    """``path`` as UTF-8 text, gzipped when ``gzipped`` (None: when its name ends in ``.gz``)."""
+    if path.name.endswith(".gz") if gzipped is None else gzipped:
+        return cast(IO[str], gzip.open(path, mode + "t", encoding="utf-8"))
     return open(path, mode, encoding="utf-8")
 
 
@@ -106,7 +106,7 @@ def export_home(home: str | Path, out: Path) -> ExportReport:
     staged = out.with_name(out.name + ".partial")
     rows = dict.fromkeys(TABLES, 0)
     try:
-        with open_text(staged, "w") as sink:
+        with open_text(staged, "w", gzipped=out.name.endswith(".gz")) as sink:
             header = {"format": FORMAT, "version": VERSION, "tables": list(TABLES)}
             header["created"] = dt.datetime.now(dt.timezone.utc).isoformat()
             sink.write(json.dumps(header) + "\n")

@@ -124,8 +124,10 @@ def write_graph(
     if fmt == "json":
         text = json.dumps(document, ensure_ascii=False)
     else:
-        import networkx as nx
-
+        try:
+            import networkx as nx
+        except ImportError:
+            raise ConfigError("GraphML needs networkx: pip install 'qortex[graph]'") from None
         text = "\n".join(nx.generate_graphml(to_networkx(document)))
     if out is not None:
         staged = out.with_name(out.name + ".partial")

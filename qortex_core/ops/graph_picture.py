@@ -107,7 +107,7 @@ def layout_picture(explorer: Explorer, found: Neighborhood, plt: Any) -> Any:
     how = "exact name" if r.how == "exact" else f"nearest to {r.query!r}, cosine {r.score:.2f}"
     more = " (more within reach)" if found.truncated else ""
     axes.set_title(
-        f"{r.name} ({how}): {len(found.neighbors)} concepts within {max(depth)} hops{more}; "
+        f"{r.name} ({how}): {len(found.neighbors)} neighbours within {max(depth)} hops{more}; "
         f"snapshot {found.snapshot}",
         fontsize=12,
     )

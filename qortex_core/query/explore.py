@@ -258,9 +258,7 @@ class Explorer:
             row.get("domain") or "default",
         )  # fmt: skip
 
-    def entity(
-        self, name: str, limit: int = 20, hidden: np.ndarray | None = None
-    ) -> EntityInfo:
+    def entity(self, name: str, limit: int = 20, hidden: np.ndarray | None = None) -> EntityInfo:
         """The facts about ``name``'s concept (subject or object) with the passages that state
         them, and the passages that mention it: at most ``limit`` of each.
 

@@ -198,3 +198,15 @@ def test_export_refuses_a_missing_home_and_writes_nothing(tmp_path: Path, capsys
     assert main(["export", "--home", str(tmp_path / "nowhere"), str(out)]) == 2
     assert "not found" in capsys.readouterr().err and not out.exists()
     assert not (tmp_path / "out.jsonl.partial").exists()
+
+
+def test_a_gzipped_export_reads_back_the_same_rows(original, tmp_path: Path) -> None:
+    from qortex_core.ops.archive import export_home
+    from qortex_core.ops.archive_import import read_export
+
+    home, _queries, out = original
+    packed = tmp_path / "home.jsonl.gz"
+    report = export_home(home, packed)
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"  # gzip
+    assert read_export(packed).rows == read_export(out).rows
+    assert report.rows[MEMORIES] == LanceStore.open(home).count(MEMORIES)
