@@ -41,10 +41,15 @@ from qortex_core.storage.store import (
     FEEDBACK_EVENTS,
     LanceStore,
     arrow_to_vectors,
+    vector_type,
 )
 
 FORMAT = "qortex-export"
 VERSION = 1
+MEMORY_TEXT = (
+    "key", "id", "op", "text", "time", "created_at", "source", "domain", "metadata", "writer",
+    "target", "model",
+)  # fmt: skip
 TABLES = (DOCUMENTS, EXTRACTIONS, MEMORIES, FEEDBACK_EVENTS, FACTORS)  # the order of commit
 
 
@@ -125,10 +130,12 @@ def empty_like(name: str, dim: int = 0) -> pa.Schema:
     """The Arrow schema rows of ``name`` are imported with (``dim``: the memories' vectors)."""
     from qortex_core.memory.factors import FACTOR_SCHEMA
     from qortex_core.memory.feedback import EVENT_SCHEMA
-    from qortex_core.memory.records import empty_rows
 
-    if name == MEMORIES:
-        return empty_rows(dim).schema
+    if name == MEMORIES:  # as :func:`~qortex_core.memory.records.revision_rows` writes them
+        text = [(c, pa.string()) for c in MEMORY_TEXT]
+        return pa.schema(
+            text[:2] + [("revision", pa.int64())] + text[2:] + [("vector", vector_type(dim))]
+        )
     if name == FEEDBACK_EVENTS:
         return EVENT_SCHEMA
     if name == FACTORS:

@@ -5,7 +5,8 @@ the header, the end line that proves the file whole), and a bad file is refused 
 naming its line number before anything is written. Then each table gets the rows it lacks:
 
 - memories by row key, and never a second row for a (record id, revision) the home holds (a
-  revision written differently on both sides counts as a conflict; the home's own is kept), in
+  revision written differently on both sides counts as a conflict; the home's own is kept;
+  ``supersede`` link rows, which the library may write more than once, go by key alone), in
   one append under the records lock;
 - documents by id, extractions by key, feedback events by event id;
 - factors: copied as they are when the home had no feedback before, else re-folded from all
@@ -31,7 +32,8 @@ import pyarrow.compute as pc
 from qortex_core.errors import DatasetError
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.memory.feedback import KINDS
-from qortex_core.memory.records import MEMORIES, OPS, MemoryTable
+from qortex_core.memory.records import MEMORIES, MemoryTable
+from qortex_core.memory.timeline import LINK_OP
 from qortex_core.ops.archive import FORMAT, TABLES, VERSION, empty_like, open_text
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import (
@@ -61,6 +63,7 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "watermark": (int,), "events_total": (int,),
     },
 }  # fmt: skip
+OPS = ("remember", "update", "forget", "merge", "merged", LINK_OP)  # what a memories row records
 KEYS = {MEMORIES: "key", DOCUMENTS: "id", EXTRACTIONS: "key", FEEDBACK_EVENTS: "event_id"}
 
 
@@ -247,8 +250,10 @@ def _merge_memories(store: LanceStore, table: pa.Table) -> tuple[int, int, int]:
         fresh, present = _new_rows(store, MEMORIES, table)
         held = store.read_columns(MEMORIES, ["id", "revision"]) if store.count(MEMORIES) else None
         pairs = set(zip(held["id"].to_pylist(), held["revision"].to_pylist())) if held else set()
-        revisions = zip(fresh["id"].to_pylist(), fresh["revision"].to_pylist())
-        clash = [pair in pairs for pair in revisions]
+        revisions = zip(
+            fresh["id"].to_pylist(), fresh["revision"].to_pylist(), fresh["op"].to_pylist()
+        )
+        clash = [(i, r) in pairs and op != LINK_OP for i, r, op in revisions]  # links: by key
         fresh = fresh.filter(pc.invert(pa.array(clash, pa.bool_())))
         if fresh.num_rows:
             MemoryTable(store).append(fresh)

@@ -21,7 +21,7 @@ METHODS = (
 
 
 def _text(n: int) -> str:
-    return f"Crate {n} of blue widgets zq{n}x was shipped to depot number {n}."
+    return f"Vessel Zq{n}x carried {n} crates of blue widgets to depot Kel{n}."
 
 
 async def _heartbeat(stop: asyncio.Event, gaps: list[float]) -> None:
