@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "pipelines.commands.doctor",
     "pipelines.commands.purge",
     "pipelines.commands.ui",
+    "pipelines.commands.graph",
+    "pipelines.commands.archive",
 )
 
 

@@ -6,6 +6,9 @@ The agent API (imported lazily, so ``import qortex_core`` stays light)::
     record = mem.remember("The Orion Pump is serviced every spring.", time="2026-03-01")
     result = mem.search("When is the pump serviced?")
 
+    amem = qortex_core.open_async("~/.qortex")  # the same methods as coroutines
+    record = await amem.remember("The pump's filter was changed.")
+
     retriever = qortex_core.Retriever.open("~/.qortex")  # read-only, from the latest snapshot
     answer = retriever.query("Who services the Orion Pump?", top_k=5)
 
@@ -21,6 +24,8 @@ import typing
 _EXPORTS = {
     "open": "qortex_core.memory.api:open_memory",
     "Memory": "qortex_core.memory.api",
+    "open_async": "qortex_core.memory.aio",
+    "AsyncMemory": "qortex_core.memory.aio",
     "MemoryRecord": "qortex_core.memory.records",
     "Revision": "qortex_core.memory.records",
     "Retriever": "qortex_core.query.retriever",

@@ -17,6 +17,7 @@ import numpy as np
 
 from qortex_core.errors import RecordError, SnapshotError
 from qortex_core.memory.fresh import FreshConfig, MemoryState, in_window, record_from_row
+from qortex_core.memory.graph_methods import GraphMethods
 from qortex_core.memory.metadata import clean_source
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
@@ -67,8 +68,8 @@ class MemoryOptions:
     snapshot_check_s: float = 0.2
 
 
-class Memory:
-    """One tenant's memory under one data home (see :func:`open_memory`)."""
+class Memory(GraphMethods):
+    """One tenant's memory under one data home (see :func:`open_memory`), with graph methods."""
 
     def __init__(
         self,
@@ -291,9 +292,8 @@ class Memory:
         closed = frozenset() if include_superseded else self.supersession.closed(self.state)
         rows = [self.state.current[r] for r in self.state.live_ids if r not in closed]
         rows = [r for r in rows if domain in (None, r["domain"]) and in_window(r["time"], *window)]
-        rows.sort(
-            key=lambda r: r["time"] or self.state.first_created.get(r["id"], ""), reverse=True
-        )
+        first = self.state.first_created
+        rows.sort(key=lambda r: r["time"] or first.get(r["id"], ""), reverse=True)
         graph = self._in_graph()
         return [self._record(r, graph) for r in rows[:limit]]
 
