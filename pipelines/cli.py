@@ -57,6 +57,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"cannot write the report to {args.json}: its folder does not exist or it is a "
             "directory"
         )
+    if args.updates:
+        from pipelines.commands.updates_eval import eval_updates
+
+        return eval_updates(args, Progress(), emit_report)
     if args.locomo:
         return _eval_locomo(args)
     if not args.questions or not args.corpus:
@@ -145,21 +149,22 @@ def emit_report(report: dict, path: str | None) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from qortex_core.memory.current import current_query
+    from qortex_core.memory.records import parse_time
     from qortex_core.query.retriever import Retriever
 
+    moment = (parse_time(args.as_of, "--as-of"), args.include_superseded)  # bad: one line, exit 2
     retriever = Retriever.open(
         args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args)
     )
-    result = retriever.query(
-        args.text,
-        top_k=args.top_k,
-        mode=args.mode,
-        domains=args.domain or None,
-        profile=args.profile,
-        since=args.since,
-        until=args.until,
-        min_relevance=args.min_relevance,
-    )
+    result = current_query(
+        retriever, args.text, args.top_k, moment,
+        lambda depth, as_of: retriever.query(
+            args.text, top_k=depth, mode=args.mode, domains=args.domain or None,
+            profile=args.profile, since=args.since, until=_earlier(args.until, as_of),
+            min_relevance=args.min_relevance,
+        ),
+    )  # fmt: skip
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
         print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
@@ -182,6 +187,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         when = f" ({hit.time[:10]})" if hit.time else ""
         tier = " fresh" if hit.tier == "fresh" else ""  # written, not yet consolidated
         head = f"{n:2d}. [{hit.score:.4f}] rel {hit.relevance:.2f}{tier} {hit.id}{when}"
+        if hit.superseded_by:  # shown with --include-superseded or --as-of
+            head += f" (until {hit.valid_until}, superseded by {hit.superseded_by})"
         print(f"{head} {hit.title}: {hit.text[:100]}{via}")
     for rule in result.rules:
         print(
@@ -189,6 +196,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             f"{', '.join(rule.concepts[:3])}"
         )
     return 0
+
+
+def _earlier(a: str | None, b: str | None) -> str | None:
+    """The earlier of two optional ISO times."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _add_eval(sub: Any, modes: Any) -> None:
@@ -204,6 +216,7 @@ def _add_eval(sub: Any, modes: Any) -> None:
         metavar="FILE",
         help="LoCoMo conversation files: evidence recall per category and abstention",
     )
+    ev.add_argument("--updates", metavar="FILE", help="updates file: current/as_of facts")
     ev.add_argument(
         "--locomo-via",
         choices=["memory", "documents"],
@@ -267,6 +280,8 @@ def _add_query(sub: Any, modes: Any) -> None:
     q.add_argument("--domain", action="append")
     q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
     q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
+    q.add_argument("--as-of", help="what was true at this ISO time (default: now)")
+    q.add_argument("--include-superseded", action="store_true", help="superseded statements too")
     q.add_argument(
         "--min-relevance",
         type=float,

@@ -94,7 +94,7 @@ def _records_of_turns(where: Path) -> dict[str, str]:
     return out
 
 
-def _consolidate(where: Path, embedder, graph_config, extractor) -> Path:
+def consolidate_home(where: Path, embedder, graph_config, extractor) -> Path:
     """The tenant's memories merged, made documents, chunked and run through every stage;
     the published snapshot's path."""
     from qortex_core.embed import token_window
@@ -131,7 +131,7 @@ def remember_conversation(
     t = time.perf_counter()
     _write(conv, home, embedder)
     where = Path(tenant_home(home, conv.name))
-    path = _consolidate(where, embedder, graph_config, extractor_for(conv, observations))
+    path = consolidate_home(where, embedder, graph_config, extractor_for(conv, observations))
     records = _records_of_turns(where)
     passages = snap.load(where, path.name).tables["passages"].to_pylist()
     passage_of = {p["doc_id"]: p["id"] for p in passages}

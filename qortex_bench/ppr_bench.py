@@ -25,7 +25,6 @@ import scipy.sparse as sp
 from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk, walk_matrix
 
 DAMPING = 0.5
-NETWORKX_MAX_EDGES = 200_000
 
 
 @dataclass(frozen=True)

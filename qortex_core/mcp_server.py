@@ -128,8 +128,17 @@ def _query_tool(server: MCPServer, session: _Session, config: MCPConfig) -> None
             float | None,
             Field(ge=0.0, le=1.0, description="Drop hits below this relevance (0-1)."),
         ] = None,
+        as_of: Annotated[
+            str | None,
+            Field(description=f"Answer what was true at this time (default: now): {ISO_TIME}."),
+        ] = None,
+        include_superseded: Annotated[
+            bool, Field(description="Also return statements a later one superseded.")
+        ] = False,
     ) -> dict[str, Any]:
-        """Retrieve passages, concepts and rules for a query; returns a query_id for feedback."""
+        """Retrieve passages, concepts and rules for a query (what is true now, or as_of a
+        time); each passage has valid_from, valid_until and superseded_by; returns a query_id
+        for feedback."""
         result = _call(
             session.memory.search,
             query,
@@ -140,6 +149,8 @@ def _query_tool(server: MCPServer, session: _Session, config: MCPConfig) -> None
             domain=domains or None,
             profile=profile,
             min_relevance=min_relevance,
+            as_of=as_of,
+            include_superseded=include_superseded,
         )
         return result_payload(result, config.max_text_chars)
 

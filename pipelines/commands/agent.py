@@ -25,6 +25,8 @@ def _print_record(record, as_json: bool) -> None:
         return
     when = f" [{record.time}]" if record.time else ""
     state = " (forgotten)" if record.forgotten else ""
+    if record.superseded_by:
+        state += f" (superseded by {record.superseded_by} at {record.valid_until})"
     print(
         f"{record.id} r{record.revision} {record.domain} {record.tier}{when}{state}: {record.text}"
     )
@@ -65,20 +67,38 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    revisions = _memory(args).history(args.id)
+    mem = _memory(args)
+    revisions = mem.history(args.id)
     if args.json:
         print(json.dumps([asdict(r) for r in revisions]))
         return 0
     for r in revisions:
         extra = f" -> {r.target}" if r.target and r.op in ("merge", "merged") else ""
         print(f"r{r.revision} {r.created_at} {r.op}{extra} by {r.writer}: {r.text[:100]}")
+    for line in _links(mem, args.id):
+        print(line)
     return 0
+
+
+def _links(mem, record_id: str) -> list[str]:
+    """The supersession links of a written record, one line each."""
+    if not record_id.startswith("m_"):
+        return []
+    record = mem.get(record_id)
+    timeline = mem.supersession.timeline(mem.state)
+    lines = [
+        f"supersedes {p} (true until {record.valid_from})" for p in timeline.predecessors(record_id)
+    ]
+    if record.superseded_by:
+        lines.append(f"superseded by {record.superseded_by} at {record.valid_until}")
+    return lines
 
 
 def cmd_memories(args: argparse.Namespace) -> int:
     records = _memory(args).list(
-        domain=args.domain, since=args.since, until=args.until, limit=args.limit
-    )
+        domain=args.domain, since=args.since, until=args.until, limit=args.limit,
+        include_superseded=args.include_superseded,
+    )  # fmt: skip
     if args.json:
         print(json.dumps([asdict(r) for r in records]))
         return 0
@@ -154,6 +174,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--since", help="event time from (ISO 8601)")
     m.add_argument("--until", help="event time up to (ISO 8601)")
     m.add_argument("--limit", type=int, default=100)
+    m.add_argument(
+        "--include-superseded",
+        action="store_true",
+        help="also statements a later one superseded (with the link)",
+    )
     _common(m)
     m.set_defaults(func=cmd_memories)
 

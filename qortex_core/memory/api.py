@@ -1,17 +1,15 @@
 """The agent's memory API: ``mem = qortex_core.open(home)``, then remember, search, revise, forget.
 
 Writes go to the append-only ``memories`` table before a call returns and are searchable at
-once by every retriever on the home (the fresh tier); ``qortex consolidate`` (or the Dagster
-sensor ``memories_arrived``) moves them into the graph. Passages of ingested files are
-memories too: :meth:`Memory.get`, :meth:`Memory.history` and :meth:`Memory.forget` take their
-``p_`` ids.
+once (the fresh tier); ``qortex consolidate`` moves them into the graph. File passages are
+memories too: get, history and forget take their ``p_`` ids.
 """
 
 from __future__ import annotations
 
 import builtins
 import time as clock
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -43,6 +41,7 @@ from qortex_core.memory.revise import (
     revisable,
     row_metadata,
 )
+from qortex_core.memory.supersede import Supersession
 from qortex_core.redact import RedactionConfig
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
@@ -88,6 +87,7 @@ class Memory:
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
+        self.supersession = Supersession(self.store, lambda: self.embedder)
 
     @property
     def embedder(self):
@@ -251,6 +251,8 @@ class Memory:
             if vectors is None:
                 vectors = np.zeros((len(revisions), dim), np.float32)
             rows = revision_rows(revisions, metadata, vectors, model)
+            if model:  # with links to the live records of the same attribute: one commit
+                rows = self.supersession.linked(rows, self.state, revisions, self.writer)
             self.table.append(rows)
             self.state.absorb(rows)
 
@@ -278,19 +280,17 @@ class Memory:
         since: object = None,
         until: object = None,
         limit: int = 100,
+        include_superseded: bool = False,
     ) -> list[MemoryRecord]:
-        """Live written records, newest event (else write) time first.
-
-        Raises:
-            RecordError: a bad time or a limit outside 1..10,000.
-        """
+        """Live written records true now (all: ``include_superseded``), newest event first;
+        RecordError for a bad time or a limit outside 1..10,000."""
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
             raise RecordError(f"limit must be an integer from 1 to {MAX_LIST}, got {limit!r}")
         window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
         self.state.refresh()
-        rows = [self.state.current[r] for r in self.state.live_ids]
-        rows = [r for r in rows if domain is None or r["domain"] == domain]
-        rows = [r for r in rows if in_window(r["time"], *window)]
+        closed = frozenset() if include_superseded else self.supersession.closed(self.state)
+        rows = [self.state.current[r] for r in self.state.live_ids if r not in closed]
+        rows = [r for r in rows if domain in (None, r["domain"]) and in_window(r["time"], *window)]
         rows.sort(
             key=lambda r: r["time"] or self.state.first_created.get(r["id"], ""), reverse=True
         )
@@ -326,20 +326,19 @@ class Memory:
         domain: str | Sequence[str] | None = None,
         profile: str | None = None,
         min_relevance: float | None = None,
+        as_of: object = None,
+        include_superseded: bool = False,
     ):
-        """Today's query over the snapshot and the fresh tier, with time and domain filters.
-
-        Returns:
-            A :class:`~qortex_core.query.retriever.QueryResult`; each passage says its ``tier``.
+        """Today's query over the snapshot and the fresh tier: what is true now, or ``as_of``;
+        a :class:`~qortex_core.query.retriever.QueryResult` (each passage says its ``tier``).
 
         Raises:
             QueryError: a bad query, top_k, mode or domain; RecordError: a bad time.
         """
         from qortex_core.memory.search import search_memory
 
-        window = (parse_time(since, "since"), parse_time(until, "until", upper=True))
-        domains = [domain] if isinstance(domain, str) else (list(domain) if domain else None)
-        return search_memory(self, query, top_k, mode, window, domains, profile, min_relevance)
+        return search_memory(self, query, top_k, mode, (since, until), domain, profile,
+                             min_relevance, (as_of, include_superseded))  # fmt: skip
 
     def feedback(
         self,
@@ -387,7 +386,8 @@ class Memory:
 
     def _record(self, row: dict, graph: frozenset[str]) -> MemoryRecord:
         first = {"created_at": self.state.first_created.get(row["id"], row["created_at"])}
-        return record_from_row(row, first, "graph" if row["id"] in graph else "fresh")
+        record = record_from_row(row, first, "graph" if row["id"] in graph else "fresh")
+        return replace(record, **asdict(self.supersession.timeline(self.state).validity(row["id"])))
 
     def _state_of(self, record_id: str) -> MemoryRecord:
         return self._record(self.state.current[record_id], self._in_graph())

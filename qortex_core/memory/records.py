@@ -23,34 +23,12 @@ import pyarrow as pa
 from qortex_core.errors import RecordError
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
-from qortex_core.storage.store import LanceStore, vector_type, vectors_to_arrow
+from qortex_core.storage.store import LanceStore, vectors_to_arrow
 
 MEMORIES = "memories"
 DOC_PREFIX = "memory:"  # documents (and so passages) made from a memory record: memory:<record id>
 MAX_TEXT_BYTES = 1_000_000
-OPS = (
-    "remember",
-    "update",
-    "forget",
-    "merge",
-    "merged",
-)  # merge: absorbed ``target``; merged: into it
 GONE = ("forget", "merged")  # ops that take a record out of search
-COLUMNS = (
-    "key",
-    "id",
-    "revision",
-    "op",
-    "text",
-    "time",
-    "created_at",
-    "source",
-    "domain",
-    "metadata",
-    "writer",
-    "target",
-    "model",
-)
 
 
 @dataclass(frozen=True)
@@ -79,6 +57,9 @@ class MemoryRecord:
     tier: str = "fresh"
     forgotten: bool = False
     merged_into: str | None = None
+    valid_from: str | None = None  # true from (its event time)
+    valid_until: str | None = None  # until a later statement of the same attribute (None: still)
+    superseded_by: str | None = None  # that statement's record
 
 
 @dataclass(frozen=True)
@@ -250,14 +231,6 @@ class MemoryTable:
         if handle is not None:
             self._ensure_fts()
             handle.optimize()
-
-
-def empty_rows(dim: int) -> pa.Table:
-    """An empty memories table of vector width ``dim``."""
-    table = pa.table(
-        {c: pa.array([], pa.int64() if c == "revision" else pa.string()) for c in COLUMNS}
-    )
-    return table.append_column("vector", pa.array([], type=vector_type(dim)))
 
 
 def to_revision(row: dict) -> Revision:

@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from qortex_core.memory.current import CurrentConfig, rerank, with_validity
+from qortex_core.memory.records import parse_time
 from qortex_core.memory.tier import FreshTier
 from qortex_core.query import relevance
 from qortex_core.query.config import RetrievalConfig
@@ -17,28 +19,58 @@ def search_memory(
     query: str,
     top_k: int,
     mode: str,
-    window: tuple[str | None, str | None],
-    domains: list[str] | None,
+    window: tuple,
+    domains,
     profile: str | None,
     min_relevance: float | None,
+    moment: tuple = (None, False),
 ):
     """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`.
 
     Without a snapshot the fresh tier answers alone, with the same relevance calibration and
     abstention as the retriever (``no_answer`` when no record reaches ``min_relevance``).
+    ``moment``: (as_of, include_superseded), see :meth:`FreshTier.at`.
     """
-    from qortex_core.query.retriever import QueryResult, validate
+    from qortex_core.query.retriever import validate
+    from qortex_core.query.validation import MAX_TOP_K
 
+    validate(query, top_k, mode)
+    window = (parse_time(window[0], "since"), parse_time(window[1], "until", upper=True))
+    domains = [domains] if isinstance(domains, str) else (list(domains) if domains else None)
+    moment = (parse_time(moment[0], "as_of"), bool(moment[1]))
+    depth = min(top_k * CurrentConfig().depth, MAX_TOP_K)
+    until = _earlier(window[1], moment[0])
     retriever = mem.retriever()
     if retriever is not None:
-        return retriever.query(
-            query, top_k, mode, domains, profile,
-            since=window[0], until=window[1], min_relevance=min_relevance,
-        )  # fmt: skip
+        retriever.fresh.timelines = mem.supersession.timelines  # one fold per state change
+        with retriever.fresh.at(*moment):
+            result = retriever.query(
+                query, depth, mode, domains, profile,
+                since=window[0], until=until, min_relevance=min_relevance,
+            )  # fmt: skip
+        tier = retriever.fresh
+    else:
+        tier = FreshTier(mem.store, _no_passages(), state=mem.state)
+        tier.timelines = mem.supersession.timelines
+        with tier.at(*moment):
+            result = _fresh_only(mem, tier, query, depth, mode, (window[0], until), domains,
+                                 min_relevance)  # fmt: skip
+    result = with_validity(result, tier)
+    return rerank(result, query, mem.supersession.facets, mem.embedder, top_k)
+
+
+def _earlier(a: str | None, b: str | None) -> str | None:
+    """The earlier of two optional ISO times."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _fresh_only(mem, tier, query, top_k, mode, window, domains, min_relevance):
+    """The fresh tier alone (a home with no snapshot yet)."""
+    from qortex_core.query.retriever import QueryResult, validate
+
     clean = validate(query, top_k, mode)
     config = RetrievalConfig()
     minimum = relevance.threshold(min_relevance, config.min_relevance)
-    tier = FreshTier(mem.store, _no_passages(), state=mem.state)
     hits = tier.search(mem.embedder.embed([clean])[0], clean, top_k, domains, window)
     empty = QueryResult(clean, "dense", "", [], fallback="no snapshot yet: fresh memories only")
     result = tier.merge(empty, hits, top_k, relevance=relevance.of_fresh(config.relevance))

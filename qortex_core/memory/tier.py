@@ -8,6 +8,7 @@ but not yet consolidated) with the graph hits by relevance, marked ``tier: "fres
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 
@@ -17,7 +18,8 @@ import pyarrow as pa
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.memory.fresh import FreshConfig, FreshHit, GraphView, MemoryState, graph_view
 from qortex_core.memory.fresh import search_fresh as _search
-from qortex_core.memory.records import MemoryTable
+from qortex_core.memory.records import DOC_PREFIX, MemoryTable
+from qortex_core.memory.timeline import TimelineCache
 from qortex_core.storage.store import LanceStore
 
 Relevance = Callable[[FreshHit], float]
@@ -44,6 +46,47 @@ class FreshTier:
         self._view: GraphView | None = None
         self._view_version = -2
         self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
+        self.timelines = TimelineCache()
+        self.moment: tuple[str | None, bool] = (None, False)  # (as_of, include_superseded)
+        self._rows_of: dict[str, list[int]] | None = None  # record id -> its passage rows
+        self._docs: dict[str, str] | None = None  # memory passage id -> its document
+
+    @contextmanager
+    def at(self, as_of: str | None, include_superseded: bool = False):
+        """Within the block, queries answer what was true at ``as_of`` (None: now), with
+        superseded records too when ``include_superseded``."""
+        before, self.moment = self.moment, (as_of, include_superseded)
+        try:
+            yield self
+        finally:
+            self.moment = before
+
+    def withheld(self) -> frozenset[str]:
+        """Written records the current query must not return (superseded, or not true at
+        ``as_of``)."""
+        return self.timelines.of(self.state).hidden(*self.moment)
+
+    def record_rows(self) -> dict[str, list[int]]:
+        """Record id -> the rows of its passages in the snapshot."""
+        if self._rows_of is None:
+            self._index_passages()
+        return self._rows_of or {}
+
+    def passage_docs(self) -> dict[str, str]:
+        """Passage id -> document id, for the passages of written memories."""
+        if self._docs is None:
+            self._index_passages()
+        return self._docs or {}
+
+    def _index_passages(self) -> None:
+        self._rows_of, self._docs = {}, {}
+        if not self.passages.num_rows:
+            return
+        docs = self.passages["doc_id"].to_pylist()
+        for i, (pid, doc) in enumerate(zip(self.passages["id"].to_pylist(), docs)):
+            if doc.startswith(DOC_PREFIX):
+                self._rows_of.setdefault(doc[len(DOC_PREFIX) :], []).append(i)
+                self._docs[pid] = doc
 
     def view(self) -> GraphView:
         """The graph view for the newest state (recomputed only when the table moved)."""
@@ -62,8 +105,14 @@ class FreshTier:
         return dict(zip(rows["id"].to_pylist(), rows["content_hash"].to_pylist()))
 
     def visible(self, allowed: np.ndarray | None) -> np.ndarray | None:
-        """``allowed`` (n_passages,) with hidden passages turned off (None: all allowed)."""
+        """``allowed`` (n_passages,) with hidden passages turned off (None: all allowed):
+        forgotten ones, and those of records :meth:`withheld` now."""
         hidden = self.view().hidden
+        withheld = self.withheld()
+        if withheld:
+            rows = self.record_rows()
+            hidden = hidden.copy()
+            hidden[[i for r in withheld for i in rows.get(r, ())]] = True
         if not hidden.any():
             return allowed
         return ~hidden if allowed is None else allowed & ~hidden
@@ -86,7 +135,8 @@ class FreshTier:
     ) -> list[FreshHit]:
         """The best live records the snapshot does not hold yet."""
         view = self.view()
-        return _search(self.state, vector, text, top_k, view.in_graph, domains, window)
+        exclude = view.in_graph | self.withheld()
+        return _search(self.state, vector, text, top_k, exclude, domains, window)
 
     def merge(
         self,

@@ -34,6 +34,9 @@ class PassageHit:
     tier: str = "graph"  # "graph": the snapshot; "fresh": a written memory not yet consolidated
     # [0, 1], comparable across modes and tiers (:mod:`qortex_core.query.relevance`)
     relevance: float | None = None
+    valid_from: str | None = None  # true from (its event time)
+    valid_until: str | None = None  # until a later statement of the same attribute replaced it
+    superseded_by: str | None = None  # the record of that statement
 
 
 @dataclass(frozen=True)
