@@ -1,16 +1,14 @@
 """The machine's own speed, timed beside each stage of the scale ladder.
 
-On the shared 2-core box one code ran its stages 8-19 % faster in one ladder than in the
-one before, and a stage that is linear by construction (extraction) read a growth exponent
-of 1.10 over 100k -> 1M passages in two ladders running: over one decade an exponent
-carries about +-0.1 of the machine's drift, the size of the gap between n and n log n. So
-the ladder times a fixed workload in its parent process between stages (no stage runs
-then): a Python loop (dict inserts: the extraction stage's kind of work), a float32 matrix
-product (the synonym and snapshot stages' kind) and random reads from a 128 MB array (a
-cache miss each: the kind the graph and query stages wait on). Each is timed five times and
-the fastest kept: the box swings by up to 2x over a tenth of a second (the medians of three
-in session 17's first calibrated ladder ranged 0.07-0.13 s for the Python loop), and the
-fastest of five says what the machine could do in that moment.
+On a shared machine the same code can run its stages 10-20 % faster in one ladder than in
+another, and over one decade of corpus size a growth exponent then carries about +-0.1 of
+the machine's drift, the size of the gap between n and n log n. So the ladder times a fixed
+workload in its parent process between stages (no stage runs then): a Python loop (dict
+inserts: the extraction stage's kind of work), a float32 matrix product (the synonym and
+snapshot stages' kind) and random reads from a 128 MB array (a cache miss each: the kind the
+graph and query stages wait on). Each is timed five times and the fastest kept: a shared
+machine swings by up to 2x over a tenth of a second, so a median still carries that swing,
+while the fastest of five says what the machine could do in that moment.
 
 A stage's *box factor* is the geometric mean, over the workloads and over the calibrations
 just before and just after it, of the workload's time over the ladder's first calibration;

@@ -68,10 +68,9 @@ class _KeyIndex:
     Appends are kept log-structured: each makes a sorted run, merged with the run before it
     while that one is not more than twice its size, so runs at least halve from the oldest to
     the newest, ``n`` appended keys cost ``n log n`` in all, and a lookup sorts its hashes and
-    searches ``log n`` runs with them. One sorted array took each append by ``np.insert``
-    (every held key copied per lookup: quadratic), and its lookups searched in the keys' own
-    random order; at the 1M ladder's shape (26 lookups and appends of 1M keys) the lookups
-    took 36-43 s that way and 7-8 s this way (``/tmp/p24/keyindex.py 26 1000000``).
+    searches ``log n`` runs with them. A single sorted array extended by ``np.insert`` would
+    copy every held key at every append (quadratic in the cache's size), and searching in the
+    keys' own random order misses the cache far more often than in sorted order.
     ``merged`` counts the keys merges have copied."""
 
     def __init__(self, hashes: np.ndarray, rows: np.ndarray, count: int) -> None:

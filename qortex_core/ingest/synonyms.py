@@ -8,20 +8,15 @@ Two ways to find the pairs, both vectorised (one matrix product per block, no pe
   vectors into about ``sqrt(m / (cell_size * group_probes))`` groups, each vector joining its
   ``group_probes`` most similar; k-means inside each group makes cells of about ``cell_size``,
   each member joining its ``probes`` most similar; pairs are searched exactly inside each cell.
-  A vector meets ~``sqrt(m)`` centroids where one level of fixed-size cells (the search before
-  session 16) met ``m / cell_size`` of them, a quadratic term (41 s of the 1M ladder's stage).
+  A vector meets ~``sqrt(m)`` centroids, where one level of fixed-size cells would meet
+  ``m / cell_size`` of them: the assignment is ``m^1.5``, not quadratic in the corpus.
   Two close vectors (cosine >= 0.8) usually share a cell; the recall of edges against the exact
   search is measured in tests/ingest/test_synonyms*.py and by ``qortex bench scale``.
 
-LanceDB's own ANN index was measured first, as a kNN join (IVF_FLAT, cosine, 1,024 query
-vectors per batched multi-vector search, limit top_k + 1): on the 45,078 hash-embedded concepts
-of the 10k-passage ladder corpus it took 75.8 s against 40.0 s for the old exact pass in the
-same run (IVF_HNSW_SQ: 24 s to index 10,000 vectors, 5 ms per query); this module's exact pass
-took 42.8 s where the old one took 142 s (load 10), and the cell search 5.7 s, finding every
-pair above the threshold (recall 1.0). Those were the first hashing embedder's vectors (one
-signed column per word, so clusters of identical vectors); its second version gives each word a
-random direction, on which one level of cells with 2 probes found 0.23 of the pairs at 100k
-passages and 0.79 at 1M, the two levels 0.52 and 0.81 (README Scale; 1.0 on MiniLM vectors).
+The pairs are found here rather than by LanceDB's ANN index used as a kNN join (one batched
+multi-vector search per block of concepts), because that join was slower than the exact blocked
+pass on a 10k-passage corpus's concepts. Why the cells have two levels, and the recall they keep
+on the scale ladder's hash vectors and on language-model vectors: docs/scale.md.
 """
 
 from __future__ import annotations
