@@ -56,7 +56,7 @@ def search_memory(
             result = _fresh_only(mem, tier, query, depth, mode, (window[0], until), domains,
                                  min_relevance)  # fmt: skip
     result = with_validity(result, tier)
-    return rerank(result, query, mem.supersession.facets, mem.embedder, top_k)
+    return rerank(result, query, mem.supersession, tier, mem.embedder, top_k)
 
 
 def _earlier(a: str | None, b: str | None) -> str | None:

@@ -14,7 +14,12 @@ successor reopens its predecessor; history keeps every statement.
 The attribute test needs no LLM: the predicates (subject replaced by "someone"), the predicates
 with values masked, and the values themselves are compared by cosine (:mod:`facets`), plus the
 two shapes a stated change usually takes: naming the old value ("moved from Bergen to Lyon"),
-or a change word ("now", "instead", "switched") where no value is named.
+or a change word ("now", "instead", "switched") where no value is named. When both statements
+name values, the store says whether their values are of one kind: the frames of the two
+statements (masked predicates, "someone resides in X") have held a common value, in any
+subject's statements ("resides in Oslo" and "packed up and left Quito for Oslo"). Values of one
+kind need only a low score (the phrasings may share no word); values never seen in one frame
+need a high one (a phone and an employer are not one attribute however alike the sentences).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from qortex_core.memory.facets import Facet, FacetStore
+from qortex_core.memory.facets import Facet, FacetStore, masked_predicate
 from qortex_core.memory.records import Revision, revision_rows, utc_now
 from qortex_core.memory.statements import Statement, mentions, parse, same_subject
 from qortex_core.memory.timeline import LINK_OP, Timeline, TimelineCache
@@ -44,32 +49,58 @@ _CHANGE = re.compile(
 class SupersedeConfig:
     """Weights of the attribute score ``cos(predicates) + masked x cos(masked predicates) +
     values x cos(values)`` (statements without values: ``+ change`` when the newer one says a
-    change word instead of ``values x ...``) and the score from which two statements state one
-    attribute. Chosen on the updates dev file's chains as the point where no statement of a
-    different attribute of the same subject is linked while most chains are complete."""
+    change word instead of ``values x ...``) and the scores from which two statements state one
+    attribute: ``threshold`` when either names no value, ``kin_threshold`` when their values
+    are of one kind (their frames shared a value), ``foreign_threshold`` when not. Chosen on
+    the updates dev file and a generated held-out file (:mod:`qortex_bench.updates_synth`) as
+    the point where few statements of different attributes are linked while most chains are
+    complete."""
 
     masked: float = 0.5
     values: float = 0.5
     change: float = 0.3
     threshold: float = 0.72
+    kin_threshold: float = 0.3
+    foreign_threshold: float = 0.9
 
 
 def _cos(a, b) -> float:
     return float(a @ b)
 
 
-def same_attribute(
+def attribute_score(
     new: Facet, old: Facet, new_text: str, config: SupersedeConfig = SupersedeConfig()
-) -> bool:
-    """``new`` and ``old`` (of one subject) state the same attribute (see the module doc)."""
-    if mentions(new.statement, old.statement):
-        return True
+) -> float:
+    """``cos(predicates) + masked x cos(masked) + values x cos(values)`` (or ``+ change``
+    when neither names a value and ``new_text`` says a change word)."""
     score = _cos(new.predicate, old.predicate) + config.masked * _cos(new.masked, old.masked)
     if new.values is not None and old.values is not None:
         score += config.values * _cos(new.values, old.values)
     elif new.values is None and old.values is None and _CHANGE.search(new_text):
         score += config.change
-    return score >= config.threshold
+    return score
+
+
+def same_attribute(
+    new: Facet,
+    old: Facet,
+    new_text: str,
+    config: SupersedeConfig = SupersedeConfig(),
+    kin: bool | None = None,
+) -> bool:
+    """``new`` and ``old`` (of one subject) state the same attribute (see the module doc).
+    ``kin``: whether their values are of one kind (None: unknown, the plain threshold)."""
+    if mentions(new.statement, old.statement):
+        return True
+    score = attribute_score(new, old, new_text, config)
+    if kin is None or not (new.statement.phrases and old.statement.phrases):
+        return score >= config.threshold
+    return score >= (config.kin_threshold if kin else config.foreign_threshold)
+
+
+def frame(statement: Statement) -> str:
+    """The statement's frame: its masked predicate, lowercased ("someone resides in x .")."""
+    return masked_predicate(statement).lower()
 
 
 def link_id(a: str, b: str) -> str:
@@ -79,15 +110,23 @@ def link_id(a: str, b: str) -> str:
 
 
 class SubjectIndex:
-    """Live written records by subject word, kept in step with a memory state."""
+    """Live written records by subject word, and the values each frame held, kept in step
+    with a memory state."""
 
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
         self._statements: dict[str, Statement] = {}
         self._by_word: dict[str, set[str]] = {}
+        self._held: dict[str, dict[str, int]] = {}  # frame -> value phrase -> live records
+        self._frames: dict[str, dict[str, int]] = {}  # value phrase -> frame -> live records
+        self._named: dict[str, int] = {}  # named subjects as phrases -> live records
+        self._at: tuple[int, int] | None = None  # the state (id, generation) last synced
 
     def sync(self, state) -> None:
         """Index the state's live records (only those new or changed since the last sync)."""
+        if self._at == (id(state), state.generation):
+            return
+        self._at = (id(state), state.generation)
         live = set(state.live_ids)
         for rid in [r for r in self._texts if r not in live]:
             self._drop(rid)
@@ -99,17 +138,54 @@ class SubjectIndex:
                 self._texts[rid], self._statements[rid] = text, statement
                 for word in statement.subject:
                     self._by_word.setdefault(word, set()).add(rid)
+                self._count(statement, 1)
+
+    def _count(self, statement: Statement, step: int) -> None:
+        shape = frame(statement)
+        if statement.named:
+            _bump(self._named, " ".join(sorted(statement.subject)), step)
+        for phrase in statement.phrases:
+            _bump(self._held.setdefault(shape, {}), phrase, step)
+            _bump(self._frames.setdefault(phrase, {}), shape, step)
 
     def _drop(self, rid: str) -> None:
         statement = self._statements.pop(rid, None)
         self._texts.pop(rid, None)
         for word in statement.subject if statement else ():
             self._by_word.get(word, set()).discard(rid)
+        if statement is not None:
+            self._count(statement, -1)
+
+    def kin(self, new: Statement, old: Statement) -> bool:
+        """The values of ``new`` and ``old`` are of one kind: their frames (with their own
+        values) held a common value, or both held a value of one third frame ("is employed
+        by" and "accepted an offer from" each share a company with "is on the payroll of"), or
+        both name a subject the store has statements about (two people: "reports to Ines
+        Sato", "team lead is Hugo Weber")."""
+        mine = set(self._held.get(frame(new), ())) | new.phrases
+        theirs = set(self._held.get(frame(old), ())) | old.phrases
+        if mine & theirs or (self._entity(new) and self._entity(old)):
+            return True
+        return bool(self._neighbours(mine) & self._neighbours(theirs))
+
+    def _entity(self, statement: Statement) -> bool:
+        """``statement`` names as a value a subject of other statements."""
+        return any(" ".join(sorted(p.split())) in self._named for p in statement.phrases)
+
+    def _neighbours(self, phrases: set[str]) -> set[str]:
+        """Frames that held any of ``phrases``."""
+        return {shape for p in phrases for shape in self._frames.get(p, ())}
 
     def same_subject(self, statement: Statement) -> list[str]:
         """Live records about the subject of ``statement``, sorted."""
         near = set().union(*(self._by_word.get(w, set()) for w in statement.subject))
         return sorted(r for r in near if same_subject(statement, self._statements[r]))
+
+
+def _bump(counts: dict[str, int], key: str, step: int) -> None:
+    counts[key] = counts.get(key, 0) + step
+    if counts[key] <= 0:
+        del counts[key]
 
 
 def link_revisions(
@@ -135,8 +211,10 @@ def link_revisions(
             for other in written[:i]
             if same_subject(mine[rev.text].statement, mine[other.text].statement)
         ]  # earlier texts of the same batch too
+        new = mine[rev.text]
         for rid, facet in pairs:
-            if rid != rev.id and same_attribute(mine[rev.text], facet, rev.text, config):
+            kin = index.kin(new.statement, facet.statement)
+            if rid != rev.id and same_attribute(new, facet, rev.text, config, kin):
                 out.append(_link(rid, rev, now, writer))
     return out
 

@@ -50,7 +50,7 @@ class FreshTier:
         self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
         self._live: tuple[np.ndarray, Liveness | None] | None = None  # (hidden, its liveness)
         self.timelines = TimelineCache()
-        self.facets: object | None = None  # the FacetStore of current-fact ranking, made once
+        self.supersession: object | None = None  # facets and subject index of the ranking
         self.moment: tuple[str | None, bool] = (None, False)  # (as_of, include_superseded)
         self._rows_of: dict[str, list[int]] | None = None  # record id -> its passage rows
         self._docs: dict[str, str] | None = None  # memory passage id -> its document
