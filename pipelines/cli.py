@@ -198,6 +198,7 @@ def _ask(args: argparse.Namespace):
             profile=args.profile, since=args.since, until=_earlier(args.until, as_of),
             min_relevance=args.min_relevance,
         ),
+        args.profile,
     )  # fmt: skip
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve

@@ -18,8 +18,11 @@ subject of a hit are left as they are (no extra embedding).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from qortex_core.memory.records import DOC_PREFIX
 from qortex_core.memory.statements import parse
@@ -147,6 +150,33 @@ def _successor(best: int, hits, facets, fits, supersession, state, config) -> in
     return found
 
 
+def by_recency(result, profile, home, as_of: str | None = None):
+    """``result`` reordered by its scoring profile's recency (unchanged when the profile gives
+    recency no weight): each hit's ``relevance x w_relevance + recency x w_recency``, where
+    recency halves every ``recency_half_life_days`` of event time before the moment asked
+    (``as_of``, else the newest event time among the hits: a memory of last year's events
+    still tells its newest from its oldest). Hits without a time have recency 0."""
+    from qortex_core.memory.tier import relevance_of
+    from qortex_core.query.profiles import get_profile, recency
+    from qortex_core.storage.times import to_epoch
+
+    prof = get_profile(profile, home)
+    hits = list(result.passages)
+    if prof.recency <= 0 or len(hits) < 2:
+        return result
+    epochs = np.array([to_epoch(_when(h) or None) for h in hits], dtype=np.float64)  # (n,)
+    known = epochs[np.isfinite(epochs)]
+    if not known.size:
+        return result
+    top = to_epoch(as_of) if as_of else float(known.max())
+    at = dt.datetime.fromtimestamp(top, dt.timezone.utc)
+    fresh = recency(epochs, len(hits), prof.recency_half_life_days, at)  # (n,)
+    score = [prof.relevance * relevance_of(h) + prof.recency * float(r)
+             for h, r in zip(hits, fresh)]  # fmt: skip
+    order = sorted(range(len(hits)), key=lambda i: -score[i])
+    return replace(result, passages=[hits[i] for i in order])
+
+
 def record_of(hit, tier) -> str | None:
     """The written record a hit stands for (a fresh hit's id, a memory passage's document)."""
     if hit.id.startswith("m_"):
@@ -173,10 +203,13 @@ def with_validity(result, tier):
     return replace(result, passages=out)
 
 
-def current_query(retriever, query: str, top_k: int, moment: tuple[str | None, bool], ask):
+def current_query(
+    retriever, query: str, top_k: int, moment: tuple[str | None, bool], ask, profile=None
+):
     """A retriever's answer as of ``moment`` (as_of, include_superseded): ``ask(depth, as_of)``
     runs the query for ``depth`` hits (``as_of`` bounds the event time); the hits carry their
-    validity and are reranked (:func:`rerank`) down to ``top_k``."""
+    validity, are reranked (:func:`rerank`) down to ``top_k`` and ordered by the ``profile``'s
+    recency (:func:`by_recency`)."""
     from qortex_core.memory.supersede import Supersession
     from qortex_core.query.validation import MAX_TOP_K
 
@@ -188,4 +221,5 @@ def current_query(retriever, query: str, top_k: int, moment: tuple[str | None, b
         result = with_validity(ask(depth, moment[0]), tier)
     if tier.supersession is None:  # kept with the tier: a derived text is embedded once
         tier.supersession = Supersession(retriever.embedder)
-    return rerank(result, query, tier.supersession, tier, retriever.embedder, top_k)
+    result = rerank(result, query, tier.supersession, tier, retriever.embedder, top_k)
+    return by_recency(result, profile, retriever.home, moment[0])

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from qortex_core.memory.current import CurrentConfig, rerank, with_validity
+from qortex_core.memory.current import CurrentConfig, by_recency, rerank, with_validity
 from qortex_core.memory.records import parse_time
 from qortex_core.memory.tier import FreshTier
 from qortex_core.query import relevance
@@ -55,8 +55,8 @@ def search_memory(
         with tier.at(*moment):
             result = _fresh_only(mem, tier, query, depth, mode, (window[0], until), domains,
                                  min_relevance)  # fmt: skip
-    result = with_validity(result, tier)
-    return rerank(result, query, mem.supersession, tier, mem.embedder, top_k)
+    result = rerank(with_validity(result, tier), query, mem.supersession, tier, mem.embedder, top_k)
+    return by_recency(result, profile, mem.home, moment[0])
 
 
 def _earlier(a: str | None, b: str | None) -> str | None:

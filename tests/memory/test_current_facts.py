@@ -99,3 +99,23 @@ def test_the_held_out_generator_is_deterministic_and_of_the_format(tmp_path: Pat
             )
     dev_names = {"Goran", "Lindqvist", "Okafor", "Tanaka"}
     assert not dev_names & set(json.dumps(generate(5)).replace(".", " ").split())
+
+
+def test_the_recent_profile_orders_by_event_time_in_both_tiers(mem, embedder):
+    from qortex_bench.locomo_memory import consolidate_home
+    from qortex_core.ingest.extract import OfflineExtractor
+
+    old, middle, new = _write(
+        mem,
+        ("We booked a kayak trip on the lake for the whole team.", "2021-05-01T09:00:00Z"),
+        ("Somebody asked where to rent a kayak near the lake.", "2022-05-01T09:00:00Z"),
+        ("The kayak on the lake had a leak.", "2023-05-01T09:00:00Z"),
+    )
+    query = "We booked a kayak trip on the lake for the whole team"
+    for _ in ("fresh", "graph"):
+        plain = [h.text for h in mem.search(query, top_k=3, min_relevance=0).passages]
+        recent = mem.search(query, top_k=3, min_relevance=0, profile="recent").passages
+        assert plain[0] == old.text and recent[0].text == new.text
+        as_of = mem.search(query, top_k=3, min_relevance=0, profile="recent", as_of="2022-06-01")
+        assert as_of.passages[0].text == middle.text
+        consolidate_home(Path(mem.home), embedder, None, OfflineExtractor())
