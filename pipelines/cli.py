@@ -181,11 +181,13 @@ def _ask_memories(args: argparse.Namespace):
 def _ask(args: argparse.Namespace):
     """The query's result: from the latest (or pinned) snapshot and the fresh tier, or from the
     fresh tier alone before the first snapshot."""
+    from qortex_core.memory.asked_time import moment_of
     from qortex_core.memory.current import current_query
     from qortex_core.memory.records import parse_time
     from qortex_core.query.retriever import Retriever
 
-    moment = (parse_time(args.as_of, "--as-of"), args.include_superseded)  # bad: one line, exit 2
+    as_of = parse_time(args.as_of, "--as-of") or moment_of(args.text)  # bad: one line, exit 2
+    moment = (as_of, args.include_superseded)
     if _only_memories(args):
         return _ask_memories(args)
     retriever = Retriever.open(

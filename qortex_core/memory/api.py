@@ -328,9 +328,13 @@ class Memory(GraphMethods):
         min_relevance: float | None = None,
         as_of: object = None,
         include_superseded: bool = False,
+        asked_at: object = None,
     ):
         """Today's query over the snapshot and the fresh tier: what is true now, or ``as_of``;
         a :class:`~qortex_core.query.retriever.QueryResult` (each passage says its ``tier``).
+        Without ``as_of``, a time the query names ("in October 2023", "last spring", "two
+        years ago", relative to ``asked_at``, default now) is the ``as_of``
+        (:mod:`~qortex_core.memory.asked_time`).
 
         Raises:
             QueryError: a bad query, top_k, mode or domain; RecordError: a bad time.
@@ -338,7 +342,7 @@ class Memory(GraphMethods):
         from qortex_core.memory.search import search_memory
 
         return search_memory(self, query, top_k, mode, (since, until), domain, profile,
-                             min_relevance, (as_of, include_superseded))  # fmt: skip
+                             min_relevance, (as_of, include_superseded), asked_at)  # fmt: skip
 
     def feedback(
         self,

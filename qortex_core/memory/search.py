@@ -24,20 +24,25 @@ def search_memory(
     profile: str | None,
     min_relevance: float | None,
     moment: tuple = (None, False),
+    asked_at: object = None,
 ):
     """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`.
 
     Without a snapshot the fresh tier answers alone, with the same relevance calibration and
     abstention as the retriever (``no_answer`` when no record reaches ``min_relevance``).
-    ``moment``: (as_of, include_superseded), see :meth:`FreshTier.at`.
+    ``moment``: (as_of, include_superseded), see :meth:`FreshTier.at`; without an as_of, the
+    time the query names, relative to ``asked_at`` (:func:`~qortex_core.memory.asked_time.
+    moment_of`).
     """
+    from qortex_core.memory.asked_time import moment_of
     from qortex_core.query.retriever import validate
     from qortex_core.query.validation import MAX_TOP_K
 
     validate(query, top_k, mode)
     window = (parse_time(window[0], "since"), parse_time(window[1], "until", upper=True))
     domains = [domains] if isinstance(domains, str) else (list(domains) if domains else None)
-    moment = (parse_time(moment[0], "as_of"), bool(moment[1]))
+    as_of = parse_time(moment[0], "as_of") or moment_of(query, parse_time(asked_at, "asked_at"))
+    moment = (as_of, bool(moment[1]))
     depth = min(top_k * CurrentConfig().depth, MAX_TOP_K)
     until = _earlier(window[1], moment[0])
     retriever = mem.retriever()

@@ -119,3 +119,30 @@ def test_the_recent_profile_orders_by_event_time_in_both_tiers(mem, embedder):
         as_of = mem.search(query, top_k=3, min_relevance=0, profile="recent", as_of="2022-06-01")
         assert as_of.passages[0].text == middle.text
         consolidate_home(Path(mem.home), embedder, None, OfflineExtractor())
+
+
+@pytest.mark.parametrize(
+    "question, moment",
+    [
+        ("Where did Ines live in October 2023?", "2023-10-16T12:00:00Z"),
+        ("Who employed Ines during the summer of 2023?", "2023-07-16T12:00:00Z"),
+        ("Where did Ines live last spring?", "2024-04-16T00:00:00Z"),
+        ("Which car did Ines drive two years ago?", "2022-11-28T05:00:00Z"),
+        ("Who was Ines's lead last May?", "2024-05-16T12:00:00Z"),
+        ("Where does Ines live now?", None),
+        ("May Ines come along?", None),
+    ],
+)
+def test_the_time_a_question_names_relative_to_when_it_was_asked(question, moment):
+    from qortex_core.memory.asked_time import moment_of
+
+    assert moment_of(question, "2024-11-27T17:00:00Z") == moment
+
+
+def test_a_question_naming_a_time_answers_as_of_it_without_as_of(mem):
+    old, new = _write(mem, ("Ines Moreau lives in Quito.", "2023-01-01T09:00:00Z"),
+                      ("Ines Moreau moved to Turin.", "2024-03-01T09:00:00Z"))  # fmt: skip
+    asked = "2024-11-27T17:00:00Z"
+    assert _top(mem, "Where did Ines Moreau live in October 2023?", asked_at=asked) == old.text
+    assert _top(mem, "Where did Ines Moreau live last summer?", asked_at=asked) == new.text
+    assert _top(mem, "Where does Ines Moreau live now?", asked_at=asked) == new.text
