@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from qortex_core.memory.records import DOC_PREFIX
-from qortex_core.memory.statements import parse
+from qortex_core.memory.statements import is_statement, parse
 
 _MAX_CHAIN = 32  # statements of one chain a hit inherits its fit from
 _WORD = re.compile(r"[^\W\d_][\w\-]*", re.UNICODE)
@@ -53,7 +53,10 @@ class CurrentConfig:
 
 
 def _named(query: str, hit_text: str) -> bool:
-    """The query names the hit's subject (every word of it)."""
+    """The hit is a statement (:func:`~qortex_core.memory.statements.is_statement`) and the
+    query names its subject (every word of it)."""
+    if not is_statement(hit_text):
+        return False
     subject = parse(hit_text).subject
     words = {w.lower().removesuffix("'s") for w in _WORD.findall(query)}
     return bool(subject) and subject <= words

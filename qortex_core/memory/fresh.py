@@ -145,6 +145,10 @@ class MemoryState:
             else:
                 self.forgotten_passages.pop(rid, None)
 
+    def vector_of(self, rid: str) -> np.ndarray | None:
+        """The (d,) stored vector of record ``rid``'s newest row (None: unknown)."""
+        return self._vectors.get(rid)
+
     @property
     def live_ids(self) -> list[str]:
         """Written records in search, in the row order of :attr:`vectors`."""

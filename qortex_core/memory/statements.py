@@ -199,6 +199,20 @@ def _predicate(tokens: list[str], span: tuple[int, int], named: bool) -> str:
     return " ".join(tokens[: span[0]] + stand_in + tokens[span[1] :])
 
 
+_SENTENCE_BREAK = re.compile(r"\.\s+[A-Z]")
+MAX_STATEMENT_WORDS = 40
+
+
+def is_statement(text: str) -> bool:
+    """``text`` reads as one declarative statement, what supersession compares: one sentence
+    of at most ``MAX_STATEMENT_WORDS`` words, neither a question nor an exclamation. A turn of
+    a conversation ("Melanie: Wow, Caroline! ... What's the best part?") is none: its sentences
+    are not one attribute's value."""
+    if "?" in text or "!" in text or _SENTENCE_BREAK.search(text.strip().rstrip(".")):
+        return False
+    return len(text.split()) <= MAX_STATEMENT_WORDS
+
+
 def same_subject(a: Statement, b: Statement) -> bool:
     """Both about one subject: equal names (or one name within the other: ``Project Harbor``
     and ``the Harbor project``), or the same leading word when neither names one."""

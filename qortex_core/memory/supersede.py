@@ -33,9 +33,16 @@ import pyarrow as pa
 
 from qortex_core.memory.facets import Facet, FacetStore, masked_predicate
 from qortex_core.memory.records import Revision, revision_rows, utc_now
-from qortex_core.memory.statements import Statement, mentions, parse, same_subject
+from qortex_core.memory.statements import (
+    Statement,
+    is_statement,
+    mentions,
+    parse,
+    same_subject,
+)
 from qortex_core.memory.timeline import LINK_OP, Timeline, TimelineCache
 from qortex_core.storage import ids
+from qortex_core.storage.store import arrow_to_vectors
 
 LINK_PREFIX = "s_"
 _CHANGE = re.compile(
@@ -54,7 +61,8 @@ class SupersedeConfig:
     are of one kind (their frames shared a value), ``foreign_threshold`` when not. Chosen on
     the updates dev file and a generated held-out file (:mod:`qortex_bench.updates_synth`) as
     the point where few statements of different attributes are linked while most chains are
-    complete."""
+    complete. ``candidates``: statements of the subject compared with a new one, the closest
+    by stored vector (a subject with thousands of statements costs a write no more)."""
 
     masked: float = 0.5
     values: float = 0.5
@@ -62,6 +70,7 @@ class SupersedeConfig:
     threshold: float = 0.72
     kin_threshold: float = 0.3
     foreign_threshold: float = 0.9
+    candidates: int = 48
 
 
 def _cos(a, b) -> float:
@@ -134,8 +143,11 @@ class SubjectIndex:
             text = state.current[rid]["text"]
             if self._texts.get(rid) != text:
                 self._drop(rid)
+                self._texts[rid] = text
+                if not is_statement(text):
+                    continue
                 statement = parse(text)
-                self._texts[rid], self._statements[rid] = text, statement
+                self._statements[rid] = statement
                 for word in statement.subject:
                     self._by_word.setdefault(word, set()).add(rid)
                 self._count(statement, 1)
@@ -188,6 +200,16 @@ def _bump(counts: dict[str, int], key: str, step: int) -> None:
         del counts[key]
 
 
+def _closest(ids: list[str], vector, vector_of, limit: int) -> list[str]:
+    """The ``limit`` of ``ids`` whose vectors (``vector_of``) are closest to ``vector`` (all
+    when there are no more, or no vector to compare)."""
+    if len(ids) <= limit or vector is None:
+        return ids
+    known = [(r, vector_of(r)) for r in ids]
+    score = {r: float(v @ vector) if v is not None else -2.0 for r, v in known}
+    return sorted(ids, key=lambda r: (-score[r], r))[:limit]
+
+
 def link_revisions(
     state,
     facets: FacetStore,
@@ -195,26 +217,33 @@ def link_revisions(
     revisions: Sequence[Revision],
     writer: str,
     config: SupersedeConfig = SupersedeConfig(),
+    vectors: dict | None = None,
 ) -> list[Revision]:
-    """``supersede`` rows linking each new revision to the live records of its attribute."""
+    """``supersede`` rows linking each new revision to the live records of its attribute.
+    ``vectors``: revision id -> its (d,) vector, to compare only the ``candidates`` closest
+    statements of a subject."""
     index.sync(state)
     out: list[Revision] = []
     now = utc_now()
-    texts = [r.text for r in revisions if r.op in ("remember", "update")]
-    mine = dict(zip(texts, facets.facets(texts)))
-    written = [r for r in revisions if r.op in ("remember", "update")]
+    written = [r for r in revisions if r.op in ("remember", "update") and is_statement(r.text)]
+    mine = dict(zip([r.text for r in written], facets.facets([r.text for r in written])))
+    vectors = vectors or {}
+    batch = {r.id: r for r in written}
+
+    def vector_of(rid: str):
+        return vectors.get(rid) if rid in batch else state.vector_of(rid)
+
     for i, rev in enumerate(written):
-        near = [r for r in index.same_subject(mine[rev.text].statement) if r != rev.id]
-        theirs = facets.facets([state.current[r]["text"] for r in near]) if near else []
-        pairs = list(zip(near, theirs)) + [
-            (other.id, mine[other.text])
-            for other in written[:i]
-            if same_subject(mine[rev.text].statement, mine[other.text].statement)
-        ]  # earlier texts of the same batch too
         new = mine[rev.text]
-        for rid, facet in pairs:
+        near = [r for r in index.same_subject(new.statement) if r != rev.id and r not in batch]
+        near += [o.id for o in written[:i] if same_subject(new.statement, mine[o.text].statement)]
+        near = _closest(near, vectors.get(rev.id), vector_of, config.candidates)
+        old = [r for r in near if r not in batch]
+        theirs = dict(zip(old, facets.facets([state.current[r]["text"] for r in old])))
+        for rid in near:
+            facet = theirs[rid] if rid in theirs else mine[batch[rid].text]
             kin = index.kin(new.statement, facet.statement)
-            if rid != rev.id and same_attribute(new, facet, rev.text, config, kin):
+            if same_attribute(new, facet, rev.text, config, kin):
                 out.append(_link(rid, rev, now, writer))
     return out
 
@@ -236,9 +265,12 @@ class Supersession:
         self.timelines = TimelineCache()
         self.config = config
 
-    def link_rows(self, state, revisions: Sequence[Revision], writer: str, dim: int):
-        """The ``supersede`` rows for ``revisions`` as table rows of width ``dim`` (None: none)."""
-        links = link_revisions(state, self.facets, self.index, revisions, writer, self.config)
+    def link_rows(self, state, revisions: Sequence[Revision], writer: str, dim: int, vectors=None):
+        """The ``supersede`` rows for ``revisions`` as table rows of width ``dim`` (None: none);
+        ``vectors``: revision id -> (d,) vector."""
+        links = link_revisions(
+            state, self.facets, self.index, revisions, writer, self.config, vectors
+        )
         if not links:
             return None
         zeros = np.zeros((len(links), dim), np.float32)
@@ -247,7 +279,9 @@ class Supersession:
     def linked(self, rows: pa.Table, state, revisions: Sequence[Revision], writer: str):
         """``rows`` (new revisions) with their link rows appended (one commit)."""
         dim = rows.schema.field("vector").type.list_size
-        return with_links(rows, self.link_rows(state, revisions, writer, dim))
+        ids = rows["id"].to_pylist()
+        vectors = dict(zip(ids, arrow_to_vectors(rows["vector"], dim)))  # id -> (d,)
+        return with_links(rows, self.link_rows(state, revisions, writer, dim, vectors))
 
     def closed(self, state) -> frozenset[str]:
         """Records a later statement superseded."""

@@ -146,3 +146,15 @@ def test_a_question_naming_a_time_answers_as_of_it_without_as_of(mem):
     assert _top(mem, "Where did Ines Moreau live in October 2023?", asked_at=asked) == old.text
     assert _top(mem, "Where did Ines Moreau live last summer?", asked_at=asked) == new.text
     assert _top(mem, "Where does Ines Moreau live now?", asked_at=asked) == new.text
+
+
+def test_conversation_turns_do_not_supersede_each_other(mem):
+    turns = _write(
+        mem,
+        ("Caroline: Thanks Mel! Your kind words mean a lot. Sharing is not easy.", T.format(1)),
+        ("Melanie: Yeah, Caroline! It takes courage to talk about our own stories.", T.format(2)),
+        ("Caroline: Thanks, Melanie. Art gives me a sense of freedom. So do friends.", T.format(3)),
+        ("Melanie: Wow, Caroline, that sounds super rewarding! Care to share more?", T.format(4)),
+    )
+    assert all(mem.get(t.id).superseded_by is None for t in turns)
+    assert len(mem.list()) == 4
