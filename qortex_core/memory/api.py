@@ -60,12 +60,15 @@ class MemoryOptions:
     redaction: secrets removed from written text, as on the file path.
     fresh: fresh-tier refresh and lexical settings.
     snapshot_check_s: the ``LATEST`` pointer is checked at most this often.
+    resolver: an LLM resolve step for supersession (:mod:`qortex_core.memory.resolve`); None:
+        the environment's (``QORTEX_SUPERSEDE_RESOLVE=llm``), else offline.
     """
 
     channel: str = "library"
     redaction: RedactionConfig = RedactionConfig()
     fresh: FreshConfig = FreshConfig()
     snapshot_check_s: float = 0.2
+    resolver: object | None = None
 
 
 class Memory(GraphMethods):
@@ -89,7 +92,10 @@ class Memory(GraphMethods):
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
-        self.supersession = Supersession(lambda: self.embedder)
+        from qortex_core.memory.resolve import from_env
+
+        resolver = options.resolver if options.resolver is not None else from_env()
+        self.supersession = Supersession(lambda: self.embedder, resolver=resolver)
 
     @property
     def embedder(self):

@@ -218,10 +218,13 @@ def link_revisions(
     writer: str,
     config: SupersedeConfig = SupersedeConfig(),
     vectors: dict | None = None,
+    resolver=None,
 ) -> list[Revision]:
     """``supersede`` rows linking each new revision to the live records of its attribute.
     ``vectors``: revision id -> its (d,) vector, to compare only the ``candidates`` closest
-    statements of a subject."""
+    statements of a subject; ``resolver``: an :class:`~qortex_core.memory.resolve.LLMResolver`
+    that decides each candidate pair whose attribute score reaches its ``ask_floor`` (None:
+    the offline test alone)."""
     index.sync(state)
     out: list[Revision] = []
     now = utc_now()
@@ -243,9 +246,22 @@ def link_revisions(
         for rid in near:
             facet = theirs[rid] if rid in theirs else mine[batch[rid].text]
             kin = index.kin(new.statement, facet.statement)
-            if same_attribute(new, facet, rev.text, config, kin):
+            same = same_attribute(new, facet, rev.text, config, kin)
+            if resolver is not None:
+                same = _resolved(resolver, same, facet, new, rev.text, state, batch, rid, config)
+            if same:
                 out.append(_link(rid, rev, now, writer))
     return out
+
+
+def _resolved(resolver, offline: bool, old: Facet, new: Facet, text: str, state, batch, rid,
+              config: SupersedeConfig) -> bool:  # fmt: skip
+    """The resolver's decision for one pair (the offline one below its floor or on failure)."""
+    if attribute_score(new, old, text, config) < resolver.ask_floor:
+        return offline
+    earlier = batch[rid].text if rid in batch else state.current[rid]["text"]
+    answer = resolver.same_attribute(earlier, text)
+    return offline if answer is None else answer
 
 
 def _link(rid: str, rev: Revision, now: str, writer: str) -> Revision:
@@ -259,17 +275,20 @@ def _link(rid: str, rev: Revision, now: str, writer: str) -> Revision:
 class Supersession:
     """One memory's supersession: its facets, subject index and folded timeline."""
 
-    def __init__(self, embedder, config: SupersedeConfig = SupersedeConfig()) -> None:
+    def __init__(
+        self, embedder, config: SupersedeConfig = SupersedeConfig(), resolver=None
+    ) -> None:
         self.facets = FacetStore(embedder)
         self.index = SubjectIndex()
         self.timelines = TimelineCache()
         self.config = config
+        self.resolver = resolver  # an LLM resolve step, when configured
 
     def link_rows(self, state, revisions: Sequence[Revision], writer: str, dim: int, vectors=None):
         """The ``supersede`` rows for ``revisions`` as table rows of width ``dim`` (None: none);
         ``vectors``: revision id -> (d,) vector."""
         links = link_revisions(
-            state, self.facets, self.index, revisions, writer, self.config, vectors
+            state, self.facets, self.index, revisions, writer, self.config, vectors, self.resolver
         )
         if not links:
             return None
