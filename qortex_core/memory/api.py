@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import builtins
 import time as clock
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from qortex_core.errors import RecordError, SnapshotError
-from qortex_core.memory.fresh import FreshConfig, MemoryState, in_window, record_from_row
+from qortex_core.memory.fresh import MemoryState, in_window, record_from_row
 from qortex_core.memory.graph_methods import GraphMethods
 from qortex_core.memory.metadata import clean_source
+from qortex_core.memory.options import MemoryOptions
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
@@ -44,31 +45,12 @@ from qortex_core.memory.revise import (
     row_metadata,
 )
 from qortex_core.memory.supersede import Supersession
-from qortex_core.redact import RedactionConfig
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import LanceStore, default_home
 from qortex_core.storage.tenants import tenant_home, validate_tenant
 
 MAX_LIST = 10_000
-
-
-@dataclass(frozen=True)
-class MemoryOptions:
-    """Attributes:
-    channel: who writes, recorded in each revision (library, cli, mcp).
-    redaction: secrets removed from written text, as on the file path.
-    fresh: fresh-tier refresh and lexical settings.
-    snapshot_check_s: the ``LATEST`` pointer is checked at most this often.
-    resolver: an LLM resolve step for supersession (:mod:`qortex_core.memory.resolve`); None:
-        the environment's (``QORTEX_SUPERSEDE_RESOLVE=llm``), else offline.
-    """
-
-    channel: str = "library"
-    redaction: RedactionConfig = RedactionConfig()
-    fresh: FreshConfig = FreshConfig()
-    snapshot_check_s: float = 0.2
-    resolver: object | None = None
 
 
 class Memory(GraphMethods):
@@ -92,10 +74,7 @@ class Memory(GraphMethods):
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
-        from qortex_core.memory.resolve import from_env
-
-        resolver = options.resolver if options.resolver is not None else from_env()
-        self.supersession = Supersession(lambda: self.embedder, resolver=resolver)
+        self.supersession = Supersession(lambda: self.embedder, resolver=options.resolver)
 
     @property
     def embedder(self):

@@ -282,7 +282,11 @@ class Supersession:
         self.index = SubjectIndex()
         self.timelines = TimelineCache()
         self.config = config
-        self.resolver = resolver  # an LLM resolve step, when configured
+        if resolver is None:  # the environment's (QORTEX_SUPERSEDE_RESOLVE=llm), else offline
+            from qortex_core.memory.resolve import from_env
+
+            resolver = from_env()
+        self.resolver = resolver
 
     def link_rows(self, state, revisions: Sequence[Revision], writer: str, dim: int, vectors=None):
         """The ``supersede`` rows for ``revisions`` as table rows of width ``dim`` (None: none);
