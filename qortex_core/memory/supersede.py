@@ -123,34 +123,47 @@ class SubjectIndex:
     with a memory state."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self._texts: dict[str, str] = {}
         self._statements: dict[str, Statement] = {}
-        self._by_word: dict[str, set[str]] = {}
+        self._by_word: dict[str, set[frozenset[str]]] = {}  # word -> subjects holding it
+        self._by_subject: dict[tuple[frozenset[str], bool], set[str]] = {}  # -> records
         self._held: dict[str, dict[str, int]] = {}  # frame -> value phrase -> live records
         self._frames: dict[str, dict[str, int]] = {}  # value phrase -> frame -> live records
         self._named: dict[str, int] = {}  # named subjects as phrases -> live records
         self._at: tuple[int, int] | None = None  # the state (id, generation) last synced
+        self._seen = (0, 0)  # (id of the state, its rows absorbed) at the last sync
 
     def sync(self, state) -> None:
-        """Index the state's live records (only those new or changed since the last sync)."""
+        """Index the state's live records (only those whose rows arrived since the last sync)."""
         if self._at == (id(state), state.generation):
             return
         self._at = (id(state), state.generation)
-        live = set(state.live_ids)
-        for rid in [r for r in self._texts if r not in live]:
-            self._drop(rid)
-        for rid in live:
-            text = state.current[rid]["text"]
+        if self._seen[0] != id(state):
+            self._reset()  # another state: index it whole
+            self._at = (id(state), state.generation)
+        changed, count = state.changed_since(self._seen[1])
+        self._seen = (id(state), count)
+        for rid in changed:
+            text = state.current[rid]["text"] if state.is_live(rid) else None
             if self._texts.get(rid) != text:
                 self._drop(rid)
-                self._texts[rid] = text
-                if not is_statement(text):
-                    continue
-                statement = parse(text)
-                self._statements[rid] = statement
-                for word in statement.subject:
-                    self._by_word.setdefault(word, set()).add(rid)
-                self._count(statement, 1)
+                if text is not None:
+                    self._add(rid, text)
+
+    def _add(self, rid: str, text: str) -> None:
+        self._texts[rid] = text
+        if not is_statement(text):
+            return
+        statement = parse(text)
+        self._statements[rid] = statement
+        key = (statement.subject, statement.named)
+        self._by_subject.setdefault(key, set()).add(rid)
+        for word in statement.subject:
+            self._by_word.setdefault(word, set()).add(statement.subject)
+        self._count(statement, 1)
 
     def _count(self, statement: Statement, step: int) -> None:
         shape = frame(statement)
@@ -163,9 +176,8 @@ class SubjectIndex:
     def _drop(self, rid: str) -> None:
         statement = self._statements.pop(rid, None)
         self._texts.pop(rid, None)
-        for word in statement.subject if statement else ():
-            self._by_word.get(word, set()).discard(rid)
         if statement is not None:
+            self._by_subject.get((statement.subject, statement.named), set()).discard(rid)
             self._count(statement, -1)
 
     def kin(self, new: Statement, old: Statement) -> bool:
@@ -188,10 +200,15 @@ class SubjectIndex:
         """Frames that held any of ``phrases``."""
         return {shape for p in phrases for shape in self._frames.get(p, ())}
 
-    def same_subject(self, statement: Statement) -> list[str]:
-        """Live records about the subject of ``statement``, sorted."""
-        near = set().union(*(self._by_word.get(w, set()) for w in statement.subject))
-        return sorted(r for r in near if same_subject(statement, self._statements[r]))
+    def same_subject(self, statement: Statement) -> set[str]:
+        """Live records about the subject of ``statement``."""
+        subjects = set().union(*(self._by_word.get(w, set()) for w in statement.subject))
+        out: set[str] = set()
+        for subject in subjects:
+            records = self._by_subject.get((subject, statement.named))
+            if records and same_subject(statement, self._statements[next(iter(records))]):
+                out |= records
+        return out
 
 
 def _bump(counts: dict[str, int], key: str, step: int) -> None:
@@ -201,13 +218,15 @@ def _bump(counts: dict[str, int], key: str, step: int) -> None:
 
 
 def _closest(ids: list[str], vector, vector_of, limit: int) -> list[str]:
-    """The ``limit`` of ``ids`` whose vectors (``vector_of``) are closest to ``vector`` (all
-    when there are no more, or no vector to compare)."""
+    """The ``limit`` of ``ids`` whose vectors (``vector_of``) are closest to ``vector``, sorted
+    (all when there are no more, or no vector to compare)."""
+    ids = sorted(ids)
     if len(ids) <= limit or vector is None:
         return ids
-    known = [(r, vector_of(r)) for r in ids]
-    score = {r: float(v @ vector) if v is not None else -2.0 for r, v in known}
-    return sorted(ids, key=lambda r: (-score[r], r))[:limit]
+    dim = vector.shape[0]
+    stacked = np.stack([v if (v := vector_of(r)) is not None else np.zeros(dim) for r in ids])
+    order = np.argsort(-(stacked @ vector), kind="stable")[:limit]  # (limit,)
+    return sorted(ids[i] for i in order)
 
 
 def link_revisions(
