@@ -249,18 +249,24 @@ def link_revisions(
     out: list[Revision] = []
     now = utc_now()
     written = [r for r in revisions if r.op in ("remember", "update") and is_statement(r.text)]
-    mine = dict(zip([r.text for r in written], facets.facets([r.text for r in written])))
+    said = {r.text: parse(r.text) for r in written}
     vectors = vectors or {}
     batch = {r.id: r for r in written}
 
     def vector_of(rid: str):
         return vectors.get(rid) if rid in batch else state.vector_of(rid)
 
+    pools = []  # (revision, its candidates): only these statements are embedded as facets
     for i, rev in enumerate(written):
+        near = [r for r in index.same_subject(said[rev.text]) if r != rev.id and r not in batch]
+        near += [o.id for o in written[:i] if same_subject(said[rev.text], said[o.text])]
+        if near:
+            pools.append((rev, _closest(near, vectors.get(rev.id), vector_of, config.candidates)))
+    texts = sorted({rev.text for rev, _ in pools} | {batch[r].text for _, n in pools for r in n
+                                                    if r in batch})  # fmt: skip
+    mine = dict(zip(texts, facets.facets(texts)))
+    for rev, near in pools:
         new = mine[rev.text]
-        near = [r for r in index.same_subject(new.statement) if r != rev.id and r not in batch]
-        near += [o.id for o in written[:i] if same_subject(new.statement, mine[o.text].statement)]
-        near = _closest(near, vectors.get(rev.id), vector_of, config.candidates)
         old = [r for r in near if r not in batch]
         theirs = dict(zip(old, facets.facets([state.current[r]["text"] for r in old])))
         made = 0
