@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Sequence
 
 import numpy as np
@@ -45,6 +46,7 @@ from qortex_core.storage import ids
 from qortex_core.storage.store import arrow_to_vectors
 
 LINK_PREFIX = "s_"
+_MAX_SUBSET_WORDS = 6  # subjects of more words are matched whole or by the words they hold
 _CHANGE = re.compile(
     r"\b(now|no longer|anymore|instead|new|newly|switched|changed|moved|update|updated|"
     r"replaced|became|becomes)\b",
@@ -202,8 +204,15 @@ class SubjectIndex:
         return {shape for p in phrases for shape in self._frames.get(p, ())}
 
     def same_subject(self, statement: Statement) -> set[str]:
-        """Live records about the subject of ``statement``."""
-        subjects = set().union(*(self._by_word.get(w, set()) for w in statement.subject))
+        """Live records about the subject of ``statement``: subjects within it (each subset
+        of its words) or holding it (those holding its rarest word and every other)."""
+        words = sorted(statement.subject)
+        subjects: set[frozenset[str]] = {statement.subject}
+        if len(words) <= _MAX_SUBSET_WORDS:
+            subjects |= {frozenset(c) for n in range(1, len(words)) for c in combinations(words, n)}
+        holders = sorted((self._by_word.get(w, set()) for w in words), key=len)
+        if holders:
+            subjects |= holders[0].intersection(*holders[1:])
         out: set[str] = set()
         for subject in subjects:
             records = self._by_subject.get((subject, statement.named))

@@ -10,6 +10,8 @@ has read the same rows computes the same timeline, whatever order it read them i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from qortex_core.memory.statements import parse, same_value
 
@@ -27,20 +29,34 @@ class Validity:
 
 @dataclass
 class Timeline:
-    """``Validity`` of every live written record that some later record superseded, and the
-    event time of every live record."""
+    """``Validity`` of every live written record that some later record superseded; the event
+    time of any live record is read from ``state`` when asked."""
 
     closed: dict[str, Validity] = field(default_factory=dict)
-    starts: dict[str, str] = field(default_factory=dict)
+    state: Any = None
+    _starts: dict[str, str] | None = None
+
+    def start(self, rid: str) -> str | None:
+        """The event time of live record ``rid`` (None: not live)."""
+        state = self.state
+        return _start(state, rid) if state is not None and state.is_live(rid) else None
+
+    @property
+    def starts(self) -> dict[str, str]:
+        """The event time of every live record (read once, when first asked)."""
+        if self._starts is None:
+            live = self.state.live_ids if self.state is not None else []
+            self._starts = {r: _start(self.state, r) for r in live}
+        return self._starts
 
     def validity(self, rid: str) -> Validity:
         """The validity of record ``rid`` (open-ended when nothing superseded it)."""
-        return self.closed.get(rid) or Validity(self.starts.get(rid))
+        return self.closed.get(rid) or Validity(self.start(rid))
 
     def predecessors(self, rid: str) -> list[str]:
         """Records that ``rid`` superseded, oldest first."""
         return sorted((r for r, v in self.closed.items() if v.superseded_by == rid),
-                      key=lambda r: (self.starts.get(r, ""), r))  # fmt: skip
+                      key=lambda r: (self.start(r) or "", r))  # fmt: skip
 
     def superseded(self) -> frozenset[str]:
         """Records some later record superseded."""
@@ -67,8 +83,8 @@ def _iso_second(created_at: str) -> str:
     return created_at[:19] + "Z"
 
 
-def _chains(state, live: set[str]) -> list[list[str]]:
-    """Linked live records grouped (union-find over the link rows)."""
+def _chains(state, links) -> list[list[str]]:
+    """Linked live records grouped (union-find over the link pairs)."""
     parent: dict[str, str] = {}
 
     def root(x: str) -> str:
@@ -77,11 +93,8 @@ def _chains(state, live: set[str]) -> list[list[str]]:
             x = parent[x]
         return x
 
-    for rid, row in state.current.items():
-        if row["op"] != LINK_OP or not row["target"]:
-            continue
-        a, _, b = row["target"].partition(" ")
-        if a in live and b in live:
+    for a, b in links:
+        if state.is_live(a) and state.is_live(b):
             parent.setdefault(a, a)
             parent.setdefault(b, b)
             parent[root(a)] = root(b)
@@ -91,31 +104,61 @@ def _chains(state, live: set[str]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def fold_timeline(state) -> Timeline:
-    """The timeline of a memory state (see the module docstring)."""
-    live = {r for r in state.live_ids}
-    starts = {r: _start(state, r) for r in live}
-    closed: dict[str, Validity] = {}
-    for chain in _chains(state, live):
+def link_pairs(state) -> list[tuple[str, str]]:
+    """The record pairs of every ``supersede`` row of ``state``."""
+    return [p for row in state.current.values() if (p := _pair(row)) is not None]
+
+
+def _pair(row: dict) -> tuple[str, str] | None:
+    if row["op"] != LINK_OP or not row["target"]:
+        return None
+    a, _, b = row["target"].partition(" ")
+    return a, b
+
+
+@lru_cache(maxsize=1 << 16)
+def _said(text: str):
+    return parse(text)
+
+
+def fold_timeline(state, links=None) -> Timeline:
+    """The timeline of a memory state (see the module docstring); ``links``: its link pairs
+    (None: read from the state)."""
+    timeline = Timeline(state=state)
+    for chain in _chains(state, link_pairs(state) if links is None else links):
+        starts = {r: _start(state, r) for r in chain}
         chain.sort(key=lambda r: (starts[r], r))
-        said = {r: parse(state.current[r]["text"]) for r in chain}
+        said = {r: _said(state.current[r]["text"]) for r in chain}
         for i, rid in enumerate(chain):
             for later in chain[i + 1 :]:
                 if starts[later] > starts[rid] and not same_value(said[later], said[rid]):
-                    closed[rid] = Validity(starts[rid], starts[later], later)
+                    timeline.closed[rid] = Validity(starts[rid], starts[later], later)
                     break
-    return Timeline(closed, starts)
+    return timeline
 
 
 class TimelineCache:
-    """The timeline of one state, folded again only when the state changed."""
+    """The timeline of one state, folded again only when the state changed, from the link
+    rows gathered as they arrive (a write reads only the rows it added)."""
 
     def __init__(self) -> None:
         self._at: tuple[int, int] | None = None
         self._timeline = Timeline()
+        self._links: dict[str, tuple[str, str]] = {}  # link row id -> its pair
+        self._seen = (0, 0)  # (id of the state, its rows absorbed)
 
     def of(self, state) -> Timeline:
         key = (id(state), state.generation)
         if self._at != key:
-            self._timeline, self._at = fold_timeline(state), key
+            if self._seen[0] != id(state):
+                self._links, self._seen = {}, (id(state), 0)
+            changed, count = state.changed_since(self._seen[1])
+            self._seen = (id(state), count)
+            for rid in changed:
+                pair = _pair(state.current[rid])
+                if pair is None:
+                    self._links.pop(rid, None)
+                else:
+                    self._links[rid] = pair
+            self._timeline, self._at = fold_timeline(state, list(self._links.values())), key
         return self._timeline
