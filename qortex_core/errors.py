@@ -33,6 +33,10 @@ class RecognitionError(QortexError):
     """The LLM recognition filter failed after its retries (the message never holds the API key)."""
 
 
+class FormatError(QortexError):
+    """Serialised data (a result or record's ``to_dict()`` form) does not have its type's shape."""
+
+
 class StorageError(QortexError):
     """The machine refused a read or write: no space left, a read-only filesystem, an I/O error.
 

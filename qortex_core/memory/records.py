@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import RecordError
+from qortex_core.jsonable import JsonRecord
 from qortex_core.memory.metadata import clean_metadata
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
@@ -34,7 +35,7 @@ GONE = ("forget", "merged")  # ops that take a record out of search
 
 
 @dataclass(frozen=True)
-class MemoryRecord:
+class MemoryRecord(JsonRecord):
     """A memory as it stands now.
 
     Attributes:
@@ -65,7 +66,7 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True)
-class Revision:
+class Revision(JsonRecord):
     """One row of a record's history: what was written, when and by whom."""
 
     id: str

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.documents import DOCUMENTS
+from qortex_core.jsonable import JsonRecord
 from qortex_core.memory.records import MEMORIES
 from qortex_core.storage.store import (
     EXTRACTIONS,
@@ -54,7 +55,7 @@ TABLES = (DOCUMENTS, EXTRACTIONS, MEMORIES, FEEDBACK_EVENTS, FACTORS)  # the ord
 
 
 @dataclass(frozen=True)
-class ExportReport:
+class ExportReport(JsonRecord):
     """What :func:`export_home` wrote: rows per table, the file and its size in bytes."""
 
     path: str
