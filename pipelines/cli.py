@@ -208,9 +208,7 @@ def _ask(args: argparse.Namespace):
 def cmd_query(args: argparse.Namespace) -> int:
     result = _ask(args)
     if args.json:
-        from dataclasses import asdict
-
-        print(json_text(asdict(result), indent=2))
+        print(json_text(result.to_dict(), indent=2))
         return 0
     if result.no_answer:  # one line: nothing relevant (the reason is in the note)
         print(f"{result.fallback}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from pipelines.output import json_text
@@ -23,7 +22,7 @@ def _memory(args: argparse.Namespace):
 
 def _print_record(record, as_json: bool) -> None:
     if as_json:
-        print(json_text(asdict(record)))
+        print(json_text(record.to_dict()))
         return
     when = f" [{record.time}]" if record.time else ""
     state = " (forgotten)" if record.forgotten else ""
@@ -74,7 +73,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     mem = _memory(args)
     revisions = mem.history(args.id)
     if args.json:
-        print(json_text([asdict(r) for r in revisions]))
+        print(json_text([r.to_dict() for r in revisions]))
         return 0
     for r in revisions:
         extra = f" -> {r.target}" if r.target and r.op in ("merge", "merged") else ""
@@ -104,7 +103,7 @@ def cmd_memories(args: argparse.Namespace) -> int:
         include_superseded=args.include_superseded,
     )  # fmt: skip
     if args.json:
-        print(json_text([asdict(r) for r in records]))
+        print(json_text([r.to_dict() for r in records]))
         return 0
     for record in records:
         _print_record(record, False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 
 from pipelines.output import json_text
 
@@ -117,7 +116,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
     infos = list_snapshots(_home(args))
     if args.json:
-        print(json_text([asdict(i) for i in infos], indent=2))
+        print(json_text([i.to_dict() for i in infos], indent=2))
         return 0
     if not infos:
         print("no snapshots published (run `qortex ingest`)")
@@ -143,7 +142,7 @@ def cmd_snapshots_prune(args: argparse.Namespace) -> int:
 
         report, _why = purge_home(home, keep)
     if args.json:
-        print(json_text(asdict(report)))
+        print(json_text(report.to_dict()))
     else:
         print(
             f"kept {len(report.kept)} snapshot(s), removed {len(report.removed)}; optimized "

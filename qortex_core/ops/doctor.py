@@ -59,6 +59,8 @@ class DoctorReport(JsonRecord):
     checks: tuple[Check, ...]
     tables: dict[str, int]
 
+    json_extras = ("healthy",)  # to_dict() adds it
+
     @property
     def healthy(self) -> bool:
         return all(c.ok for c in self.checks)
