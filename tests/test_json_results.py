@@ -110,7 +110,8 @@ def test_times_are_iso_and_extras_are_written(instances) -> None:
 
 def test_non_finite_numbers_become_null() -> None:
     hit = ConceptHit("c_1", "Lune", float("nan"))
-    assert json.dumps(hit.to_dict(), allow_nan=False) == '{"id": "c_1", "name": "Lune", "score": null}'
+    text = json.dumps(hit.to_dict(), allow_nan=False)
+    assert text == '{"id": "c_1", "name": "Lune", "score": null}'
 
 
 def test_bad_data_is_one_format_error() -> None:
@@ -119,14 +120,13 @@ def test_bad_data_is_one_format_error() -> None:
     with pytest.raises(FormatError, match=r"QueryResult.passages\[0\]: expected an object"):
         QueryResult.from_dict({"query": "q", "mode": "dense", "snapshot": "", "passages": [3]})
     with pytest.raises(FormatError, match="expected an ISO 8601 time"):
-        FeedbackEvent.from_dict(dict(instances_event(), ts="soon"))
+        FeedbackEvent.from_dict(dict(EVENT, ts="soon"))
 
 
-def instances_event() -> dict:
-    return {
-        "event_id": "e", "query_id": "q_1", "result_id": "p_1", "kind": "accepted",
-        "concept_ids": ["c_1"], "ts": "2026-03-01T09:30:00+00:00",
-    }  # fmt: skip
+EVENT = {
+    "event_id": "e", "query_id": "q_1", "result_id": "p_1", "kind": "accepted",
+    "concept_ids": ["c_1"], "ts": "2026-03-01T09:30:00+00:00",
+}  # fmt: skip
 
 
 def test_json_schema_describes_to_dict() -> None:
