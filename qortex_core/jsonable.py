@@ -17,7 +17,7 @@ import functools
 import math
 import types
 import typing
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, TypeVar, cast
 
 from qortex_core.errors import FormatError
 
@@ -78,14 +78,14 @@ def to_json(value: Any) -> Any:
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
 def _record(cls: type[R], data: Any, where: str) -> R:
     if not isinstance(data, Mapping):
         raise FormatError(f"{where}: expected an object, got {type(data).__name__}")
-    hints = _hints(cls)
+    hints = _hints(cast(Any, cls))
     values = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if not f.init:
