@@ -58,13 +58,15 @@ def _json_arg(text: str) -> dict:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    record = _memory(args).update(args.id, args.text, time=args.time)
+    record = _memory(args).update(
+        args.id, args.text, time=args.time, expected_revision=args.expected_revision
+    )
     _print_record(record, args.json)
     return 0
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    record = _memory(args).forget(args.id)
+    record = _memory(args).forget(args.id, expected_revision=args.expected_revision)
     _print_record(record, args.json) if args.json else print(f"forgot {record.id}")
     return 0
 
@@ -144,6 +146,16 @@ def _common(p: argparse.ArgumentParser, as_json: bool = True) -> None:
         p.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _expected_revision(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--expected-revision",
+        type=int,
+        metavar="N",
+        help="write only if N is still the memory's newest revision (else exit 2, nothing "
+        "written)",
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("remember", help="store a memory (searchable at once)")
     r.add_argument("text")
@@ -160,11 +172,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     u.add_argument("text")
     u.add_argument("--time", help="new event time, ISO 8601 (default: keep)")
+    _expected_revision(u)
     _common(u)
     u.set_defaults(func=cmd_update)
 
     f = sub.add_parser("forget", help="take a memory or a file's passage out of search")
     f.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
+    _expected_revision(f)
     _common(f)
     f.set_defaults(func=cmd_forget)
 
