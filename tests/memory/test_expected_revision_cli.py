@@ -1,4 +1,4 @@
-"""``qortex update|forget --expected-revision N``: a stale revision is one line, exit 2, no write."""
+"""``qortex update|forget --expected-revision N``: a stale one is one line, exit 2, no write."""
 
 from __future__ import annotations
 
