@@ -223,6 +223,8 @@ SLOW_MODULES = {
     "pipelines/test_failure_budget.py",
     "pipelines/test_mcp.py",
     "pipelines/test_mcp_memory.py",
+    "pipelines/test_mcp_http.py",
+    "pipelines/test_mcp_tools.py",
     "pipelines/test_one_home.py",
     "pipelines/test_pipeline_assets.py",
     "pipelines/test_pipeline_cli.py",
