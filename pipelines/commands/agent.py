@@ -151,8 +151,7 @@ def _expected_revision(p: argparse.ArgumentParser) -> None:
         "--expected-revision",
         type=int,
         metavar="N",
-        help="write only if N is still the memory's newest revision (else exit 2, nothing "
-        "written)",
+        help="write only if N is still the memory's newest revision (else exit 2, nothing written)",
     )
 
 

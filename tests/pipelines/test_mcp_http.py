@@ -9,7 +9,6 @@ tenant's memory.
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 
 import anyio
 import httpx2
