@@ -270,6 +270,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_home(pr, nested=True)
     pr.set_defaults(func=cmd_snapshots_prune)
 
+    _register_mcp(sub)
+
+
+def _register_mcp(sub: argparse._SubParsersAction) -> None:
     mc = sub.add_parser(
         "mcp",
         help="serve the memory (query, remember, list, graph, consolidate...) as MCP over stdio "
