@@ -197,6 +197,8 @@ def report(tally: Tally, seconds: float, config: LoadConfig, listen_s: float) ->
         "own_tenant_reads": tally.own_reads,
         "cross_tenant_reads": tally.cross_tenant_reads,
         "server_listening_s": round(listen_s, 2),
+        "cpus": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
