@@ -206,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
     )  # stderr: our progress lines and one error line only
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line printed) or --help
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     if getattr(args, "extractor", "x") is None:
         # recorded LLM output when there is some: --openie, or LoCoMo files' observations
         args.extractor = "recorded" if args.openie or getattr(args, "locomo", None) else "offline"
