@@ -25,6 +25,7 @@ from qortex_core.errors import RecordError
 from qortex_core.memory.metadata import clean_metadata
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
+from qortex_core.storage.record_lock import is_local
 from qortex_core.storage.store import LanceStore, vectors_to_arrow
 
 MEMORIES = "memories"
@@ -176,10 +177,18 @@ class MemoryTable:
 
     def append(self, rows: pa.Table) -> None:
         """Append rows durably (the call returns after Lance committed them), with the JSON
-        copy of their metadata. The caller holds the records lock: a table written before that
-        column existed is first rewritten with it (once, as a purge rewrites it)."""
+        copy of their metadata. The caller holds the records lock: a local table written before
+        that column existed is first rewritten with it (once, as a purge rewrites it); one in
+        an object store, where that lock is not held, stays as it is (filters then read the
+        metadata in Python)."""
         handle = self._open()
+        if handle is not None:
+            handle.checkout_latest()  # another process may have upgraded it, or appended
         if handle is not None and JSON_COLUMN not in handle.schema.names:
+            if not is_local(self.store.config.home):
+                kept = [c for c in rows.column_names if c != JSON_COLUMN]
+                self.store.append(MEMORIES, rows.select(kept))
+                return
             self.store.replace(MEMORIES, with_json_column(handle.to_arrow()))
             self._handle = None
             self._ensure_fts()
