@@ -23,7 +23,7 @@ class StageProgress:
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         stream = self.stream or sys.stderr
-        tty = self.tty if self.tty is not None else _is_tty(stream)
+        tty = self.tty if self.tty is not None else terminal(stream)
         if tty:
             self._bar(stream, stage, done, total)
         else:
@@ -59,7 +59,8 @@ class StageProgress:
                 bar.close()  # type: ignore[attr-defined]
 
 
-def _is_tty(stream: TextIO) -> bool:
+def terminal(stream: TextIO) -> bool:
+    """True when ``stream`` is a terminal."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # a closed or stream-like object

@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 
-from dagster import DagsterEventType, logger
+from dagster import DagsterEventType, Field, logger
 
 from pipelines.bars import StageProgress
 from qortex_core.ingest.stages import STAGE_NAMES
@@ -57,13 +57,21 @@ def _event_line(event, step: str, message: str) -> str | None:
     return None
 
 
-@logger(description="compact progress on stderr")
-def stderr_progress(_init_context) -> logging.Logger:
+@logger(
+    config_schema={"bars": Field(bool, is_required=False, default_value=False)},
+    description="compact progress on stderr (bars: with rate and ETA, for a terminal)",
+)
+def stderr_progress(init_context) -> logging.Logger:
+    """The progress logger; ``bars`` is decided by the process that started the run (a step's
+    own stderr is Dagster's capture, never the terminal)."""
     log = logging.getLogger("qortex.ingest.progress")
     log.setLevel(logging.DEBUG)
     log.propagate = False
     if not log.handlers:
         log.addHandler(_StderrProgress())
+    for handler in log.handlers:
+        if isinstance(handler, _StderrProgress):
+            handler.stages.tty = bool((init_context.logger_config or {}).get("bars", False))
     return log
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Mapping
 
 from dagster import DagsterEventType, DagsterInstance
 
+from pipelines.bars import terminal
 from pipelines.definitions import build_definitions
 from pipelines.executed import Spread, executed
 from pipelines.instance_path import check_dagster_home
@@ -314,7 +316,8 @@ def run_ingest(
     chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(env, resources=chosen, loggers=LOGGERS)
-    run_config = {"loggers": {chosen_logger: {}}}
+    bars = {"config": {"bars": terminal(sys.stderr)}} if progress else {}
+    run_config = {"loggers": {chosen_logger: bars}}
     what = "qortex ingest" if source is not None else "qortex consolidate"
     spread = Spread.of(settings, store.home, store.snapshot_home, source, bool(resources))
     with _locked(home, what), instance_storage(Path(dagster_home)):

@@ -224,3 +224,17 @@ def test_the_ingest_log_draws_a_bar_on_a_terminal():
         record.dagster_meta = {"step_key": "embeddings", "orig_message": f"embed: {done}/100"}
         handler.emit(record)
     assert "embeddings: embed" in stream.getvalue() and "item/s" in stream.getvalue()
+
+
+def test_an_ingest_started_on_a_terminal_draws_bars(capsys, tmp_path, hashed, monkeypatch):
+    """The run decides (a step's own stderr is Dagster's capture, never the terminal)."""
+    import pipelines.run_local as run_local
+
+    monkeypatch.setattr(run_local, "terminal", lambda stream: True)
+    corpus = tmp_path / "notes.json"
+    corpus.write_text(
+        json.dumps([{"title": f"N{n}", "text": f"Note {n} on pumps."} for n in range(40)])
+    )
+    done = run_cli(capsys, "ingest", corpus, "--home", tmp_path / "home")
+    assert done.code == 0 and done.stdout.startswith("ingested 1 document, 40 passages")
+    assert "extractions: extract: 100%" in done.stderr and "item/s" in done.stderr
