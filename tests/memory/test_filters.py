@@ -192,6 +192,7 @@ def consolidated(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("filters")
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(root / "dagster"))  # unset again after the module
         patch.setenv("QORTEX_EMBEDDER", SPEC)
         patch.setenv("QORTEX_EXTRACTOR", "offline")
         src = root / "src" / "notes"

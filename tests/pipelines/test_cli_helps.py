@@ -35,8 +35,10 @@ LONG = (
 
 
 @pytest.fixture(scope="module")
-def hashed():
+def hashed(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
+        # set here, so that leaving the module unsets it (an ingest exports DAGSTER_HOME)
+        patch.setenv("DAGSTER_HOME", str(tmp_path_factory.mktemp("dagster")))
         patch.setenv("QORTEX_EMBEDDER", SPEC)
         patch.setenv("QORTEX_EXTRACTOR", "offline")
         yield
