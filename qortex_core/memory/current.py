@@ -102,9 +102,10 @@ def current_query(retriever, query: str, top_k: int, moment: tuple[str | None, b
     runs the query for ``depth`` hits (``as_of`` bounds the event time); the hits carry their
     validity and are reranked (:func:`rerank`) down to ``top_k``."""
     from qortex_core.memory.facets import FacetStore
-    from qortex_core.query.validation import MAX_TOP_K
+    from qortex_core.query.validation import MAX_TOP_K, validate_top_k
 
     tier = retriever.fresh
+    validate_top_k(top_k)  # before the pool is widened to a valid depth
     depth = min(top_k * CurrentConfig().depth, MAX_TOP_K)
     if tier is None:
         return ask(top_k, moment[0])
