@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from pipelines.commands.ingest import plural
 from pipelines.output import json_text
 
 
@@ -107,9 +108,16 @@ def cmd_memories(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text([r.to_dict() for r in records]))
         return 0
+    if not records:
+        print("no memories" + (" matching these options" if _narrowed(args) else ""))
     for record in records:
         _print_record(record, False)
     return 0
+
+
+def _narrowed(args: argparse.Namespace) -> bool:
+    """True when ``qortex memories`` was given an option that narrows the listing."""
+    return bool(args.domain or args.since or args.until)
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
@@ -132,9 +140,9 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         print(json_text(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
         return 0
     print(
-        f"consolidated {s['memories']} memories ({s['merged_memories']} merged) beside "
-        f"{s['documents'] - s['memories']} documents -> {s['chunks']} chunks -> "
-        f"snapshot {s['snapshot']}"
+        f"consolidated {plural(s['memories'], 'memory')} ({s['merged_memories']} merged) beside "
+        f"{plural(s['documents'] - s['memories'], 'document')} -> "
+        f"{plural(s['passages'], 'passage')} -> snapshot {s['snapshot']}"
     )
     return 0
 

@@ -115,9 +115,9 @@ class Memory(GraphMethods):
         Raises:
             RecordError: empty, whitespace-only or > 1 MB text, a bad time, domain or metadata.
         """
-        return self.remember_many(
-            [text], time=time, source=source, domain=domain, metadata=metadata
-        )[0]
+        kept = self.remember_many([text], time=time, source=source, domain=domain,
+                                  metadata=metadata)  # fmt: skip
+        return kept[0]
 
     def remember_many(
         self,
@@ -328,25 +328,25 @@ class Memory(GraphMethods):
         min_relevance: float | None = None,
         as_of: object = None,
         include_superseded: bool = False,
+        filters: dict | None = None,
     ):
         """Today's query over the snapshot and the fresh tier: what is true now, or ``as_of``;
         a :class:`~qortex_core.query.retriever.QueryResult` (each passage says its ``tier``).
+        ``filters``: only memories whose metadata passes them (:mod:`qortex_core.query.filters`:
+        ``{"user": "ann", "topic": ["a", "b"], "score": {"gte": 3}}``), before the top ``top_k``.
 
         Raises:
-            QueryError: a bad query, top_k, mode or domain; RecordError: a bad time.
+            QueryError: a bad query, top_k, mode, domain or filter; RecordError: a bad time.
         """
         from qortex_core.memory.search import search_memory
 
         return search_memory(self, query, top_k, mode, (since, until), domain, profile,
-                             min_relevance, (as_of, include_superseded))  # fmt: skip
+                             min_relevance, (as_of, include_superseded), filters)  # fmt: skip
 
     def feedback(
-        self,
-        query_id: str,
-        accepted: Sequence[str] = (),
-        rejected: Sequence[str] = (),
+        self, query_id: str, accepted: Sequence[str] = (), rejected: Sequence[str] = (),
         partial: Sequence[str] = (),
-    ):
+    ):  # fmt: skip
         """Judge results of an earlier :meth:`search` (see ``Retriever.feedback``)."""
         retriever = self.retriever()
         if retriever is None:

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.jsonable import JsonRecord
-from qortex_core.memory.records import MEMORIES
+from qortex_core.memory.records import JSON_COLUMN, MEMORIES
 from qortex_core.storage.store import (
     EXTRACTIONS,
     FACTORS,
@@ -93,7 +93,8 @@ def table_rows(store: LanceStore, name: str) -> Iterator[dict]:
     if name == MEMORIES:
         dim = table.schema.field("vector").type.list_size
         vectors = arrow_to_vectors(table["vector"], dim)  # (n, d)
-        table = table.drop_columns(["vector"])
+        derived = [c for c in ("vector", JSON_COLUMN) if c in table.column_names]
+        table = table.drop_columns(derived)  # the JSON copy of the metadata is made on import
     for i, row in enumerate(table.to_pylist()):
         out = {k: _iso(v) for k, v in row.items()}
         if vectors is not None:
