@@ -65,6 +65,14 @@ def query_tool(caller: Caller, max_text_chars: int) -> Tool:
         include_superseded: Annotated[
             bool, Field(description="Also return statements a later one superseded.")
         ] = False,
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="Only memories whose metadata match: {key: value} equality, "
+                '{key: [a, b]} or {key: {"in": [...]}} one of, {key: {"gte": x, "lt": y}} a '
+                "range of numbers or ISO times; every key must hold."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Retrieve passages, concepts and rules for a query (what is true now, or as_of a
         time); each passage has valid_from, valid_until and superseded_by; returns a query_id
@@ -74,7 +82,7 @@ def query_tool(caller: Caller, max_text_chars: int) -> Tool:
             memory.search(
                 query, top_k=top_k, mode=mode, since=since, until=until, domain=domains or None,
                 profile=profile, min_relevance=min_relevance, as_of=as_of,
-                include_superseded=include_superseded,
+                include_superseded=include_superseded, filters=filters,
             )
         )  # fmt: skip
         return shortened(result.to_dict(), max_text_chars)

@@ -51,6 +51,12 @@ async def _explore(session: ClientSession, out: dict) -> None:
     made = await call("qortex_remember", {"text": "Orlan Vesk keeps a violin in Velmora.",
                                           "metadata": {"session": "s-7", "turn": 2}})  # fmt: skip
     rid = made.structured_content["id"]
+    await call("qortex_remember", {"text": "Orlan Vesk keeps a flute in Velmora.",
+                                   "metadata": {"session": "s-8", "turn": 5}})  # fmt: skip
+    ask = {"query": "What does Orlan Vesk keep in Velmora?", "top_k": 1, "mode": "dense"}
+    out["filtered"] = await call("qortex_query", dict(ask, filters={"session": "s-7"}))
+    out["ranged"] = await call("qortex_query", dict(ask, filters={"turn": {"gte": 3}}))
+    out["bad_filter"] = await call("qortex_query", dict(ask, filters={"turn": {"near": 3}}))
     out["get"] = await call("qortex_get", {"id": rid})
     out["update"] = await call("qortex_update", {"id": rid, "text": "Orlan Vesk keeps a cello "
                                "in Velmora.", "expected_revision": 1})  # fmt: skip
@@ -92,13 +98,18 @@ def test_record_and_graph_tools_over_stdio(toy_home):
     out = anyio.run(_session, toy_home, _explore)
     got = out["get"].structured_content
     assert got["metadata"] == {"session": "s-7", "turn": 2} and got["revision"] == 1
+    assert [h["text"] for h in out["filtered"].structured_content["passages"]] == [
+        "Orlan Vesk keeps a violin in Velmora."]  # fmt: skip
+    assert [h["text"] for h in out["ranged"].structured_content["passages"]] == [
+        "Orlan Vesk keeps a flute in Velmora."]  # fmt: skip
+    assert out["bad_filter"].is_error and "near" in out["bad_filter"].content[0].text
     assert out["update"].structured_content["revision"] == 2
     for name in ("stale_update", "stale_forget"):
         text = out[name].content[0].text
         assert out[name].is_error and "expected_revision" in text and "revision 2" in text
         assert "\n" not in text and "Traceback" not in text
     listed = out["list"].structured_content
-    assert listed["count"] == 1 and "cello" in listed["records"][0]["text"]
+    assert listed["count"] == 2 and any("cello" in r["text"] for r in listed["records"])
     assert [r["op"] for r in out["history"].structured_content["revisions"]] == [
         "remember", "update"]  # fmt: skip
     assert out["forget"].structured_content["forgotten"] is True
