@@ -22,6 +22,7 @@ from qortex_core.memory.metadata import clean_source
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
+    MAX_LIST,
     MemoryRecord,
     MemoryTable,
     Revision,
@@ -49,8 +50,6 @@ from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import LanceStore, default_home
 from qortex_core.storage.tenants import tenant_home, validate_tenant
-
-MAX_LIST = 10_000
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from qortex_core.storage.store import LanceStore, vectors_to_arrow
 MEMORIES = "memories"
 DOC_PREFIX = "memory:"  # documents (and so passages) made from a memory record: memory:<record id>
 MAX_TEXT_BYTES = 1_000_000
+MAX_LIST = 10_000  # records one list call returns at most
 _READ_ATTEMPTS = 5  # reads restarted on the newest version when a purge cleaned theirs
 GONE = ("forget", "merged")  # ops that take a record out of search
 JSON_COLUMN = "metadata_json"  # the metadata again, as Lance JSON (JSONB): what filters read

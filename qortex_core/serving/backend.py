@@ -14,12 +14,14 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from qortex_core.embed import Embedder
-from qortex_core.memory.aio import AsyncMemory
+
+if TYPE_CHECKING:  # the memory API loads on the first call, not at server start
+    from qortex_core.memory.aio import AsyncMemory
 
 
 class WarmEmbedder:
@@ -100,6 +102,7 @@ class Tenants:
         return found if found is not None else await asyncio.to_thread(self._open, tenant)
 
     def _open(self, tenant: str) -> AsyncMemory:
+        from qortex_core.memory.aio import AsyncMemory
         from qortex_core.memory.api import Memory, MemoryOptions
 
         with self._lock:

@@ -8,8 +8,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from qortex_core.memory.api import MAX_LIST
-from qortex_core.memory.records import MemoryRecord
+from qortex_core.memory.records import MAX_LIST, MemoryRecord
 from qortex_core.query import modes
 from qortex_core.query.explore_types import GraphPath, Neighborhood
 from qortex_core.query.results import QueryResult

@@ -10,7 +10,7 @@ refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,8 +19,10 @@ from mcp_types import ToolAnnotations
 
 from qortex_core.errors import QortexError, RevisionConflict
 from qortex_core.jsonable import JsonRecord
-from qortex_core.memory.aio import AsyncMemory
 from qortex_core.serving.backend import Tenants
+
+if TYPE_CHECKING:  # the memory API loads on the first call, not at server start
+    from qortex_core.memory.aio import AsyncMemory
 
 T = TypeVar("T")
 
