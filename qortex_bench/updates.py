@@ -6,7 +6,9 @@ question is asked top 10 with no relevance cut-off in the default mode (``as_of`
 pass ``as_of=``), first in the fresh tier, then after consolidation in the graph tier. Measures
 per question kind (``current``, ``as_of``, ``unchanged``), as percentages: gold@1 (the top hit
 is a gold memory), stale@1 (the top hit is a stale one), gold_above_stale (a gold memory is
-retrieved and ranks above every retrieved stale one) and gold@10.
+retrieved and ranks above every retrieved stale one) and gold@10. ``parsed`` repeats the
+``as_of`` questions with their ``asked_at`` and no ``as_of``: the moment read from the question's
+words alone (:mod:`qortex_core.memory.asked_time`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class UpdateQuestion:
     gold: tuple[str, ...]
     stale: tuple[str, ...]
     as_of: str | None = None
+    asked_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def _question(raw: object, known: set[str]) -> UpdateQuestion:
     return UpdateQuestion(
         str(raw.get("id", "")), raw["kind"], raw["question"], tuple(gold), tuple(stale),
         raw.get("as_of") if raw["kind"] == "as_of" else None,
+        raw.get("asked_at") if isinstance(raw.get("asked_at"), str) else None,
     )  # fmt: skip
 
 
@@ -149,15 +153,24 @@ def _write(mem, data: UpdatesFile) -> tuple[dict[str, str], list[float]]:
     return owner, took
 
 
-def _asker(mem, mode: str, as_of: bool) -> Ask:
+def _asker(mem, mode: str, as_of: bool | None) -> Ask:
+    """Ask with ``as_of=`` (True), ``until=`` (False) or neither (None: the question's own
+    words and ``asked_at`` say the moment)."""
+
     def ask(q: UpdateQuestion) -> list[str]:
-        timing = {"as_of": q.as_of} if as_of and q.as_of else {}
-        if not as_of and q.as_of:
+        timing: dict = {"as_of": q.as_of} if as_of and q.as_of else {"asked_at": q.asked_at}
+        if as_of is False and q.as_of:
             timing = {"until": q.as_of}
         result = mem.search(q.text, top_k=TOP_K, mode=mode, min_relevance=0.0, **timing)
         return [h.id for h in result.passages]
 
     return ask
+
+
+def _parsed(data: UpdatesFile, mem, mode: str, ids_of) -> dict:
+    """The ``as_of`` questions asked with ``asked_at`` and no ``as_of``: parsing alone."""
+    only = UpdatesFile(data.path, data.memories, tuple(q for q in data.questions if q.as_of))
+    return ask_all(only, _asker(mem, mode, None), ids_of) if only.questions else {}
 
 
 def _graph_ids(home: Path, owner: dict[str, str]) -> Callable[[str], frozenset[str]]:
@@ -209,13 +222,15 @@ def run_updates(
         owner, took = _write(mem, data)
         note("remember", len(data.memories), len(data.memories))
         direct = {rid: frozenset({fid}) for rid, fid in owner.items()}
-        fresh = {m: ask_all(data, _asker(mem, m, as_of), lambda h: direct.get(h, frozenset()))
-                 for m in modes}  # fmt: skip
+        fresh_ids = lambda h: direct.get(h, frozenset())  # noqa: E731
+        fresh = {m: ask_all(data, _asker(mem, m, as_of), fresh_ids) for m in modes}
+        parsed = {"fresh": _parsed(data, mem, modes[0], fresh_ids)}
         t = time.perf_counter()
         consolidate_home(where, mem.embedder, None, OfflineExtractor())
         consolidate_s = time.perf_counter() - t
         ids_of = _graph_ids(where, owner)
         graph = {m: ask_all(data, _asker(mem, m, as_of), ids_of) for m in modes}
+        parsed["graph"] = _parsed(data, mem, modes[0], ids_of)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -226,6 +241,7 @@ def run_updates(
         "mode": modes[0],
         "as_of": "as_of" if as_of else "until",
         "results": {"fresh": fresh[modes[0]], "graph": graph[modes[0]]},
+        "parsed": parsed,
         "remember_ms_p50": round(statistics.median(took), 2),
         "consolidate_s": round(consolidate_s, 2),
     }

@@ -53,12 +53,14 @@ def _ask_memories(args: argparse.Namespace, filters: dict | None):
 def _ask(args: argparse.Namespace):
     """The query's result: from the latest (or pinned) snapshot and the fresh tier, or from the
     fresh tier alone before the first snapshot."""
+    from qortex_core.memory.asked_time import moment_of
     from qortex_core.memory.current import current_query
     from qortex_core.memory.records import parse_time
     from qortex_core.query.filters import parse_filters
     from qortex_core.query.retriever import Retriever
 
-    moment = (parse_time(args.as_of, "--as-of"), args.include_superseded)  # bad: one line, exit 2
+    as_of = parse_time(args.as_of, "--as-of") or moment_of(args.text)  # bad: one line, exit 2
+    moment = (as_of, args.include_superseded)
     filters = combined(args.filter)
     parse_filters(filters)  # a bad combination: one line, before any model loads
     if _only_memories(args):
@@ -73,6 +75,7 @@ def _ask(args: argparse.Namespace):
             profile=args.profile, since=args.since, until=_earlier(args.until, as_of),
             min_relevance=args.min_relevance, filters=filters,
         ),
+        args.profile,
     )  # fmt: skip
     retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
     if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import builtins
 import time as clock
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from qortex_core.errors import RecordError, SnapshotError
-from qortex_core.memory.fresh import FreshConfig, MemoryState, in_window, record_from_row
+from qortex_core.memory.fresh import MemoryState, in_window, record_from_row
 from qortex_core.memory.graph_methods import GraphMethods
 from qortex_core.memory.metadata import clean_source
+from qortex_core.memory.options import MemoryOptions
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
@@ -45,26 +46,10 @@ from qortex_core.memory.revise import (
     row_metadata,
 )
 from qortex_core.memory.supersede import Supersession
-from qortex_core.redact import RedactionConfig
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import LanceStore, default_home
 from qortex_core.storage.tenants import tenant_home, validate_tenant
-
-
-@dataclass(frozen=True)
-class MemoryOptions:
-    """Attributes:
-    channel: who writes, recorded in each revision (library, cli, mcp).
-    redaction: secrets removed from written text, as on the file path.
-    fresh: fresh-tier refresh and lexical settings.
-    snapshot_check_s: the ``LATEST`` pointer is checked at most this often.
-    """
-
-    channel: str = "library"
-    redaction: RedactionConfig = RedactionConfig()
-    fresh: FreshConfig = FreshConfig()
-    snapshot_check_s: float = 0.2
 
 
 class Memory(GraphMethods):
@@ -88,7 +73,7 @@ class Memory(GraphMethods):
         self._retriever = None
         self._snapshot = ""
         self._checked = float("-inf")
-        self.supersession = Supersession(lambda: self.embedder)
+        self.supersession = Supersession(lambda: self.embedder, resolver=options.resolver)
 
     @property
     def embedder(self):
@@ -328,11 +313,14 @@ class Memory(GraphMethods):
         as_of: object = None,
         include_superseded: bool = False,
         filters: dict | None = None,
+        asked_at: object = None,
     ):
         """Today's query over the snapshot and the fresh tier: what is true now, or ``as_of``;
         a :class:`~qortex_core.query.retriever.QueryResult` (each passage says its ``tier``).
         ``filters``: only memories whose metadata passes them (:mod:`qortex_core.query.filters`:
         ``{"user": "ann", "topic": ["a", "b"], "score": {"gte": 3}}``), before the top ``top_k``.
+        Without ``as_of``, a time the query names ("in October 2023", "last spring", "two years
+        ago", relative to ``asked_at``, default now) is the ``as_of``.
 
         Raises:
             QueryError: a bad query, top_k, mode, domain or filter; RecordError: a bad time.
@@ -340,7 +328,8 @@ class Memory(GraphMethods):
         from qortex_core.memory.search import search_memory
 
         return search_memory(self, query, top_k, mode, (since, until), domain, profile,
-                             min_relevance, (as_of, include_superseded), filters)  # fmt: skip
+                             min_relevance, (as_of, include_superseded), filters,
+                             asked_at)  # fmt: skip
 
     def feedback(
         self, query_id: str, accepted: Sequence[str] = (), rejected: Sequence[str] = (),

@@ -146,6 +146,20 @@ class MemoryState:
             else:
                 self.forgotten_passages.pop(rid, None)
 
+    def vector_of(self, rid: str) -> np.ndarray | None:
+        """The (d,) stored vector of record ``rid``'s newest row (None: unknown)."""
+        return self._vectors.get(rid)
+
+    def changed_since(self, seen: int) -> tuple[set[str], int]:
+        """Ids of the rows absorbed after the first ``seen``, and how many rows are absorbed
+        now (pass it back next time)."""
+        return {r["id"] for r in self._rows[seen:]}, len(self._rows)
+
+    def is_live(self, rid: str) -> bool:
+        """``rid`` is a written record in search (not forgotten or merged away)."""
+        row = self.current.get(rid)
+        return rid.startswith("m_") and row is not None and row["op"] not in GONE
+
     @property
     def live_ids(self) -> list[str]:
         """Written records in search, in the row order of :attr:`vectors`."""

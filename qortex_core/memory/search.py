@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from qortex_core.memory.current import CurrentConfig, rerank, with_validity
+from qortex_core.memory.current import CurrentConfig, by_recency, rerank, with_validity
 from qortex_core.memory.records import parse_time
 from qortex_core.memory.tier import FreshTier
 from qortex_core.query import relevance
@@ -26,13 +26,17 @@ def search_memory(
     min_relevance: float | None,
     moment: tuple = (None, False),
     filters: dict | None = None,
+    asked_at: object = None,
 ):
     """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`.
 
     Without a snapshot the fresh tier answers alone, with the same relevance calibration and
     abstention as the retriever (``no_answer`` when no record reaches ``min_relevance``).
-    ``moment``: (as_of, include_superseded), see :meth:`FreshTier.at`.
+    ``moment``: (as_of, include_superseded), see :meth:`FreshTier.at`; without an as_of, the
+    time the query names, relative to ``asked_at`` (:func:`~qortex_core.memory.asked_time.
+    moment_of`).
     """
+    from qortex_core.memory.asked_time import moment_of
     from qortex_core.query.retriever import validate
     from qortex_core.query.validation import MAX_TOP_K
 
@@ -40,7 +44,8 @@ def search_memory(
     flt = parse_filters(filters)
     window = (parse_time(window[0], "since"), parse_time(window[1], "until", upper=True))
     domains = [domains] if isinstance(domains, str) else (list(domains) if domains else None)
-    moment = (parse_time(moment[0], "as_of"), bool(moment[1]))
+    as_of = parse_time(moment[0], "as_of") or moment_of(query, parse_time(asked_at, "asked_at"))
+    moment = (as_of, bool(moment[1]))
     depth = min(top_k * CurrentConfig().depth, MAX_TOP_K)
     until = _earlier(window[1], moment[0])
     retriever = mem.retriever()
@@ -58,8 +63,8 @@ def search_memory(
         with tier.at(*moment):
             result = _fresh_only(mem, tier, query, depth, mode, (window[0], until), domains,
                                  min_relevance, flt)  # fmt: skip
-    result = with_validity(result, tier)
-    return rerank(result, query, mem.supersession.facets, mem.embedder, top_k)
+    result = rerank(with_validity(result, tier), query, mem.supersession, tier, mem.embedder, top_k)
+    return by_recency(result, profile, mem.home, moment[0])
 
 
 def _earlier(a: str | None, b: str | None) -> str | None:

@@ -39,6 +39,7 @@ _PREPOSITIONS = frozenset(
     "of to in on at by for from with into over under about after before since until during "
     "starting beginning as".split()
 )
+_OPENERS = _PREPOSITIONS | frozenset("when while once although though because".split())
 _DETERMINERS = frozenset("a an the this that these those our their my your his her its".split())
 
 
@@ -51,6 +52,7 @@ class Statement:
     values: frozenset[str]
     content: frozenset[str]
     predicate: str
+    phrases: frozenset[str] = frozenset()  # the values as phrases ("pixel 7", "8:30")
 
 
 def _base(token: str) -> str:
@@ -83,6 +85,15 @@ def _runs(tokens: list[str], start: int) -> list[tuple[int, int]]:
 def _label_end(tokens: list[str]) -> int:
     """Index after a leading ``Label:`` (``Update:``), else 0."""
     return 2 if len(tokens) > 2 and tokens[1] == ":" else 0
+
+
+def _clause_end(tokens: list[str], start: int) -> int:
+    """Index after a leading adverbial clause closed by a comma ("After years in Oslo, ..."),
+    else ``start``: the subject comes after it."""
+    if start >= len(tokens) or tokens[start].lower() not in _OPENERS:
+        return start
+    comma = next((i for i in range(start, min(start + 12, len(tokens))) if tokens[i] == ","), None)
+    return comma + 1 if comma is not None and comma + 1 < len(tokens) else start
 
 
 def _leading_word(tokens: list[str], start: int) -> int | None:
@@ -125,22 +136,32 @@ def _stem(word: str) -> str:
     return word
 
 
+def _subject_run(runs: list[tuple[int, int]], start: int) -> int | None:
+    """Index in ``runs`` of the first run at or after ``start``."""
+    return next((i for i, run in enumerate(runs) if run[0] >= start), None)
+
+
 def parse(text: str) -> Statement:
     """Read one statement (see the module docstring)."""
     tokens = _TOKEN.findall(text)
     start = _label_end(tokens)
     runs = _runs(tokens, start)
-    weak = bool(runs) and _weak(tokens, runs[0], start)  # "Ticket number 4 was ...": no name
-    if runs and not weak:
-        span = runs[0]
+    start = _clause_end(tokens, start)
+    first = _subject_run(runs, start)
+    # "Ticket number 4 was ...": no name
+    weak = first is not None and _weak(tokens, runs[first], start)
+    if first is not None and not weak:
+        span = runs[first]
         subject = frozenset(_base(t).lower() for t in tokens[span[0] : span[1]])
-        named, others = True, runs[1:]
+        named, others = True, runs[:first] + runs[first + 1 :]
     else:
         at = _leading_word(tokens, start)
         span = (at, at + 1) if at is not None else (0, 0)
         subject = frozenset({tokens[at].lower()}) if at is not None else frozenset()
         subject |= _numbered(tokens, at)
-        named, others = False, runs[1:] if weak else []
+        named = False
+        later = runs[first + 1 :] if weak and first is not None else []
+        others = [r for r in runs if r[1] <= start] + later
     values = {_base(t).lower() for a, b in others for t in tokens[a:b]}
     values |= {t for i, t in enumerate(tokens) if t[:1].isdigit() and not span[0] <= i < span[1]}
     values -= subject
@@ -151,7 +172,21 @@ def parse(text: str) -> Statement:
         if i not in inside and t.isalpha() and t.lower() not in FUNCTION_WORDS
     }
     predicate = _predicate(tokens, span, named)
-    return Statement(subject, named, frozenset(values), frozenset(content), predicate)
+    phrases = frozenset(p for p in _phrases(tokens, others, span) if p not in subject)
+    return Statement(subject, named, frozenset(values), frozenset(content), predicate, phrases)
+
+
+def _phrases(tokens: list[str], runs: list[tuple[int, int]], span: tuple[int, int]) -> frozenset:
+    """The value phrases: each name run with the numbers right after it ("Pixel 7", "Model
+    3"), and each other number."""
+    out, used = set(), set(range(*span))
+    for a, b in runs:
+        while b < len(tokens) and tokens[b][:1].isdigit():
+            b += 1
+        out.add(" ".join(_base(t).lower() for t in tokens[a:b]))
+        used.update(range(a, b))
+    out |= {t for i, t in enumerate(tokens) if t[:1].isdigit() and i not in used}
+    return frozenset(out)
 
 
 def _predicate(tokens: list[str], span: tuple[int, int], named: bool) -> str:
@@ -162,6 +197,20 @@ def _predicate(tokens: list[str], span: tuple[int, int], named: bool) -> str:
     possessive = _base(tokens[span[1] - 1]) != tokens[span[1] - 1]
     stand_in = ["someone's" if possessive else "someone"] if named else []
     return " ".join(tokens[: span[0]] + stand_in + tokens[span[1] :])
+
+
+_SENTENCE_BREAK = re.compile(r"\.\s+[A-Z]")
+MAX_STATEMENT_WORDS = 40
+
+
+def is_statement(text: str) -> bool:
+    """``text`` reads as one declarative statement, what supersession compares: one sentence
+    of at most ``MAX_STATEMENT_WORDS`` words, neither a question nor an exclamation. A turn of
+    a conversation ("Melanie: Wow, Caroline! ... What's the best part?") is none: its sentences
+    are not one attribute's value."""
+    if "?" in text or "!" in text or _SENTENCE_BREAK.search(text.strip().rstrip(".")):
+        return False
+    return len(text.split()) <= MAX_STATEMENT_WORDS
 
 
 def same_subject(a: Statement, b: Statement) -> bool:

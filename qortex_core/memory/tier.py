@@ -50,9 +50,9 @@ class FreshTier:
         self._view: GraphView | None = None
         self._view_version = -2
         self._domains: tuple[int, set[str]] | None = None  # (state generation, domains)
-        self._live: tuple[np.ndarray, Liveness | None] | None = None  # (hidden, its liveness)
+        self._live: tuple[tuple, Liveness | None] | None = None  # (hidden key, its liveness)
         self.timelines = TimelineCache()
-        self.facets: object | None = None  # the FacetStore of current-fact ranking, made once
+        self.supersession: object | None = None  # facets and subject index of the ranking
         self.moment: tuple[str | None, bool] = (None, False)  # (as_of, include_superseded)
         self._rows_of: dict[str, list[int]] | None = None  # record id -> its passage rows
         self._docs: dict[str, str] | None = None  # memory passage id -> its document
@@ -111,25 +111,35 @@ class FreshTier:
             return {}
         return dict(zip(rows["id"].to_pylist(), rows["content_hash"].to_pylist()))
 
-    def visible(self, allowed: np.ndarray | None) -> np.ndarray | None:
-        """``allowed`` (n_passages,) with hidden passages turned off (None: all allowed):
-        forgotten ones, and those of records :meth:`withheld` now."""
+    def _hidden(self) -> tuple[np.ndarray, frozenset[str]]:
+        """(n_passages,) passages out of search now (forgotten ones, and those of records
+        :meth:`withheld`), and the withheld records."""
         hidden = self.view().hidden
         withheld = self.withheld()
         if withheld:
             rows = self.record_rows()
             hidden = hidden.copy()
             hidden[[i for r in withheld for i in rows.get(r, ())]] = True
+        return hidden, withheld
+
+    def visible(self, allowed: np.ndarray | None) -> np.ndarray | None:
+        """``allowed`` (n_passages,) with hidden passages turned off (None: all allowed):
+        forgotten ones, and those of records :meth:`withheld` now."""
+        hidden, _ = self._hidden()
         if not hidden.any():
             return allowed
         return ~hidden if allowed is None else allowed & ~hidden
 
     def liveness(self, snapshot: SnapshotView) -> Liveness | None:
         """What live passages of ``snapshot`` (the view of :attr:`passages`) still back; None
-        while nothing is hidden. Recomputed only when the hidden set changed."""
-        hidden = self.view().hidden
-        if self._live is None or self._live[0] is not hidden:
-            self._live = (hidden, Liveness.of(snapshot, hidden))
+        while nothing is hidden. The facts, concepts and rules of superseded memories (or, at
+        ``as_of``, of memories not true then) go with their passages, in every mode.
+        Recomputed only when the hidden set changed."""
+        forgotten = self.view().hidden
+        withheld = self.withheld()
+        same = self._live is not None and self._live[0][0] is forgotten
+        if not same or self._live is None or self._live[0][1] != withheld:
+            self._live = ((forgotten, withheld), Liveness.of(snapshot, self._hidden()[0]))
         return self._live[1]
 
     def domains(self) -> set[str]:

@@ -133,3 +133,19 @@ def test_cli_query_refuses_a_bad_as_of_in_one_line(tmp_path):
     done = _cli("query", "where?", "--as-of", "next blue moon", home=tmp_path / "nohome")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("qortex: error: invalid --as-of") and done.stderr.count("\n") == 1
+
+
+def test_graph_facts_of_a_superseded_memory_leave_with_it_in_every_mode(mem, embedder):
+    from qortex_bench.locomo_memory import consolidate_home
+    from qortex_core.ingest.extract import OfflineExtractor
+
+    _write(mem, BERGEN, LYON)
+    consolidate_home(Path(mem.home), embedder, None, OfflineExtractor())
+    query = "Goran Lindqvist Bergen"
+    for mode in ("auto", "dense", "hipporag", "hybrid", "text", "textwalk"):
+        now = mem.search(query, top_k=5, mode=mode, min_relevance=0)
+        names = {c.name.lower() for c in now.concepts}
+        assert "bergen" not in names and BERGEN[0] not in [h.text for h in now.passages], mode
+        every = mem.search(query, top_k=5, mode=mode, min_relevance=0, include_superseded=True)
+        if mode == "hipporag":  # the walk reaches the old statement's concept again
+            assert "bergen" in {c.name.lower() for c in every.concepts}
