@@ -136,6 +136,19 @@ def _stem(word: str) -> str:
     return word
 
 
+def _numbered_name(tokens: list[str], run: tuple[int, int]) -> tuple[int, int]:
+    """A name run with the numbers right after it: an identifier ("Note 12", "Room 4"), so
+    "Note 12: ..." and "Note 13: ..." are about two subjects."""
+    end = run[1]
+    while (
+        end < len(tokens)
+        and tokens[end][:1].isdigit()
+        and _base(tokens[end - 1]) == tokens[end - 1]
+    ):
+        end += 1
+    return run[0], end
+
+
 def _subject_run(runs: list[tuple[int, int]], start: int) -> int | None:
     """Index in ``runs`` of the first run at or after ``start``."""
     return next((i for i, run in enumerate(runs) if run[0] >= start), None)
@@ -151,7 +164,7 @@ def parse(text: str) -> Statement:
     # "Ticket number 4 was ...": no name
     weak = first is not None and _weak(tokens, runs[first], start)
     if first is not None and not weak:
-        span = runs[first]
+        span = _numbered_name(tokens, runs[first])
         subject = frozenset(_base(t).lower() for t in tokens[span[0] : span[1]])
         named, others = True, runs[:first] + runs[first + 1 :]
     else:

@@ -71,6 +71,7 @@ class SupersedeConfig:
     kin_threshold: float = 0.3
     foreign_threshold: float = 0.9
     candidates: int = 48
+    links: int = 3
 
 
 def _cos(a, b) -> float:
@@ -218,15 +219,15 @@ def _bump(counts: dict[str, int], key: str, step: int) -> None:
 
 
 def _closest(ids: list[str], vector, vector_of, limit: int) -> list[str]:
-    """The ``limit`` of ``ids`` whose vectors (``vector_of``) are closest to ``vector``, sorted
-    (all when there are no more, or no vector to compare)."""
+    """At most ``limit`` of ``ids``, closest first by their vectors (``vector_of``) to
+    ``vector`` (by id when there is no vector to compare)."""
     ids = sorted(ids)
-    if len(ids) <= limit or vector is None:
-        return ids
+    if vector is None or not ids:
+        return ids[:limit]
     dim = vector.shape[0]
     stacked = np.stack([v if (v := vector_of(r)) is not None else np.zeros(dim) for r in ids])
     order = np.argsort(-(stacked @ vector), kind="stable")[:limit]  # (limit,)
-    return sorted(ids[i] for i in order)
+    return [ids[i] for i in order]
 
 
 def link_revisions(
@@ -262,6 +263,7 @@ def link_revisions(
         near = _closest(near, vectors.get(rev.id), vector_of, config.candidates)
         old = [r for r in near if r not in batch]
         theirs = dict(zip(old, facets.facets([state.current[r]["text"] for r in old])))
+        made = 0
         for rid in near:
             facet = theirs[rid] if rid in theirs else mine[batch[rid].text]
             kin = index.kin(new.statement, facet.statement)
@@ -270,6 +272,9 @@ def link_revisions(
                 same = _resolved(resolver, same, facet, new, rev.text, state, batch, rid, config)
             if same:
                 out.append(_link(rid, rev, now, writer))
+                made += 1
+            if made >= config.links:
+                break
     return out
 
 

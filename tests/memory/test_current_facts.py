@@ -158,3 +158,13 @@ def test_conversation_turns_do_not_supersede_each_other(mem):
     )
     assert all(mem.get(t.id).superseded_by is None for t in turns)
     assert len(mem.list()) == 4
+
+
+def test_numbered_notes_are_subjects_of_their_own(mem):
+    notes = _write(
+        mem,
+        ("Note 12: the pump near the bridge was inspected by crew K00012.", T.format(1)),
+        ("Note 13: the pump near the mill was inspected by crew K00013.", T.format(2)),
+    )
+    assert parse(notes[0].text).subject == {"note", "12"}
+    assert all(mem.get(n.id).superseded_by is None for n in notes)
