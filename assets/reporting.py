@@ -3,20 +3,25 @@ metadata."""
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 from dagster import AssetExecutionContext, MetadataValue
 
 
-def progress_logger(context: AssetExecutionContext) -> Callable[[str, int, int], None]:
-    """A ``progress(stage, done, total)`` callback that logs at most every 10% of a stage."""
-    last: dict[str, int] = {}
+def progress_logger(
+    context: AssetExecutionContext, every_s: float = 1.0
+) -> Callable[[str, int, int], None]:
+    """A ``progress(stage, done, total)`` callback that logs each 10% of a stage, and between
+    them at most once every ``every_s`` seconds (what a progress bar's rate and ETA read)."""
+    last: dict[str, tuple[int, float]] = {}
 
     def report(stage: str, done: int, total: int) -> None:
-        tenth = 10 * done // total if total else 10
-        if last.get(stage) == tenth and done != total:
+        tenth, now = (10 * done // total if total else 10), time.monotonic()
+        seen = last.get(stage)
+        if seen is not None and seen[0] == tenth and done != total and now - seen[1] < every_s:
             return
-        last[stage] = tenth
+        last[stage] = (tenth, now)
         context.log.info(f"{stage}: {done}/{total}")
 
     return report

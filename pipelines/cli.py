@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipelines.bars import StageProgress as Progress
+from pipelines.commands.query import RECOGNITION_HELP, recognizer_of
 from pipelines.output import json_text
-from pipelines.parsing import QortexParser, csv_of, strict_int
+from pipelines.parsing import QortexParser, csv_of, mode_name, strict_int
 
 COMMAND_MODULES = (
+    "pipelines.commands.query",
     "pipelines.commands.ingest",
     "pipelines.commands.bench",
     "pipelines.commands.ablation",
@@ -23,30 +26,6 @@ COMMAND_MODULES = (
     "pipelines.commands.graph",
     "pipelines.commands.archive",
 )
-
-
-RECOGNITION_HELP = (
-    "filter the linked facts with an LLM (QORTEX_RECOGNITION_* or QORTEX_LLM_* environment)"
-)
-
-
-class Progress:
-    """Progress on stderr: one line per stage, updated in place on a terminal."""
-
-    def __init__(self) -> None:
-        self.last: tuple[str, int] = ("", -1)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        pct = int(100 * done / total) if total else 100
-        if (stage, pct // 10) == self.last and done != total:
-            return
-        self.last = (stage, pct // 10)
-        end = "\n" if done >= total else ("\r" if sys.stderr.isatty() else "\n")
-        print(f"  {stage}: {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-
-def _csv(kind):
-    return lambda text: tuple(kind(x) for x in text.split(",") if x.strip())
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -68,7 +47,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not args.questions or not args.corpus:
         raise ConfigError("qortex eval needs --questions and --corpus, or --locomo FILE ...")
     home = Path(args.home) if args.home else Path(".qortex-eval") / Path(args.corpus).stem
-    recognizer = _recognizer(args)
+    recognizer = recognizer_of(args)
     report = run_evaluation(
         EvalSetup(
             Path(args.questions),
@@ -132,117 +111,12 @@ def _eval_locomo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recognizer(args: argparse.Namespace):
-    """The LLM recognition filter when ``--recognition`` is given (a ConfigError if none is
-    configured), else None."""
-    if not getattr(args, "recognition", False):
-        return None
-    from qortex_core.query.recognition import require_recognizer
-
-    return require_recognizer()
-
-
 def emit_report(report: dict, path: str | None) -> None:
     """Print a JSON report and, when ``path`` is given, write the same text there."""
     text = json_text(report, indent=2)
     if path:
         Path(path).write_text(text + "\n")
     print(text)
-
-
-def _only_memories(args: argparse.Namespace) -> bool:
-    """True when the home holds written memories and no snapshot yet (none pinned): the fresh
-    tier answers alone, as the library and MCP do."""
-    from qortex_core.memory.records import MemoryTable
-    from qortex_core.storage import snapshot as snap
-    from qortex_core.storage.store import LanceStore
-    from qortex_core.storage.tenants import tenant_home
-
-    home = tenant_home(args.home, args.tenant)
-    if args.version is not None or snap.list_versions(home):
-        return False
-    if "://" not in str(home) and not (Path(home) / "lancedb").is_dir():
-        return False  # nothing here at all: the retriever says "no snapshot" (never create it)
-    return MemoryTable(LanceStore.open_reader(home)).version() > 0
-
-
-def _ask_memories(args: argparse.Namespace):
-    """The fresh tier's answer before the first snapshot (see :func:`_only_memories`)."""
-    from qortex_core.memory.api import Memory, MemoryOptions
-
-    memory = Memory(args.home, args.tenant, options=MemoryOptions(channel="cli"))
-    return memory.search(
-        args.text, top_k=args.top_k, mode=args.mode, since=args.since, until=args.until,
-        domain=args.domain or None, profile=args.profile, min_relevance=args.min_relevance,
-        as_of=args.as_of, include_superseded=args.include_superseded,
-    )  # fmt: skip
-
-
-def _ask(args: argparse.Namespace):
-    """The query's result: from the latest (or pinned) snapshot and the fresh tier, or from the
-    fresh tier alone before the first snapshot."""
-    from qortex_core.memory.asked_time import moment_of
-    from qortex_core.memory.current import current_query
-    from qortex_core.memory.records import parse_time
-    from qortex_core.query.retriever import Retriever
-
-    as_of = parse_time(args.as_of, "--as-of") or moment_of(args.text)  # bad: one line, exit 2
-    moment = (as_of, args.include_superseded)
-    if _only_memories(args):
-        return _ask_memories(args)
-    retriever = Retriever.open(
-        args.home, version=args.version, tenant=args.tenant, recognizer=_recognizer(args)
-    )
-    result = current_query(
-        retriever, args.text, args.top_k, moment,
-        lambda depth, as_of: retriever.query(
-            args.text, top_k=depth, mode=args.mode, domains=args.domain or None,
-            profile=args.profile, since=args.since, until=_earlier(args.until, as_of),
-            min_relevance=args.min_relevance,
-        ),
-        args.profile,
-    )  # fmt: skip
-    retriever.memory.flush()  # `qortex feedback --query-id` may come from another process next
-    if retriever.memory.log_problem:  # the answer still prints; feedback on it will not resolve
-        print(f"qortex: note: {_one_line(retriever.memory.log_problem)}", file=sys.stderr)
-    return result
-
-
-def cmd_query(args: argparse.Namespace) -> int:
-    result = _ask(args)
-    if args.json:
-        from dataclasses import asdict
-
-        print(json_text(asdict(result), indent=2))
-        return 0
-    if result.no_answer:  # one line: nothing relevant (the reason is in the note)
-        print(f"{result.fallback}")
-        return 0
-    print(
-        f"query {result.query_id} on {result.snapshot or 'fresh memories'} "
-        f"({result.mode}){': ' + result.route if result.route else ''}"
-    )
-    if result.fallback:
-        print(f"note: {result.fallback}")
-    for n, hit in enumerate(result.passages, 1):
-        via = f"  via {', '.join(hit.seeds[:3])}" if hit.seeds else ""
-        when = f" ({hit.time[:10]})" if hit.time else ""
-        tier = " fresh" if hit.tier == "fresh" else ""  # written, not yet consolidated
-        head = f"{n:2d}. [{hit.score:.4f}] rel {hit.relevance:.2f}{tier} {hit.id}{when}"
-        if hit.superseded_by:  # shown with --include-superseded or --as-of
-            head += f" (until {hit.valid_until}, superseded by {hit.superseded_by})"
-        print(f"{head} {hit.title}: {hit.text[:100]}{via}")
-    for rule in result.rules:
-        print(
-            f" rule [{rule.score:.4f}] {rule.id} {rule.text[:100]}  via "
-            f"{', '.join(rule.concepts[:3])}"
-        )
-    return 0
-
-
-def _earlier(a: str | None, b: str | None) -> str | None:
-    """The earlier of two optional ISO times."""
-    return b if a is None else a if b is None else min(a, b)
 
 
 def _add_eval(sub: Any, modes: Any) -> None:
@@ -276,7 +150,7 @@ def _add_eval(sub: Any, modes: Any) -> None:
     )
     ev.add_argument(
         "--modes",
-        type=_csv(str),
+        type=csv_of(mode_name, "list of modes"),
         default=None,
         help=f"comma-separated, of: {', '.join(modes.names())} (default: "
         f"{','.join(modes.eval_defaults())}; with --locomo: all)",
@@ -306,40 +180,6 @@ def _add_eval(sub: Any, modes: Any) -> None:
     ev.set_defaults(func=cmd_eval)
 
 
-def _add_query(sub: Any, modes: Any) -> None:
-    """``qortex query``."""
-    q = sub.add_parser(
-        "query",
-        help="answer a query from the latest snapshot and the memories written since (before "
-        "any snapshot: from the memories alone)",
-    )
-    q.add_argument("text")
-    q.add_argument("--top-k", type=int, default=5)
-    q.add_argument(
-        "--mode",
-        default=modes.DEFAULT,
-        help=f"one of {', '.join(modes.names())} (default: {modes.DEFAULT})",
-    )
-    q.add_argument("--version", help="pin a snapshot version (see `qortex snapshots`)")
-    q.add_argument("--tenant", help="tenant namespace (default: the home itself)")
-    q.add_argument("--profile", help="scoring profile (default: relevance only)")
-    q.add_argument("--domain", action="append")
-    q.add_argument("--since", help="only passages whose event time is at or after this ISO time")
-    q.add_argument("--until", help="only passages up to this ISO time (a date: its whole day)")
-    q.add_argument("--as-of", help="what was true at this ISO time (default: now)")
-    q.add_argument("--include-superseded", action="store_true", help="superseded statements too")
-    q.add_argument(
-        "--min-relevance",
-        type=float,
-        help="answer 'no answer' when no passage is this relevant (0..1; 0: never; "
-        "default: RetrievalConfig.min_relevance)",
-    )
-    q.add_argument("--home")
-    q.add_argument("--json", action="store_true")
-    q.add_argument("--recognition", action="store_true", help=RECOGNITION_HELP)
-    q.set_defaults(func=cmd_query)
-
-
 def build_parser() -> argparse.ArgumentParser:
     from qortex_core.query import modes  # the registered retrieval modes
 
@@ -347,7 +187,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     _add_eval(sub, modes)
-    _add_query(sub, modes)
 
     import importlib
 
@@ -367,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
     )  # stderr: our progress lines and one error line only
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line printed) or --help
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     if getattr(args, "extractor", "x") is None:
         # recorded LLM output when there is some: --openie, or LoCoMo files' observations
         args.extractor = "recorded" if args.openie or getattr(args, "locomo", None) else "offline"

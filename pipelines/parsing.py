@@ -57,9 +57,40 @@ def csv_of(kind: Callable[[str], object], name: str) -> Callable[[str], tuple]:
     return parse
 
 
+def mode_name(text: str) -> str:
+    """A registered retrieval mode, checked while parsing (before any model loads): an unknown
+    one is a usage error naming the closest mode."""
+    from qortex_core.errors import QueryError
+    from qortex_core.query import modes
+
+    try:
+        modes.get(text)
+    except QueryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+mode_name.__name__ = "mode"
+
+_CHOICE = re.compile(r"argument (\S+): invalid choice: '(.*?)' \(choose from (.*)\)$")
+_UNKNOWN = re.compile(r"unrecognized arguments: (.*)$")
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of its subcommands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _options(sub)
+    return found
+
+
 class QortexParser(argparse.ArgumentParser):
     """An ArgumentParser whose ``int``/``float`` options parse strictly and whose usage errors
-    print one ``qortex: error:`` line (exit 2) instead of the usage block."""
+    print one ``qortex: error:`` line (exit 2) instead of the usage block, with the closest
+    command, choice or option when one is a likely typo."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -67,6 +98,26 @@ class QortexParser(argparse.ArgumentParser):
         self.register("type", float, strict_float)
 
     def error(self, message: str) -> NoReturn:
-        text = " ".join(message.split())
-        print(f"qortex: error: {self.prog}: {text} (see `{self.prog} --help`)", file=sys.stderr)
+        text = self._suggested(" ".join(message.split()))
+        where = "" if self.prog == "qortex" else f"{self.prog}: "
+        print(f"qortex: error: {where}{text} (see `{self.prog} --help`)", file=sys.stderr)
         self.exit(2)
+
+    def _suggested(self, text: str) -> str:
+        """argparse's message, with "did you mean" for a mistyped choice or option."""
+        from qortex_core.errors import did_you_mean
+
+        choice = _CHOICE.match(text)
+        if choice:
+            what, word, listed = choice.groups()
+            choices = re.findall(r"'([^']*)'", listed)
+            hint = did_you_mean(word, choices) or f" (one of {', '.join(choices)})"
+            if what.endswith("command"):
+                return f"unknown command {word!r}{hint}"
+            return f"argument {what}: invalid choice {word!r}{hint}"
+        unknown = _UNKNOWN.match(text)
+        if unknown:
+            first = next((w for w in unknown.group(1).split() if w.startswith("--")), "")
+            hint = did_you_mean(first.partition("=")[0], _options(self))
+            return f"unknown option {first!r}{hint}" if hint else text
+        return text

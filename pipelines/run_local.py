@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Mapping
 
 from dagster import DagsterEventType, DagsterInstance
 
+from pipelines.bars import terminal
 from pipelines.definitions import build_definitions
 from pipelines.executed import Spread, executed
 from pipelines.instance_path import check_dagster_home
@@ -32,6 +34,7 @@ from qortex_core.errors import (
     StorageError,
     storage_error,
 )
+from qortex_core.ingest.documents import not_found
 from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import prepare_folder
@@ -248,6 +251,7 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
         "memories": docs.get("memories", 0),
         "merged_memories": docs.get("merged_memories", 0),
         "chunks": chunks.get("chunks", 0),
+        "passages": emb.get("passages", chunks.get("chunks", 0)),  # the snapshot's passages
         "extracted": ex.get("extracted", 0),
         "extraction_cache_hits": ex.get("cache_hits", 0),
         "failed": ex.get("failed", 0),
@@ -278,8 +282,8 @@ def run_ingest(
     """Run the ``ingest`` job over ``source`` into ``home``, in this process.
 
     Args:
-        source: the source directory; None: no folder (consolidate written memories and keep the
-            file documents already stored).
+        source: the source directory (or one file); None: no folder (consolidate written
+            memories and keep the file documents already stored).
         home: the qortex data home: a local folder or an object-store URI (then
         ``$QORTEX_SNAPSHOT_HOME``
             must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
@@ -289,11 +293,11 @@ def run_ingest(
         env: configuration (default ``os.environ``).
 
     Raises:
-        DatasetError: ``source`` is not a directory.
+        DatasetError: ``source`` is neither a directory nor a file.
         QortexError: a step failed; the message names it.
     """
-    if source is not None and not Path(source).is_dir():
-        raise DatasetError(f"source directory not found: {source}")
+    if source is not None and not (Path(source).is_dir() or Path(source).is_file()):
+        raise DatasetError(not_found(source))
     settings = get_settings(env)
     env = os.environ if env is None else env
     remote = "://" in str(home)
@@ -312,7 +316,8 @@ def run_ingest(
     chosen = {"store": store, "source": folder, **(resources or {})}
     chosen_logger = "progress" if progress else "quiet"
     defs = build_definitions(env, resources=chosen, loggers=LOGGERS)
-    run_config = {"loggers": {chosen_logger: {}}}
+    bars = {"config": {"bars": terminal(sys.stderr)}} if progress else {}
+    run_config = {"loggers": {chosen_logger: bars}}
     what = "qortex ingest" if source is not None else "qortex consolidate"
     spread = Spread.of(settings, store.home, store.snapshot_home, source, bool(resources))
     with _locked(home, what), instance_storage(Path(dagster_home)):

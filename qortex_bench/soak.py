@@ -151,7 +151,7 @@ def _collect(workers: list, outbox) -> list:
 
 def _latency(seconds: list[float], wall: float | None = None) -> dict:
     ms = np.asarray(seconds) * 1000.0
-    out = {"count": len(seconds)}
+    out: dict[str, float] = {"count": len(seconds)}
     if len(seconds):
         out.update(p50_ms=round(float(np.percentile(ms, 50)), 1))
         out.update(p99_ms=round(float(np.percentile(ms, 99)), 1))

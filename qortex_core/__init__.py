@@ -39,6 +39,7 @@ _EXPORTS = {
     "QortexError": "qortex_core.errors",
     "ConfigError": "qortex_core.errors",
     "DatasetError": "qortex_core.errors",
+    "FormatError": "qortex_core.errors",
     "HomeError": "qortex_core.errors",
     "QueryError": "qortex_core.errors",
     "RecognitionError": "qortex_core.errors",

@@ -33,6 +33,10 @@ class RecognitionError(QortexError):
     """The LLM recognition filter failed after its retries (the message never holds the API key)."""
 
 
+class FormatError(QortexError):
+    """Serialised data (a result or record's ``to_dict()`` form) does not have its type's shape."""
+
+
 class StorageError(QortexError):
     """The machine refused a read or write: no space left, a read-only filesystem, an I/O error.
 
@@ -97,3 +101,14 @@ class RecordError(QortexError):
 class RevisionConflict(RecordError):
     """``update`` or ``forget`` named an ``expected_revision`` that is no longer the record's
     newest: another writer revised it first (re-read it, then decide)."""
+
+
+def did_you_mean(word: object, choices) -> str:
+    """``": did you mean 'X'?"`` for the closest of ``choices`` to ``word`` ("" when none is
+    close: a typo is suggested, a guess is not)."""
+    import difflib
+
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f": did you mean {close[0]!r}?" if close else ""

@@ -1,44 +1,42 @@
-"""``qortex mcp``: the memory as an MCP server over stdio.
+"""``qortex mcp``: the memory as an MCP server, over stdio or streamable HTTP.
 
-Tools: ``qortex_query`` and ``qortex_feedback`` (read and teach), ``qortex_remember``,
-``qortex_update``, ``qortex_forget`` and ``qortex_history`` (write). Input schemas carry
-descriptions, an enum for ``mode`` and bounds for ``top_k``. :func:`serve` loads the embedder
-before it answers anything, so the first query costs a query, not a model load.
+Tools: ``qortex_query``, ``qortex_feedback``, ``qortex_get``, ``qortex_list``,
+``qortex_history``, ``qortex_neighbors`` and ``qortex_path`` (read, and teach),
+``qortex_remember``, ``qortex_update``, ``qortex_forget`` and ``qortex_consolidate`` (write).
+Each declares annotations (``readOnlyHint`` on the readers, ``destructiveHint`` on forget,
+``idempotentHint`` where repeating changes nothing more) and a typed ``outputSchema``: the JSON
+Schema of the record it returns (``to_dict()`` of :mod:`qortex_core.jsonable` records).
+
+The server answers ``initialize`` at once: the embedder loads on a background thread, and the
+first call that needs it waits. Over HTTP every request carries a bearer token that maps to one
+tenant (:mod:`qortex_core.serving.auth`); over stdio the server serves one tenant.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import importlib.metadata
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Callable
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.server.auth.settings import AuthSettings
 
-from qortex_core.errors import QortexError
-from qortex_core.query import modes
-from qortex_core.query.validation import MAX_TOP_K
+from qortex_core.serving.backend import Backend, Tenants, WarmEmbedder
+from qortex_core.serving.read_tools import feedback_tool, graph_tools, query_tool, record_tools
+from qortex_core.serving.tool_kit import Caller
+from qortex_core.serving.write_tools import consolidate_tool, write_tools
 
-if TYPE_CHECKING:  # the Literal below is built at run time, which mypy cannot evaluate
-    ModeName = str
-else:
-    ModeName = Literal[modes.names()]  # the MCP enum: registered modes
-RecordId = Annotated[str, Field(description="A memory id (m_...) or a passage id (p_...).")]
-MemoryId = Annotated[
-    str,
-    Field(
-        description="A memory id (m_...). A file's passage (p_...) cannot be updated: it changes "
-        "with its file; qortex_forget and qortex_history take p_ ids."
-    ),
-]
-ISO_TIME = "ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T09:30:00Z"
+NAME = "qortex"
 INSTRUCTIONS = (
     "Long-term memory. qortex_query retrieves passages and rules (each passage says its tier: "
     "'fresh' for memories written and not yet consolidated, 'graph' for the snapshot); then call "
     "qortex_feedback with the query_id and the ids of results that helped (accepted), did not "
-    "(rejected) or partly did (partial). qortex_remember stores a fact at once; qortex_update "
-    "revises it; qortex_forget removes it from search; qortex_history shows every revision."
+    "(rejected) or partly did (partial). qortex_remember stores a fact at once (with optional "
+    "metadata); qortex_update revises it and qortex_forget removes it from search (pass "
+    "expected_revision from qortex_get to refuse a write over someone else's); qortex_get, "
+    "qortex_list and qortex_history read records; qortex_consolidate moves written memories "
+    "into the graph, where qortex_neighbors and qortex_path explore it."
 )
 
 
@@ -46,196 +44,74 @@ INSTRUCTIONS = (
 class MCPConfig:
     """Attributes:
     home: the data home (None: ``$QORTEX_HOME`` or ``~/.qortex``).
-    tenant: the tenant whose memory the server serves.
-    max_text_chars: passage text is cut to this length in tool results.
+    tenant: the tenant a stdio server serves (over HTTP each token names its own).
+    max_text_chars: passage text is cut to this length in query results.
+    consolidate: runs ``qortex consolidate`` for (home, tenant) and returns its JSON summary;
+        None: no ``qortex_consolidate`` tool (the library never runs the Dagster job itself).
     """
 
     home: str | None = None
     tenant: str | None = None
     max_text_chars: int = 600
+    consolidate: Callable[[str | Path | None, str], dict] | None = None
 
 
-class _Session:
-    """The memory behind the tools (its retriever follows new snapshots by itself)."""
-
-    def __init__(self, config: MCPConfig) -> None:
-        self.config = config
-        self._memory = None
-
-    @property
-    def memory(self):
-        if self._memory is None:
-            from qortex_core.memory.api import Memory, MemoryOptions
-
-            self._memory = Memory(
-                self.config.home, self.config.tenant, options=MemoryOptions(channel="mcp")
-            )
-        return self._memory
-
-    def warm(self) -> None:
-        """Load the embedder and the snapshot now (a missing snapshot is fine: fresh tier only)."""
-        self.memory.embedder.embed(["warm up"])
-        try:
-            self.memory.retriever()
-        except QortexError:
-            pass  # the first query reports it as an error result
-
-
-def result_payload(result: Any, max_text_chars: int) -> dict:
-    """A QueryResult as a JSON-able dict with passage texts shortened."""
-    data = asdict(result)
-    for hit in data.get("passages", []):
-        hit["text"] = hit["text"][:max_text_chars]
-    return data
-
-
-def _tool(server: MCPServer):
-    """Register a function as a tool whose description is its docstring on one line."""
-
-    def register(fn):
-        text = " ".join((fn.__doc__ or "").split())
-        return server.tool(description=text, structured_output=True)(fn)
-
-    return register
-
-
-def _call(fn, *args, **kwargs):
-    """Run a library call; a QortexError becomes the tool's error result (one line)."""
+def version() -> str:
+    """The installed qortex distribution's version."""
     try:
-        return fn(*args, **kwargs)
-    except QortexError as exc:
-        raise ToolError(" ".join(str(exc).split())) from exc
+        return importlib.metadata.version("qortex")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
-def _query_tool(server: MCPServer, session: _Session, config: MCPConfig) -> None:
-    @_tool(server)
-    def qortex_query(
-        query: Annotated[str, Field(description="What to recall, in natural language.")],
-        top_k: Annotated[
-            int, Field(ge=1, le=MAX_TOP_K, description=f"How many passages (1-{MAX_TOP_K}).")
-        ] = 5,
-        mode: Annotated[
-            ModeName, Field(description="Retrieval mode; auto routes each query itself.")
-        ] = modes.DEFAULT,
-        domains: Annotated[
-            list[str] | None, Field(description="Only results from these domains.")
-        ] = None,
-        profile: Annotated[
-            str | None, Field(description="Scoring profile name (default: relevance only).")
-        ] = None,
-        since: Annotated[
-            str | None,
-            Field(description=f"Only results whose event time is on or after: {ISO_TIME}."),
-        ] = None,
-        until: Annotated[
-            str | None,
-            Field(description=f"Only results whose event time is on or before: {ISO_TIME}."),
-        ] = None,
-        min_relevance: Annotated[
-            float | None,
-            Field(ge=0.0, le=1.0, description="Drop hits below this relevance (0-1)."),
-        ] = None,
-        as_of: Annotated[
-            str | None,
-            Field(description=f"Answer what was true at this time (default: now): {ISO_TIME}."),
-        ] = None,
-        include_superseded: Annotated[
-            bool, Field(description="Also return statements a later one superseded.")
-        ] = False,
-    ) -> dict[str, Any]:
-        """Retrieve passages, concepts and rules for a query (what is true now, or as_of a
-        time); each passage has valid_from, valid_until and superseded_by; returns a query_id
-        for feedback."""
-        result = _call(
-            session.memory.search,
-            query,
-            top_k=top_k,
-            mode=mode,
-            since=since,
-            until=until,
-            domain=domains or None,
-            profile=profile,
-            min_relevance=min_relevance,
-            as_of=as_of,
-            include_superseded=include_superseded,
-        )
-        return result_payload(result, config.max_text_chars)
+def build_server(
+    config: MCPConfig = MCPConfig(),
+    embedder=None,
+    tokens: dict[str, str] | None = None,
+    url: str = "http://127.0.0.1",
+) -> MCPServer:
+    """The server and its tools.
+
+    Args:
+        config: what to serve.
+        embedder: shared by every tenant (None: the configured one, loaded on first use).
+        tokens: token digest -> tenant (:func:`~qortex_core.serving.auth.read_tokens`); given,
+            every HTTP request needs one of them and reads only its tenant.
+        url: the server's own address (the token issuer it names).
+    """
+    backend = Backend(config.home, embedder or WarmEmbedder(_configured), config.consolidate)
+    caller = Caller(Tenants(backend), config.tenant, require_token=tokens is not None)
+    tools = [query_tool(caller, config.max_text_chars), feedback_tool(caller)]
+    tools += record_tools(caller) + graph_tools(caller) + write_tools(caller)
+    if config.consolidate is not None:
+        tools.append(consolidate_tool(caller))
+    settings, verifier = None, None
+    if tokens is not None:
+        from qortex_core.serving.auth import TenantTokens
+
+        settings = AuthSettings(issuer_url=url, resource_server_url=None)  # type: ignore[arg-type]
+        verifier = TenantTokens(tokens)
+    return MCPServer(
+        name=NAME, version=version(), instructions=INSTRUCTIONS, tools=tools,
+        log_level="WARNING", auth=settings, token_verifier=verifier,
+    )  # fmt: skip
 
 
-def _feedback_tool(server: MCPServer, session: _Session) -> None:
-    @_tool(server)
-    def qortex_feedback(
-        query_id: Annotated[str, Field(description="The query_id returned by qortex_query.")],
-        accepted: Annotated[
-            list[str] | None, Field(description="Ids of results that helped.")
-        ] = None,
-        rejected: Annotated[
-            list[str] | None, Field(description="Ids of results that did not.")
-        ] = None,
-        partial: Annotated[list[str] | None, Field(description="Ids that partly helped.")] = None,
-    ) -> dict[str, Any]:
-        """Judge results of an earlier qortex_query; the concepts behind them are boosted or
-        suppressed in later queries."""
-        events = _call(
-            session.memory.feedback, query_id, accepted or [], rejected or [], partial or []
-        )
-        return {
-            "query_id": query_id,
-            "recorded": len(events),
-            "concepts": sorted({c for e in events for c in e.concept_ids}),
-        }
+def _configured():
+    from qortex_core.embed import make_embedder
+
+    return make_embedder()
 
 
-def _write_tools(server: MCPServer, session: _Session) -> None:
-    @_tool(server)
-    def qortex_remember(
-        text: Annotated[str, Field(description="The fact to remember (at most 1 MB).")],
-        time: Annotated[
-            str | None, Field(description=f"When it happened (event time): {ISO_TIME}.")
-        ] = None,
-        domain: Annotated[str | None, Field(description="A domain to file it under.")] = None,
-        source: Annotated[str | None, Field(description="Where it came from.")] = None,
-    ) -> dict[str, Any]:
-        """Store a memory durably; it is searchable at once (tier 'fresh') and joins the graph
-        at the next consolidation. Secrets in the text are redacted before storage."""
-        record = _call(session.memory.remember, text, time=time, domain=domain, source=source)
-        return asdict(record)
-
-    @_tool(server)
-    def qortex_update(
-        id: MemoryId,
-        text: Annotated[str, Field(description="The new text of the memory.")],
-    ) -> dict[str, Any]:
-        """Revise a written memory (m_... ids only; a file's passage changes with its file): a
-        new revision replaces it in search; history keeps the old one."""
-        return asdict(_call(session.memory.update, id, text))
-
-    @_tool(server)
-    def qortex_forget(id: RecordId) -> dict[str, Any]:
-        """Forget a memory or a file's passage. Irreversible for search: it leaves every result
-        at once and the next snapshot. qortex_history still keeps the record and its text."""
-        return asdict(_call(session.memory.forget, id))
-
-    @_tool(server)
-    def qortex_history(id: RecordId) -> dict[str, Any]:
-        """Every revision of a memory, oldest first: text, event time, when and who wrote it."""
-        revisions = _call(session.memory.history, id)
-        return {"id": id, "revisions": [asdict(r) for r in revisions]}
+def serve(config: MCPConfig = MCPConfig()) -> None:
+    """Serve on stdin/stdout until the client disconnects (the embedder loads meanwhile)."""
+    embedder = WarmEmbedder(_configured).start()
+    build_server(config, embedder).run("stdio")
 
 
-def build_server(config: MCPConfig = MCPConfig(), session: _Session | None = None) -> MCPServer:
-    """An MCPServer whose tools read, teach and write one tenant's memory."""
-    server = MCPServer(name="qortex", instructions=INSTRUCTIONS)
-    session = session or _Session(config)
-    _query_tool(server, session, config)
-    _feedback_tool(server, session)
-    _write_tools(server, session)
-    return server
-
-
-def serve(home: str | Path | None = None, tenant: str | None = None) -> None:
-    """Load the embedder, then run the server on stdin/stdout until the client disconnects."""
-    config = MCPConfig(home=str(home) if home else None, tenant=tenant)
-    session = _Session(config)
-    session.warm()
-    build_server(config, session).run("stdio")
+def serve_http(config: MCPConfig, host: str, port: int, tokens: dict[str, str]) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp``; each request needs a bearer token of
+    ``tokens`` (digest -> tenant) and reads that tenant only."""
+    embedder = WarmEmbedder(_configured).start()
+    server = build_server(config, embedder, tokens, url=f"http://{host}:{port}")
+    server.run("streamable-http", host=host, port=port)

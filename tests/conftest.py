@@ -28,15 +28,22 @@ os.environ.setdefault(
 )  # as the CLI sets it: in-process CLI runs see its stderr
 
 
-@pytest.fixture(autouse=True)
-def _dagster_home_restored():
-    """``run_ingest`` exports DAGSTER_HOME for the instance it opens: no test sees another's."""
+def _restoring_dagster_home():
     before = os.environ.get("DAGSTER_HOME")
     yield
     if before is None:
         os.environ.pop("DAGSTER_HOME", None)
     else:
         os.environ["DAGSTER_HOME"] = before
+
+
+# ``run_ingest`` exports DAGSTER_HOME for the instance it opens: no test sees another's, and no
+# module sees what a module-scoped fixture's run exported (autouse fixtures of a scope are set up
+# before that scope's other fixtures).
+_dagster_home_restored = pytest.fixture(autouse=True)(_restoring_dagster_home)
+_dagster_home_restored_per_module = pytest.fixture(autouse=True, scope="module")(
+    _restoring_dagster_home
+)
 
 
 # A toy multi-hop corpus of invented names (so the embedder has no prior knowledge).
@@ -223,6 +230,8 @@ SLOW_MODULES = {
     "pipelines/test_failure_budget.py",
     "pipelines/test_mcp.py",
     "pipelines/test_mcp_memory.py",
+    "pipelines/test_mcp_http.py",
+    "pipelines/test_mcp_tools.py",
     "pipelines/test_one_home.py",
     "pipelines/test_pipeline_assets.py",
     "pipelines/test_pipeline_cli.py",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from pathlib import Path
 
+from pipelines.commands.ingest import plural
 from pipelines.output import json_text
 
 
@@ -23,7 +23,7 @@ def _memory(args: argparse.Namespace):
 
 def _print_record(record, as_json: bool) -> None:
     if as_json:
-        print(json_text(asdict(record)))
+        print(json_text(record.to_dict()))
         return
     when = f" [{record.time}]" if record.time else ""
     state = " (forgotten)" if record.forgotten else ""
@@ -59,13 +59,15 @@ def _json_arg(text: str) -> dict:
 
 
 def cmd_update(args: argparse.Namespace) -> int:
-    record = _memory(args).update(args.id, args.text, time=args.time)
+    record = _memory(args).update(
+        args.id, args.text, time=args.time, expected_revision=args.expected_revision
+    )
     _print_record(record, args.json)
     return 0
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    record = _memory(args).forget(args.id)
+    record = _memory(args).forget(args.id, expected_revision=args.expected_revision)
     _print_record(record, args.json) if args.json else print(f"forgot {record.id}")
     return 0
 
@@ -74,7 +76,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     mem = _memory(args)
     revisions = mem.history(args.id)
     if args.json:
-        print(json_text([asdict(r) for r in revisions]))
+        print(json_text([r.to_dict() for r in revisions]))
         return 0
     for r in revisions:
         extra = f" -> {r.target}" if r.target and r.op in ("merge", "merged") else ""
@@ -104,11 +106,18 @@ def cmd_memories(args: argparse.Namespace) -> int:
         include_superseded=args.include_superseded,
     )  # fmt: skip
     if args.json:
-        print(json_text([asdict(r) for r in records]))
+        print(json_text([r.to_dict() for r in records]))
         return 0
+    if not records:
+        print("no memories" + (" matching these options" if _narrowed(args) else ""))
     for record in records:
         _print_record(record, False)
     return 0
+
+
+def _narrowed(args: argparse.Namespace) -> bool:
+    """True when ``qortex memories`` was given an option that narrows the listing."""
+    return bool(args.domain or args.since or args.until)
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
@@ -131,9 +140,9 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         print(json_text(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
         return 0
     print(
-        f"consolidated {s['memories']} memories ({s['merged_memories']} merged) beside "
-        f"{s['documents'] - s['memories']} documents -> {s['chunks']} chunks -> "
-        f"snapshot {s['snapshot']}"
+        f"consolidated {plural(s['memories'], 'memory')} ({s['merged_memories']} merged) beside "
+        f"{plural(s['documents'] - s['memories'], 'document')} -> "
+        f"{plural(s['passages'], 'passage')} -> snapshot {s['snapshot']}"
     )
     return 0
 
@@ -143,6 +152,15 @@ def _common(p: argparse.ArgumentParser, as_json: bool = True) -> None:
     p.add_argument("--tenant", help="tenant namespace (default: the home itself)")
     if as_json:
         p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _expected_revision(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--expected-revision",
+        type=int,
+        metavar="N",
+        help="write only if N is still the memory's newest revision (else exit 2, nothing written)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -161,11 +179,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     u.add_argument("text")
     u.add_argument("--time", help="new event time, ISO 8601 (default: keep)")
+    _expected_revision(u)
     _common(u)
     u.set_defaults(func=cmd_update)
 
     f = sub.add_parser("forget", help="take a memory or a file's passage out of search")
     f.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
+    _expected_revision(f)
     _common(f)
     f.set_defaults(func=cmd_forget)
 

@@ -7,9 +7,9 @@ and why JSON Lines, are described there).
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import asdict
 from pathlib import Path
+
+from pipelines.output import json_text
 
 
 def _home(args: argparse.Namespace):
@@ -34,7 +34,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise HomeError(f"{out} is a directory: name the export file (e.g. {out}/home.jsonl)")
     report = export_home(home, out)
     if args.json:
-        print(json.dumps(asdict(report)))
+        print(json_text(report.to_dict()))
     else:
         print(f"exported {_counts(report.rows)} to {out} ({report.bytes} bytes)")
     return 0
@@ -45,7 +45,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     report = import_home(_home(args), Path(args.file))
     if args.json:
-        print(json.dumps(asdict(report)))
+        print(json_text(report.to_dict()))
         return 0
     already = sum(report.present.values())
     print(

@@ -4,7 +4,6 @@ found)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 
 from pipelines.output import json_text
 
@@ -16,7 +15,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     home = tenant_home(args.home, args.tenant)
     report = diagnose(home, config=DoctorConfig(probe=not args.no_probe))
     if args.json:
-        print(json_text(dict(asdict(report), healthy=report.healthy), indent=2))
+        print(json_text(report.to_dict(), indent=2))
     else:
         print(f"data home {report.home}")
         for check in report.checks:

@@ -7,9 +7,10 @@ Thin over :class:`~qortex_core.memory.api.Memory` (``neighbors``, ``path``, ``en
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from pipelines.output import json_text
 
 
 def _memory(args: argparse.Namespace):
@@ -28,7 +29,7 @@ def _resolved_line(r) -> str:
 def cmd_neighbors(args: argparse.Namespace) -> int:
     found = _memory(args).neighbors(args.name, depth=args.depth, limit=args.limit)
     if args.json:
-        print(json.dumps(found.to_dict()))
+        print(json_text(found.to_dict()))
         return 0
     print(f"{_resolved_line(found.resolved)}: {len(found.neighbors)} neighbour(s)")
     if not found.neighbors:
@@ -44,7 +45,7 @@ def cmd_neighbors(args: argparse.Namespace) -> int:
 def cmd_path(args: argparse.Namespace) -> int:
     found = _memory(args).path(args.source, args.target, max_len=args.max_len)
     if args.json:
-        print(json.dumps(found.to_dict()))
+        print(json_text(found.to_dict()))
         return 0
     ends = f"{_resolved_line(found.source)} -> {_resolved_line(found.target)}"
     if not found.found:
@@ -61,7 +62,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 def cmd_entity(args: argparse.Namespace) -> int:
     info = _memory(args).entity(args.name, limit=args.limit)
     if args.json:
-        print(json.dumps(info.to_dict()))
+        print(json_text(info.to_dict()))
         return 0
     print(f"{_resolved_line(info.resolved)}: {len(info.facts)} fact(s), {info.degree} neighbour(s)")
     for fact in info.facts:

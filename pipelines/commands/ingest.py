@@ -1,5 +1,5 @@
-"""``qortex ingest SOURCE_DIR``: the Dagster ``ingest`` job, run in this process against the local
-instance."""
+"""``qortex ingest SOURCE`` (a folder or one file): the Dagster ``ingest`` job, run in this
+process against the local instance."""
 
 from __future__ import annotations
 
@@ -9,23 +9,25 @@ from pathlib import Path
 from pipelines.output import json_text
 
 
+def plural(n: int, word: str) -> str:
+    """``1 document``, ``300 passages``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """Run the ingest job over ``args.source``; print a summary (JSON with ``--json``)."""
+    """Run the ingest job over ``args.source`` (a folder or one file); print a summary (JSON
+    with ``--json``)."""
     from qortex_core.errors import DatasetError
+    from qortex_core.ingest.documents import SourceConfig, load_documents, not_found
 
     source = Path(args.source).expanduser()
-    if not source.is_dir():
-        raise DatasetError(f"source directory not found: {source}")
-    from qortex_core.ingest.documents import SourceConfig, load_documents
-
-    found = load_documents(
-        SourceConfig(root=source)
-    )  # an empty source would publish an empty snapshot
+    if not (source.is_dir() or source.is_file()):
+        raise DatasetError(not_found(source))
+    found = load_documents(SourceConfig(root=source))  # an empty source would publish nothing
     if not found.documents:
         why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
         raise DatasetError(
-            f"no usable .md, .txt, .json or .jsonl document under {source}{why}; nothing was "
-            "changed"
+            f"no usable .md, .txt, .json or .jsonl document in {source}{why}; nothing was changed"
         )
     from qortex_core.storage.tenants import tenant_home
 
@@ -36,23 +38,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     outcome = run_ingest(source, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        print(
-            json_text(
-                dict(
-                    s,
-                    checks=outcome.checks,
-                    step_seconds=outcome.step_seconds,
-                    run_id=outcome.run_id,
-                )
-            )
-        )
+        extra = dict(checks=outcome.checks, step_seconds=outcome.step_seconds)
+        print(json_text(dict(s, **extra, run_id=outcome.run_id)))
         return 0
     failed_checks = [name for name, ok in outcome.checks.items() if not ok]
     status = " (unchanged)" if s["snapshot_status"] == "unchanged" else ""
     print(
-        f"ingested {s['documents']} documents ({s['new_documents']} new, "
-        f"{s['changed_documents']} changed, {s['deleted_documents']} deleted) -> "
-        f"{s['chunks']} chunks; extracted {s['extracted']}, failed {s['failed']}, "
+        f"ingested {plural(s['documents'], 'document')}, {plural(s['passages'], 'passage')} "
+        f"({s['new_documents']} new, {s['changed_documents']} changed, "
+        f"{s['deleted_documents']} deleted); extracted {s['extracted']}, failed {s['failed']}, "
         f"embedded {s['embedded']} texts -> snapshot {s['snapshot']}{status}; "
         f"extractor {s['extractor']} (model {s['model']}), embedder {s['embedder']}"
     )
@@ -63,9 +57,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "ingest", help="run the Dagster ingest job over a source directory and publish a snapshot"
+        "ingest",
+        help="run the Dagster ingest job over a source folder (or one file) and publish a snapshot",
     )
-    p.add_argument("source", help="directory of .md, .txt and corpus .json/.jsonl files")
+    p.add_argument(
+        "source",
+        help="a folder of .md, .txt and corpus .json/.jsonl files, or one such file (the snapshot "
+        "then holds that source's documents, beside the written memories)",
+    )
     p.add_argument("--home", help="data home (default $QORTEX_HOME or ~/.qortex)")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--tenant", help="tenant namespace: ingest into <home>/tenants/NAME")

@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import shutil
 import sqlite3
-from dataclasses import asdict
 from pathlib import Path
 
 from pipelines.output import json_text
@@ -102,7 +101,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
         raise ConfigError(f"purge needs a local data home (got {home}); use snapshots prune")
     report, why = purge_home(home, args.keep)
     if args.json:
-        print(json_text(dict(asdict(report), consolidated_first=why)))
+        print(json_text(dict(report.to_dict(), consolidated_first=why)))
         return 0
     if why:
         print(f"consolidated first: {why}")

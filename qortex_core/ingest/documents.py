@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
-from qortex_core.ingest.source_listing import Skipped, list_sources
+from qortex_core.ingest.source_listing import Skipped, list_file, list_sources
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
 from qortex_core.storage.source_files import check_text, load_json, read_source
@@ -81,14 +81,23 @@ class DocumentSet:
 
 
 # -- scanning ----------------------------------------------------------------------------
+def not_found(source: Path | str) -> str:
+    """The one line for a source that is neither a folder nor a file."""
+    return f"source not found: {source} (give a folder, or one .md, .txt, .json or .jsonl file)"
+
+
 def fingerprint(config: SourceConfig) -> str:
     """Hash of the file listing with sizes and modification times: changes when any source
     changes."""
     root = Path(config.root)
-    if not root.is_dir():
-        raise DatasetError(f"source directory not found: {root}")
+    if root.is_file():
+        paths, root = list_file(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)[0], root.parent
+    elif root.is_dir():
+        paths = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)[0]
+    else:
+        raise DatasetError(not_found(root))
     h = hashlib.blake2b(digest_size=16)
-    for path in list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)[0]:
+    for path in paths:
         try:
             st = path.stat()
         except OSError:
@@ -241,15 +250,21 @@ def safe_name(name: str, config: SourceConfig) -> str:
 
 
 def load_documents(config: SourceConfig) -> DocumentSet:
-    """Every usable document under ``config.root``, sorted by id, and the files skipped.
+    """Every usable document under ``config.root``, sorted by id, and the files skipped; a
+    root that is a file is a source of that one file (its folder is the root).
 
     Raises:
-        DatasetError: the root is not a directory.
+        DatasetError: the root is neither a directory nor a file.
     """
     root = Path(config.root)
-    if not root.is_dir():
-        raise DatasetError(f"source directory not found: {root}")
-    files, skipped, listed = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
+    if root.is_file():
+        files, skipped, listed = list_file(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
+        root = root.parent
+        config = replace(config, root=root)
+    elif root.is_dir():
+        files, skipped, listed = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
+    else:
+        raise DatasetError(not_found(root))
     documents = []
     first_with: dict[
         str, str

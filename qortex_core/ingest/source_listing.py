@@ -88,3 +88,13 @@ def list_sources(
                 files.append(path)
     files.sort()
     return files, skipped, {path: _identity(path) for path in files}
+
+
+def list_file(
+    path: Path, suffixes: tuple[str, ...]
+) -> tuple[list[Path], list[Skipped], dict[Path, tuple[int, int] | None]]:
+    """:func:`list_sources` of a source that is one file (its folder is the root)."""
+    problem = _file_problem(path, path.parent.resolve(), suffixes)
+    if problem:
+        return [], [Skipped(path.name, problem)], {}
+    return [path], [], {path: _identity(path)}

@@ -23,6 +23,7 @@ from qortex_core.memory.options import MemoryOptions
 from qortex_core.memory.passages import doc_hash, passage_record
 from qortex_core.memory.records import (
     DOC_PREFIX,
+    MAX_LIST,
     MemoryRecord,
     MemoryTable,
     Revision,
@@ -49,8 +50,6 @@ from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.store import LanceStore, default_home
 from qortex_core.storage.tenants import tenant_home, validate_tenant
-
-MAX_LIST = 10_000
 
 
 class Memory(GraphMethods):
@@ -100,9 +99,9 @@ class Memory(GraphMethods):
         Raises:
             RecordError: empty, whitespace-only or > 1 MB text, a bad time, domain or metadata.
         """
-        return self.remember_many(
-            [text], time=time, source=source, domain=domain, metadata=metadata
-        )[0]
+        kept = self.remember_many([text], time=time, source=source, domain=domain,
+                                  metadata=metadata)  # fmt: skip
+        return kept[0]
 
     def remember_many(
         self,
@@ -313,29 +312,29 @@ class Memory(GraphMethods):
         min_relevance: float | None = None,
         as_of: object = None,
         include_superseded: bool = False,
+        filters: dict | None = None,
         asked_at: object = None,
     ):
         """Today's query over the snapshot and the fresh tier: what is true now, or ``as_of``;
         a :class:`~qortex_core.query.retriever.QueryResult` (each passage says its ``tier``).
-        Without ``as_of``, a time the query names ("in October 2023", "last spring", "two
-        years ago", relative to ``asked_at``, default now) is the ``as_of``
-        (:mod:`~qortex_core.memory.asked_time`).
+        ``filters``: only memories whose metadata passes them (:mod:`qortex_core.query.filters`:
+        ``{"user": "ann", "topic": ["a", "b"], "score": {"gte": 3}}``), before the top ``top_k``.
+        Without ``as_of``, a time the query names ("in October 2023", "last spring", "two years
+        ago", relative to ``asked_at``, default now) is the ``as_of``.
 
         Raises:
-            QueryError: a bad query, top_k, mode or domain; RecordError: a bad time.
+            QueryError: a bad query, top_k, mode, domain or filter; RecordError: a bad time.
         """
         from qortex_core.memory.search import search_memory
 
         return search_memory(self, query, top_k, mode, (since, until), domain, profile,
-                             min_relevance, (as_of, include_superseded), asked_at)  # fmt: skip
+                             min_relevance, (as_of, include_superseded), filters,
+                             asked_at)  # fmt: skip
 
     def feedback(
-        self,
-        query_id: str,
-        accepted: Sequence[str] = (),
-        rejected: Sequence[str] = (),
+        self, query_id: str, accepted: Sequence[str] = (), rejected: Sequence[str] = (),
         partial: Sequence[str] = (),
-    ):
+    ):  # fmt: skip
         """Judge results of an earlier :meth:`search` (see ``Retriever.feedback``)."""
         retriever = self.retriever()
         if retriever is None:

@@ -214,9 +214,10 @@ def current_query(
     validity, are reranked (:func:`rerank`) down to ``top_k`` and ordered by the ``profile``'s
     recency (:func:`by_recency`)."""
     from qortex_core.memory.supersede import Supersession
-    from qortex_core.query.validation import MAX_TOP_K
+    from qortex_core.query.validation import MAX_TOP_K, validate_top_k
 
     tier = retriever.fresh
+    validate_top_k(top_k)  # before the pool is widened to a valid depth
     depth = min(top_k * CurrentConfig().depth, MAX_TOP_K)
     if tier is None:
         return ask(top_k, moment[0])

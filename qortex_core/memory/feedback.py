@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from qortex_core.errors import QueryError, StorageError
+from qortex_core.jsonable import JsonRecord
 from qortex_core.storage import ids
 from qortex_core.storage.store import FEEDBACK_EVENTS, QUERY_LOG, LanceStore
 
@@ -66,7 +67,7 @@ class ResultTrace:
 
 
 @dataclass(frozen=True)
-class FeedbackEvent:
+class FeedbackEvent(JsonRecord):
     """One judgement of one result of one query."""
 
     event_id: str

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.memory.metadata import read_metadata
-from qortex_core.memory.records import DOC_PREFIX, GONE, MemoryRecord, MemoryTable
+from qortex_core.memory.records import DOC_PREFIX, GONE, JSON_COLUMN, MemoryRecord, MemoryTable
 from qortex_core.storage.store import arrow_to_vectors
 
 _OVERLAP_S = (
@@ -116,7 +116,8 @@ class MemoryState:
         rows = rows.take(pa.array(fresh, pa.int64()))
         dim = rows.schema.field("vector").type.list_size
         vectors = arrow_to_vectors(rows["vector"], dim)  # (n_new, d)
-        for row, vector in zip(rows.drop_columns(["vector"]).to_pylist(), vectors):
+        kept = rows.drop_columns([c for c in ("vector", JSON_COLUMN) if c in rows.column_names])
+        for row, vector in zip(kept.to_pylist(), vectors):
             self._fold(row, vector)
         latest = max(rows["created_at"].to_pylist())
         cut = _minus_seconds(latest, _OVERLAP_S)
@@ -285,18 +286,24 @@ def search_fresh(
     exclude: frozenset[str] = frozenset(),
     domains: list[str] | None = None,
     window: tuple[str | None, str | None] = (None, None),
+    only: tuple[frozenset[str], str] | None = None,
 ) -> list[FreshHit]:
     """Live records outside ``exclude`` ranked by cosine + lexical_weight x min-max BM25.
 
     Args:
         vector: (d,) unit query vector; query: its text for the full-text channel.
         exclude: records served by the graph tier instead.
+        only: (the records a metadata filter keeps, its ``where`` predicate): the others are
+            skipped before the top ``top_k`` are taken, and the full-text channel searches
+            only the rows that pass the predicate.
     """
     if not state.live_ids:
         return []
     cos = state.vectors @ np.asarray(vector, np.float32)  # (n_live,)
     lexical = np.zeros(len(cos), np.float32)  # (n_live,) min-max BM25 of each record's newest row
-    bm25 = state.table.text_search(query, state.config.lexical_candidates)
+    bm25 = state.table.text_search(
+        query, state.config.lexical_candidates, only[1] if only is not None else None
+    )
     if bm25:
         at = {rid: i for i, rid in enumerate(state.live_ids)}
         top = max(bm25.values()) or 1.0
@@ -309,6 +316,8 @@ def search_fresh(
         rid = state.live_ids[i]
         row = state.current[rid]
         if rid in exclude or (domains and row["domain"] not in domains):
+            continue
+        if only is not None and rid not in only[0]:
             continue
         if not in_window(row["time"], *window):
             continue

@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from qortex_core.errors import SnapshotError
-from qortex_core.query.explore import Explorer
 from qortex_core.query.explore_types import EntityInfo, GraphPath, Neighborhood
 
 if TYPE_CHECKING:
+    from qortex_core.query.explore import Explorer
     from qortex_core.query.retriever import Retriever
 
 
 def explorer_of(retriever: Retriever) -> Explorer:
     """An :class:`Explorer` over a retriever's snapshot, resolving names with its embedder."""
+    from qortex_core.query.explore import Explorer  # numba-compiled lookups: loaded on first use
+
     pairs = retriever.snapshot.arrays.get("synonym_pairs", np.zeros((0, 2), np.int32))
     return Explorer(retriever.view, pairs, lambda text: retriever.embedder.embed([text])[0])
 

@@ -16,25 +16,30 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import RecordError
+from qortex_core.jsonable import JsonRecord
 from qortex_core.memory.metadata import clean_metadata
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
+from qortex_core.storage.record_lock import is_local
 from qortex_core.storage.store import LanceStore, vectors_to_arrow
 
 MEMORIES = "memories"
 DOC_PREFIX = "memory:"  # documents (and so passages) made from a memory record: memory:<record id>
 MAX_TEXT_BYTES = 1_000_000
+MAX_LIST = 10_000  # records one list call returns at most
 _READ_ATTEMPTS = 5  # reads restarted on the newest version when a purge cleaned theirs
 GONE = ("forget", "merged")  # ops that take a record out of search
+JSON_COLUMN = "metadata_json"  # the metadata again, as Lance JSON (JSONB): what filters read
 
 
 @dataclass(frozen=True)
-class MemoryRecord:
+class MemoryRecord(JsonRecord):
     """A memory as it stands now.
 
     Attributes:
@@ -65,7 +70,7 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True)
-class Revision:
+class Revision(JsonRecord):
     """One row of a record's history: what was written, when and by whom."""
 
     id: str
@@ -173,10 +178,24 @@ class MemoryTable:
         return self._handle
 
     def append(self, rows: pa.Table) -> None:
-        """Append rows durably (the call returns after Lance committed them)."""
-        fresh = self._open() is None
-        self.store.append(MEMORIES, rows)
-        if fresh:  # first write on this home: an FTS index that later appends search unindexed
+        """Append rows durably (the call returns after Lance committed them), with the JSON
+        copy of their metadata. The caller holds the records lock: a local table written before
+        that column existed is first rewritten with it (once, as a purge rewrites it); one in
+        an object store, where that lock is not held, stays as it is (filters then read the
+        metadata in Python)."""
+        handle = self._open()
+        if handle is not None:
+            handle.checkout_latest()  # another process may have upgraded it, or appended
+        if handle is not None and JSON_COLUMN not in handle.schema.names:
+            if not is_local(self.store.config.home):
+                kept = [c for c in rows.column_names if c != JSON_COLUMN]
+                self.store.append(MEMORIES, rows.select(kept))
+                return
+            self.store.replace(MEMORIES, with_json_column(handle.to_arrow()))
+            self._handle = None
+            self._ensure_fts()
+        self.store.append(MEMORIES, with_json_column(rows))
+        if handle is None:  # the first write here: an FTS index that later appends search unindexed
             self._handle = self.store.open_latest(MEMORIES)
             self._ensure_fts()
 
@@ -212,30 +231,52 @@ class MemoryTable:
         handle = self._open()
         if handle is None:
             return pa.table({})
+        if since is None:
+            return self._retrying(handle, lambda: handle.to_arrow())
+        quoted = since.replace("'", "''")
+        where = f"created_at >= '{quoted}'"
+        return self._retrying(handle, lambda: handle.search().where(where).limit(None).to_arrow())
+
+    def matching_ids(self, predicate: str) -> set[str] | None:
+        """Ids of the records whose rows pass ``predicate`` (a ``where`` over
+        :data:`JSON_COLUMN`, evaluated by LanceDB); None when the table has no such column."""
+        handle = self._open()
+        if handle is None:
+            return set()
+
+        def run() -> pa.Table:
+            if JSON_COLUMN not in handle.schema.names:
+                return pa.table({})
+            return handle.search().where(predicate).select(["id"]).limit(None).to_arrow()
+
+        rows = self._retrying(handle, run)
+        return set(rows["id"].to_pylist()) if rows.num_columns else None
+
+    @staticmethod
+    def _retrying(handle, read: Callable[[], pa.Table]) -> pa.Table:
+        """``read()`` on the newest version, again when a purge cleaned the one checked out."""
         for attempt in range(_READ_ATTEMPTS):
             handle.checkout_latest()
             try:
-                if since is None:
-                    return handle.to_arrow()
-                quoted = since.replace("'", "''")
-                return handle.search().where(f"created_at >= '{quoted}'").limit(None).to_arrow()
+                return read()
             except (OSError, RuntimeError) as exc:
                 if "Not found" not in str(exc) or attempt + 1 == _READ_ATTEMPTS:
                     raise
         raise AssertionError("unreachable")
 
-    def text_search(self, query: str, limit: int) -> dict[str, float]:
-        """BM25 scores of the rows whose text matches ``query`` (by row key), best first."""
+    def text_search(self, query: str, limit: int, where: str | None = None) -> dict[str, float]:
+        """BM25 scores of the rows whose text matches ``query`` (by row key), best first; with
+        ``where`` (over :data:`JSON_COLUMN`) only among the rows that pass it."""
         handle = self._open()
         if handle is None or not query.strip():
             return {}
+        if where is not None and JSON_COLUMN not in handle.schema.names:
+            where = None  # a table from before the column: the caller filters the records
         try:
-            hits = (
-                handle.search(query, query_type="fts")
-                .select(["key", "_score"])
-                .limit(limit)
-                .to_arrow()
-            )
+            search = handle.search(query, query_type="fts").select(["key", "_score"])
+            if where is not None:
+                search = search.where(where, prefilter=True)
+            hits = search.limit(limit).to_arrow()
         except (RuntimeError, ValueError):  # no index yet, or a query the parser refuses
             return {}
         return dict(zip(hits["key"].to_pylist(), hits["_score"].to_pylist()))
@@ -246,6 +287,22 @@ class MemoryTable:
         if handle is not None:
             self._ensure_fts()
             handle.optimize()
+
+
+def with_json_column(rows: pa.Table) -> pa.Table:
+    """``rows`` with :data:`JSON_COLUMN` (kept when there): each row's metadata as JSON, ``{}``
+    for a stored value that is not a JSON object (a row from before metadata was checked)."""
+    if JSON_COLUMN in rows.column_names:
+        return rows
+    values = [text if _is_object(text) else "{}" for text in rows["metadata"].to_pylist()]
+    return rows.append_column(JSON_COLUMN, pa.array(values, pa.json_()))
+
+
+def _is_object(text: str | None) -> bool:
+    try:
+        return isinstance(json.loads(text or ""), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def to_revision(row: dict) -> Revision:

@@ -12,6 +12,7 @@ from qortex_core.memory.records import parse_time
 from qortex_core.memory.tier import FreshTier
 from qortex_core.query import relevance
 from qortex_core.query.config import RetrievalConfig
+from qortex_core.query.filters import parse_filters
 
 
 def search_memory(
@@ -24,6 +25,7 @@ def search_memory(
     profile: str | None,
     min_relevance: float | None,
     moment: tuple = (None, False),
+    filters: dict | None = None,
     asked_at: object = None,
 ):
     """One query over the snapshot (if any) and the fresh tier; see :meth:`Memory.search`.
@@ -39,6 +41,7 @@ def search_memory(
     from qortex_core.query.validation import MAX_TOP_K
 
     validate(query, top_k, mode)
+    flt = parse_filters(filters)
     window = (parse_time(window[0], "since"), parse_time(window[1], "until", upper=True))
     domains = [domains] if isinstance(domains, str) else (list(domains) if domains else None)
     as_of = parse_time(moment[0], "as_of") or moment_of(query, parse_time(asked_at, "asked_at"))
@@ -51,7 +54,7 @@ def search_memory(
         with retriever.fresh.at(*moment):
             result = retriever.query(
                 query, depth, mode, domains, profile,
-                since=window[0], until=until, min_relevance=min_relevance,
+                since=window[0], until=until, min_relevance=min_relevance, filters=flt,
             )  # fmt: skip
         tier = retriever.fresh
     else:
@@ -59,7 +62,7 @@ def search_memory(
         tier.timelines = mem.supersession.timelines
         with tier.at(*moment):
             result = _fresh_only(mem, tier, query, depth, mode, (window[0], until), domains,
-                                 min_relevance)  # fmt: skip
+                                 min_relevance, flt)  # fmt: skip
     result = rerank(with_validity(result, tier), query, mem.supersession, tier, mem.embedder, top_k)
     return by_recency(result, profile, mem.home, moment[0])
 
@@ -69,14 +72,14 @@ def _earlier(a: str | None, b: str | None) -> str | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _fresh_only(mem, tier, query, top_k, mode, window, domains, min_relevance):
+def _fresh_only(mem, tier, query, top_k, mode, window, domains, min_relevance, flt):
     """The fresh tier alone (a home with no snapshot yet)."""
     from qortex_core.query.retriever import QueryResult, validate
 
     clean = validate(query, top_k, mode)
     config = RetrievalConfig()
     minimum = relevance.threshold(min_relevance, config.min_relevance)
-    hits = tier.search(mem.embedder.embed([clean])[0], clean, top_k, domains, window)
+    hits = tier.search(mem.embedder.embed([clean])[0], clean, top_k, domains, window, flt)
     empty = QueryResult(clean, "dense", "", [], fallback="no snapshot yet: fresh memories only")
     result = tier.merge(empty, hits, top_k, relevance=relevance.of_fresh(config.relevance))
     best = max((h.relevance or 0.0 for h in result.passages), default=0.0)

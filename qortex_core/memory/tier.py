@@ -18,8 +18,10 @@ import pyarrow as pa
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.memory.fresh import FreshConfig, FreshHit, GraphView, MemoryState, graph_view
 from qortex_core.memory.fresh import search_fresh as _search
-from qortex_core.memory.records import DOC_PREFIX, MemoryTable
+from qortex_core.memory.metadata import read_metadata
+from qortex_core.memory.records import DOC_PREFIX, JSON_COLUMN, MemoryTable
 from qortex_core.memory.timeline import TimelineCache
+from qortex_core.query.filters import MetadataFilter
 from qortex_core.query.liveness import Liveness
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage.store import LanceStore
@@ -54,6 +56,7 @@ class FreshTier:
         self.moment: tuple[str | None, bool] = (None, False)  # (as_of, include_superseded)
         self._rows_of: dict[str, list[int]] | None = None  # record id -> its passage rows
         self._docs: dict[str, str] | None = None  # memory passage id -> its document
+        self._matched: dict[str, tuple[int, frozenset[str]]] = {}  # predicate -> (generation, ids)
 
     @contextmanager
     def at(self, as_of: str | None, include_superseded: bool = False):
@@ -147,6 +150,32 @@ class FreshTier:
             self._domains = (self.state.generation, live)
         return self._domains[1]
 
+    def matching(self, flt: MetadataFilter) -> frozenset[str]:
+        """Written records whose metadata passes ``flt``: LanceDB evaluates its predicate over
+        the memories table (a table from before the JSON column: the same test in Python)."""
+        self.state.refresh()
+        where = flt.sql(JSON_COLUMN)
+        cached = self._matched.get(where)
+        if cached is not None and cached[0] == self.state.generation:
+            return cached[1]
+        found = self.state.table.matching_ids(where)
+        if found is None:
+            rows = self.state.current.items()
+            found = {r for r, row in rows if flt.matches(read_metadata(row["metadata"]))}
+        if len(self._matched) >= 16:
+            self._matched.clear()
+        self._matched[where] = (self.state.generation, frozenset(found))
+        return self._matched[where][1]
+
+    def filter_mask(self, flt: MetadataFilter) -> np.ndarray:
+        """(n_passages,) True for the snapshot passages of records :meth:`matching` keeps (file
+        passages carry no metadata: never)."""
+        mask = np.zeros(self.passages.num_rows, bool)
+        rows = self.record_rows()
+        picked = [i for r in self.matching(flt) for i in rows.get(r, ())]
+        mask[picked] = True
+        return mask
+
     def search(
         self,
         vector: np.ndarray,
@@ -154,11 +183,13 @@ class FreshTier:
         top_k: int,
         domains: list[str] | None = None,
         window: tuple[str | None, str | None] = (None, None),
+        flt: MetadataFilter | None = None,
     ) -> list[FreshHit]:
-        """The best live records the snapshot does not hold yet."""
+        """The best live records the snapshot does not hold yet (those ``flt`` keeps)."""
         view = self.view()
         exclude = view.in_graph | self.withheld()
-        return _search(self.state, vector, text, top_k, exclude, domains, window)
+        only = (self.matching(flt), flt.sql(JSON_COLUMN)) if flt is not None else None
+        return _search(self.state, vector, text, top_k, exclude, domains, window, only)
 
     def merge(
         self,

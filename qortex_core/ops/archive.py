@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.documents import DOCUMENTS
-from qortex_core.memory.records import MEMORIES
+from qortex_core.jsonable import JsonRecord
+from qortex_core.memory.records import JSON_COLUMN, MEMORIES
 from qortex_core.storage.store import (
     EXTRACTIONS,
     FACTORS,
@@ -54,7 +55,7 @@ TABLES = (DOCUMENTS, EXTRACTIONS, MEMORIES, FEEDBACK_EVENTS, FACTORS)  # the ord
 
 
 @dataclass(frozen=True)
-class ExportReport:
+class ExportReport(JsonRecord):
     """What :func:`export_home` wrote: rows per table, the file and its size in bytes."""
 
     path: str
@@ -92,7 +93,8 @@ def table_rows(store: LanceStore, name: str) -> Iterator[dict]:
     if name == MEMORIES:
         dim = table.schema.field("vector").type.list_size
         vectors = arrow_to_vectors(table["vector"], dim)  # (n, d)
-        table = table.drop_columns(["vector"])
+        derived = [c for c in ("vector", JSON_COLUMN) if c in table.column_names]
+        table = table.drop_columns(derived)  # the JSON copy of the metadata is made on import
     for i, row in enumerate(table.to_pylist()):
         out = {k: _iso(v) for k, v in row.items()}
         if vectors is not None:

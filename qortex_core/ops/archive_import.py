@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import DatasetError
 from qortex_core.ingest.documents import DOCUMENTS
+from qortex_core.jsonable import JsonRecord
 from qortex_core.memory.feedback import KINDS
 from qortex_core.memory.records import MEMORIES, MemoryTable
 from qortex_core.memory.timeline import LINK_OP
@@ -76,7 +77,7 @@ class Staged:
 
 
 @dataclass(frozen=True)
-class ImportReport:
+class ImportReport(JsonRecord):
     """What :func:`import_home` did.
 
     Attributes:

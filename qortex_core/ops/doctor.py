@@ -17,6 +17,7 @@ import numpy as np
 
 from qortex_core.embed import Embedder
 from qortex_core.errors import HomeError, QortexError, SnapshotError
+from qortex_core.jsonable import JsonRecord
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
 
@@ -42,7 +43,7 @@ class DoctorConfig:
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(JsonRecord):
     """One finding: what was checked, whether it is fine, and a plain sentence."""
 
     name: str
@@ -51,12 +52,14 @@ class Check:
 
 
 @dataclass(frozen=True)
-class DoctorReport:
+class DoctorReport(JsonRecord):
     """Every finding for one home, and the row count of each table that opened."""
 
     home: str
     checks: tuple[Check, ...]
     tables: dict[str, int]
+
+    json_extras = ("healthy",)  # to_dict() adds it
 
     @property
     def healthy(self) -> bool:

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.shards import drop_staging
+from qortex_core.jsonable import JsonRecord
 from qortex_core.memory.records import DOC_PREFIX, MEMORIES
 from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
@@ -45,7 +46,7 @@ from qortex_core.storage.writer_lock import writer_lock
 
 
 @dataclass(frozen=True)
-class PurgeReport:
+class PurgeReport(JsonRecord):
     """What a purge removed and kept."""
 
     kept: list[str]

@@ -1,16 +1,19 @@
 """What graph exploration answers (:mod:`qortex_core.query.explore`): frozen, JSON-ready records.
 
-Every type has ``to_dict()``: plain dicts, lists, strings and finite numbers (times are ISO 8601
-strings), so ``json.dumps(x.to_dict())`` always works.
+Every type has ``to_dict()`` and ``from_dict()`` (:class:`~qortex_core.jsonable.JsonRecord`):
+plain dicts, lists, strings and finite numbers (times are ISO 8601 strings), so
+``json.dumps(x.to_dict())`` always works.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+from qortex_core.jsonable import JsonRecord
 
 
 @dataclass(frozen=True)
-class Resolved:
+class Resolved(JsonRecord):
     """Which concept a name given by the caller stands for.
 
     Attributes:
@@ -27,12 +30,9 @@ class Resolved:
     how: str
     score: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Neighbor:
+class Neighbor(JsonRecord):
     """A concept near the resolved one.
 
     Attributes:
@@ -50,12 +50,9 @@ class Neighbor:
     relation: str
     weight: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Neighborhood:
+class Neighborhood(JsonRecord):
     """:meth:`Explorer.neighbors`' answer: the resolved concept and its neighbours, nearest and
     strongest first."""
 
@@ -64,12 +61,9 @@ class Neighborhood:
     snapshot: str
     truncated: bool = False  # more concepts lay within the depth than ``limit``
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class PassageRef:
+class PassageRef(JsonRecord):
     """A passage of the snapshot: where a fact was stated or a concept mentioned."""
 
     id: str
@@ -78,12 +72,9 @@ class PassageRef:
     time: str | None
     domain: str
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class PathStep:
+class PathStep(JsonRecord):
     """One node of a path; ``edge`` names the edge from the step before (empty for the first).
 
     ``kind`` is ``concept`` or ``passage``; a passage step means both its neighbours on the path
@@ -96,13 +87,12 @@ class PathStep:
     edge: str = ""
     passage: PassageRef | None = None
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class GraphPath:
+class GraphPath(JsonRecord):
     """:meth:`Explorer.path`'s answer: a shortest path (fewest edges) or ``found`` False."""
+
+    json_extras = ("length",)  # to_dict() adds it
 
     source: Resolved
     target: Resolved
@@ -116,12 +106,9 @@ class GraphPath:
         """Edges on the path (0 when none was found or both names resolved to one concept)."""
         return max(len(self.steps) - 1, 0)
 
-    def to_dict(self) -> dict:
-        return dict(asdict(self), length=self.length)
-
 
 @dataclass(frozen=True)
-class FactRef:
+class FactRef(JsonRecord):
     """A fact about a concept and the passages that state it (with their event times)."""
 
     fact_id: str
@@ -130,12 +117,9 @@ class FactRef:
     object: str
     passages: list[PassageRef] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class EntityInfo:
+class EntityInfo(JsonRecord):
     """:meth:`Explorer.entity`'s answer: the facts about a concept and where it is mentioned.
 
     Attributes:
@@ -149,6 +133,3 @@ class EntityInfo:
     mentioned_in: list[PassageRef]
     degree: int
     snapshot: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)

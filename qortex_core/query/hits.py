@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from qortex_core.query import profiles
 from qortex_core.query.linking import Seeding
 from qortex_core.query.liveness import Liveness
-from qortex_core.query.modes.base import Walked
+from qortex_core.query.modes.base import QueryContext, Ranking, Walked
 from qortex_core.query.results import ConceptHit, PassageHit, Seed
+from qortex_core.query.rules import rank_rules, rule_cosine
 from qortex_core.query.seeding import top_indices
 from qortex_core.query.snapshot_view import SnapshotView
 
@@ -120,3 +121,22 @@ def concept_hits(
             top.tolist(), view.node_ids.take(top), view.node_names.take(top)
         )
     ]
+
+
+def ranked_rules(
+    view: SnapshotView,
+    floor: float,
+    ctx: QueryContext,
+    ranking: Ranking,
+    top_k: int,
+    domains: Sequence[str] | None,
+) -> list:
+    """Rules by the walk's concept scores, or by concept cosine (at least ``floor``) when
+    nothing was walked."""
+    index = view.rule_index
+    scores = (
+        rule_cosine(index, view.phrase_vectors, view.n_phrases, ctx.vector, floor)
+        if ranking.walked is None
+        else ranking.walked.node_scores[: view.n_phrases]
+    )
+    return rank_rules(index, scores, view.node_ids, view.node_names, top_k, domains, live=ctx.live)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qortex_core.jsonable import JsonRecord
 from qortex_core.query.rules import RuleHit
 
 
 @dataclass(frozen=True)
-class Seed:
+class Seed(JsonRecord):
     """A node the walk restarted from, and why."""
 
     node_id: str
@@ -18,7 +19,7 @@ class Seed:
 
 
 @dataclass(frozen=True)
-class PassageHit:
+class PassageHit(JsonRecord):
     """One ranked passage, its score and the components behind it."""
 
     id: str
@@ -40,7 +41,7 @@ class PassageHit:
 
 
 @dataclass(frozen=True)
-class ConceptHit:
+class ConceptHit(JsonRecord):
     """One ranked concept (graph modes)."""
 
     id: str
@@ -49,7 +50,7 @@ class ConceptHit:
 
 
 @dataclass(frozen=True)
-class QueryResult:
+class QueryResult(JsonRecord):
     """Ranked passages and concepts, the seeds of the walk, and any fallback taken."""
 
     query: str

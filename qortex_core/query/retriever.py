@@ -23,11 +23,11 @@ from qortex_core.memory.tier import FreshTier
 from qortex_core.query import attribution, hits, modes, profiles, relevance
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.embedder_check import check_embedder
+from qortex_core.query.filters import MetadataFilter, Only, parse_filters
 from qortex_core.query.lexical import LexicalIndex
 from qortex_core.query.linking import Seeding
 from qortex_core.query.ppr import fast_walk
 from qortex_core.query.results import ConceptHit, PassageHit, QueryResult, Seed
-from qortex_core.query.rules import rank_rules, rule_cosine
 from qortex_core.query.seeding import cosine
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.query.validation import (
@@ -175,6 +175,7 @@ class Retriever:
         since: str | None = None,
         until: str | None = None,
         min_relevance: float | None = None,
+        filters: dict | None = None,
     ) -> QueryResult:
         """Embed ``text`` once, retrieve (see :meth:`search`) and log which concepts each result
         came through.
@@ -182,21 +183,24 @@ class Retriever:
         ``since``/``until``: keep passages whose event time lies in that window (ISO 8601;
         a bare ``until`` date keeps its whole day); like domains they filter the results,
         never the walk. Fresh records (written, not yet consolidated) are filtered alike.
+        ``filters``: keep memories whose metadata passes them (:mod:`~.filters`), before the
+        top ``top_k`` are taken, in both tiers.
         ``min_relevance`` (None: ``config.min_relevance``; 0: never): when no allowed passage
         or fresh record is that relevant, the result is ``no_answer`` with no passages.
         """
         clean = validate(text, top_k, mode)
+        flt = parse_filters(filters)
         known = set(self.view.domains.names)
         domains = validate_domains(domains, known | (self.fresh.domains() if self.fresh else set()))
         vector = self.embedder.embed([clean])[0]
         result = self.search(
             clean, vector, top_k, mode, domains, profile,
-            since=since, until=until, min_relevance=min_relevance,
+            since=since, until=until, min_relevance=min_relevance, filters=flt,
         )  # fmt: skip
         if self.fresh is not None:  # the hook: written memories not yet in the snapshot
             window = validate_window(since, until)
             with _blas_controller().limit(limits=1, user_api="blas"):
-                found = self.fresh.search(vector, clean, top_k, domains, window)
+                found = self.fresh.search(vector, clean, top_k, domains, window, flt)
             rel = relevance.of_fresh(self.config.relevance)  # the same calibration
             result = self.fresh.merge(result, found, top_k, relevance=rel)
             result = relevance.settle(
@@ -246,14 +250,16 @@ class Retriever:
         since: str | None = None,
         until: str | None = None,
         min_relevance: float | None = None,
+        filters: MetadataFilter | dict | None = None,
     ) -> QueryResult:
         """Retrieve with a precomputed unit query vector (modes: :data:`MODES`)."""
         window = validate_window(since, until)
+        only = Only(domains, window, parse_filters(filters))
         minimum = relevance.threshold(min_relevance, self.config.min_relevance)
         # one BLAS thread: a query is a few small mat-vecs, and a second thread only spin-waits
         # (12 ms instead of 1.4 ms per 17k x 384 product on a busy 2-core machine)
         with _blas_controller().limit(limits=1, user_api="blas"):
-            return self._search(text, vector, top_k, mode, domains, profile, window, minimum)
+            return self._search(text, vector, top_k, mode, only, profile, minimum)
 
     def seed(self, text: str, vector: np.ndarray, dense: np.ndarray) -> Seeding:
         """Link facts, filter them (when a recognizer is set) and build the walk's teleport.
@@ -270,6 +276,7 @@ class Retriever:
         domains: Sequence[str] | None = None,
         dense: np.ndarray | None = None,
         window: tuple[str | None, str | None] = (None, None),
+        filters: MetadataFilter | None = None,
     ) -> modes.QueryContext:
         """The query context a mode ranks from (dense cosines computed here unless given);
         ``window``: the validated (since, until) event-time bounds."""
@@ -282,7 +289,7 @@ class Retriever:
             view=self.view,
             walk=self.walk,
             config=self.config,
-            allowed=self._allowed(self.view.allowed(domains, *window)),
+            allowed=self._allowed(self.view.allowed(domains, *window), filters),
             factors=self.memory.phrase_factors,
             preference=self.memory.preference,
             recognizer=self.recognizer,
@@ -296,16 +303,15 @@ class Retriever:
         vector: np.ndarray,
         top_k: int,
         mode: str,
-        domains: Sequence[str] | None,
+        only: Only,
         profile: str | profiles.ScoringProfile | None,
-        window: tuple[str | None, str | None] = (None, None),
         minimum: float = 0.0,
     ) -> QueryResult:
         validate(text, top_k, mode)
         prof = profiles.get_profile(profile, self.home)
         if self.view.n_passages == 0:  # every memory forgotten: only the fresh tier answers
             return replace(self._abstained(text, mode, prof, "snapshot is empty"), no_answer=False)
-        ctx = self.context(text, vector, domains, window=window)
+        ctx = self.context(text, vector, only.domains, window=only.window, filters=only.filters)
         best = relevance.best_of(ctx.dense, self.config.relevance, ctx.allowed)
         if minimum > 0 and best < minimum:  # abstain before any walk: the same in every mode
             return self._abstained(ctx.text, mode, prof, relevance.abstention_note(best, minimum))
@@ -313,7 +319,7 @@ class Retriever:
         if wrong is not None:
             return self._abstained(ctx.text, mode, prof, wrong.note)
         ranking = modes.get(mode).rank(ctx)
-        return self._result(ctx, ranking, top_k, domains, prof)
+        return self._result(ctx, ranking, top_k, only.domains, prof)
 
     def _abstained(
         self, text: str, mode: str, prof: profiles.ScoringProfile, note: str
@@ -355,7 +361,7 @@ class Retriever:
             view, final, parts, top_k, ctx.allowed, ranking.walked,
             lambda at: relevance.score(cosines[at], cfg),
         )  # fmt: skip
-        rules = self._rules(ctx, ranking, top_k, domains)
+        rules = hits.ranked_rules(view, self.config.fact_threshold, ctx, ranking, top_k, domains)
         if ranking.walked is None:
             return QueryResult(
                 ctx.text, ranking.mode, view.name, passages,
@@ -369,25 +375,16 @@ class Retriever:
             **extra,
         )  # fmt: skip
 
-    def _rules(
-        self,
-        ctx: modes.QueryContext,
-        ranking: modes.Ranking,
-        top_k: int,
-        domains: Sequence[str] | None,
-    ) -> list:
-        """Rules by the walk's concept scores, or by concept cosine when nothing was walked."""
-        view, index, floor = self.view, self.view.rule_index, self.config.fact_threshold
-        scores = (
-            rule_cosine(index, view.phrase_vectors, view.n_phrases, ctx.vector, floor)
-            if ranking.walked is None
-            else ranking.walked.node_scores[: view.n_phrases]
-        )
-        names = view.node_names
-        return rank_rules(index, scores, view.node_ids, names, top_k, domains, live=ctx.live)
-
-    def _allowed(self, mask: np.ndarray | None) -> np.ndarray | None:
-        """(n_passages,) ``mask`` without forgotten or superseded passages (None: all allowed)."""
+    def _allowed(
+        self, mask: np.ndarray | None, filters: MetadataFilter | None = None
+    ) -> np.ndarray | None:
+        """(n_passages,) ``mask`` without forgotten or superseded passages, and only passages of
+        memories ``filters`` keeps (None: all allowed)."""
+        if filters is not None:
+            kept = np.zeros(self.view.n_passages, bool)
+            if self.fresh is not None:  # file passages carry no metadata
+                kept = self.fresh.filter_mask(filters)
+            mask = kept if mask is None else mask & kept
         return self.fresh.visible(mask) if self.fresh is not None else mask
 
     def _components(self, prof: profiles.ScoringProfile) -> dict[str, np.ndarray]:

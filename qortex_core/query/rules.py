@@ -9,6 +9,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from qortex_core.jsonable import JsonRecord
 from qortex_core.query.csr_views import rows_listing
 from qortex_core.query.seeding import cosine_at, top_indices
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RuleHit:
+class RuleHit(JsonRecord):
     """A rule, its score, and the concepts that activated it (highest scoring first)."""
 
     id: str

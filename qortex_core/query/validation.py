@@ -20,10 +20,16 @@ def validate(text: str, top_k: int, mode: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise QueryError("query is not valid UTF-8 text (it holds undecodable bytes)") from None
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
-        raise QueryError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    validate_top_k(top_k)
     modes.get(mode)  # QueryError for an unknown mode
     return text.strip()[:MAX_QUERY_CHARS]
+
+
+def validate_top_k(top_k: object) -> int:
+    """``top_k`` if it is an integer from 1 to ``MAX_TOP_K``, else a :class:`QueryError`."""
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
+        raise QueryError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    return top_k
 
 
 def validate_window(since: object, until: object) -> tuple[str | None, str | None]:

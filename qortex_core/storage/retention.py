@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qortex_core.errors import ConfigError
+from qortex_core.jsonable import JsonRecord
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import QUERY_LOG, LanceStore
 
 
 @dataclass(frozen=True)
-class SnapshotInfo:
+class SnapshotInfo(JsonRecord):
     name: str
     version: int
     created: str
@@ -25,7 +26,7 @@ class SnapshotInfo:
 
 
 @dataclass(frozen=True)
-class PruneReport:
+class PruneReport(JsonRecord):
     kept: list[str]
     removed: list[str]
     optimized: dict[str, int]  # table -> version after optimize

@@ -257,11 +257,9 @@ def test_ingest_bad_sources(qortex, tmp_path, toy_home):
     (junk / "broken.json").write_text("[{")
     (junk / "picture.png").write_bytes(b"\x89PNG")
     before = snap.latest_name(toy_home)
+    assert_user_error(qortex("ingest", tmp_path / "nope", "--home", toy_home), "source not found")
     assert_user_error(
-        qortex("ingest", tmp_path / "nope", "--home", toy_home), "source directory not found"
-    )
-    assert_user_error(
-        qortex("ingest", junk / "blank.md", "--home", toy_home), "source directory not found"
+        qortex("ingest", junk / "blank.md", "--home", toy_home), "no usable", "empty file"
     )
     assert_user_error(
         qortex("ingest", empty, "--home", toy_home, subprocess=True),

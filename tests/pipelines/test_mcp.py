@@ -63,9 +63,14 @@ async def _round_trip(home: Path) -> dict:
 def test_mcp_round_trip_over_stdio(home):
     out = anyio.run(_round_trip, home)
     assert out["tools"] == [
+        "qortex_consolidate",
         "qortex_feedback",
         "qortex_forget",
+        "qortex_get",
         "qortex_history",
+        "qortex_list",
+        "qortex_neighbors",
+        "qortex_path",
         "qortex_query",
         "qortex_remember",
         "qortex_update",

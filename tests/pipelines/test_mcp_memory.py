@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -25,11 +24,9 @@ async def _session_run(home: Path) -> dict:
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 out["tools"] = {t.name: t for t in (await session.list_tools()).tools}
-                start = time.monotonic()
                 out["remember"] = await session.call_tool(
                     "qortex_remember", {"text": FACT, "time": "2026-03-05", "domain": "notes"}
                 )
-                out["remember_s"] = time.monotonic() - start
                 rid = out["remember"].structured_content["id"]
                 out["query"] = await session.call_tool(
                     "qortex_query", {"query": "Who painted the Ventra Bridge?", "top_k": 3}
@@ -65,7 +62,7 @@ def test_mcp_write_tools_round_trip(tmp_path: Path):
     assert all(p.get("description") for p in query_schema.values())
     assert "irreversible for search" in tools["qortex_forget"].description.lower()
     assert "history" in tools["qortex_forget"].description
-    assert not out["remember"].is_error and out["remember_s"] < 5  # the model was loaded at start
+    assert not out["remember"].is_error  # the first call waits for the model's background load
     hits = out["query"].structured_content["passages"]
     assert (hits[0]["id"], hits[0]["tier"]) == (out["rid"], "fresh")
     assert hits[0]["time"] == "2026-03-05T00:00:00Z"

@@ -62,7 +62,7 @@ def test_ingest_json_summary_then_unchanged_rerun(tmp_path: Path, capsys, shared
 def test_ingest_missing_source_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["ingest", str(tmp_path / "nope"), "--home", str(tmp_path / "home")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("qortex: error: source directory not found") and err.count("\n") == 1
+    assert err.startswith("qortex: error: source not found") and err.count("\n") == 1
 
 
 def test_bench_ingest_refuses_a_non_model_embedder_one_line_exit_2(

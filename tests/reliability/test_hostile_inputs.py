@@ -20,7 +20,7 @@ from pipelines.output import json_text
 from qortex_core.embed import make_embedder
 from qortex_core.errors import RecordError
 from qortex_core.ingest.documents import SourceConfig, load_documents
-from qortex_core.memory.api import Memory, MemoryOptions
+from qortex_core.memory.api import Memory
 from qortex_core.memory.records import MemoryTable, Revision, revision_rows
 from qortex_core.redact import MARK
 
@@ -64,14 +64,9 @@ def mem(tmp_path) -> Memory:
 
 def _mcp(home: Path):
     """An in-process MCP server on ``home`` (hash embedder) and a function that calls a tool."""
-    from qortex_core.mcp_server import MCPConfig, _Session, build_server
+    from qortex_core.mcp_server import MCPConfig, build_server
 
-    config = MCPConfig(home=str(home))
-    session = _Session(config)
-    session._memory = Memory(
-        home, embedder=make_embedder("hash:64"), options=MemoryOptions(channel="mcp")
-    )
-    server = build_server(config, session)
+    server = build_server(MCPConfig(home=str(home)), embedder=make_embedder("hash:64"))
     return lambda tool, **args: asyncio.run(server.call_tool(tool, args))
 
 

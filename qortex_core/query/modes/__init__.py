@@ -14,7 +14,7 @@ import functools
 import importlib
 import pkgutil
 
-from qortex_core.errors import QueryError
+from qortex_core.errors import QueryError, did_you_mean
 from qortex_core.query.modes.base import Mode, QueryContext, Ranking, dense_ranking
 
 __all__ = ["Mode", "QueryContext", "Ranking", "dense_ranking", "eval_defaults", "get", "names"]
@@ -50,5 +50,6 @@ def get(name: str) -> Mode:
     """The mode called ``name``, or a :class:`QueryError` naming the known ones."""
     modes = registry()
     if not isinstance(name, str) or name not in modes:
-        raise QueryError(f"unknown mode {name!r}: use one of {', '.join(modes)}")
+        hint = did_you_mean(name, modes)
+        raise QueryError(f"unknown mode {name!r}{hint or ':'} use one of {', '.join(modes)}")
     return modes[name]
