@@ -3,29 +3,46 @@ additions, changes and deletions."""
 
 from pathlib import Path
 
+import pyarrow as pa
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import SourceResource, StoreResource
 from qortex_core.errors import DatasetError
-from qortex_core.ingest.documents import DocumentSet, load_documents, sync_documents
-from qortex_core.memory.consolidate import memory_documents, stored_file_documents
+from qortex_core.ingest.documents import DocumentSet, sync_documents
+from qortex_core.ingest.source_manifest import (
+    SourceScan,
+    record_manifest,
+    scan_documents,
+    stored_file_ids,
+)
+from qortex_core.memory.consolidate import memory_documents
 from qortex_core.storage.writer_lock import ensure_no_other_writer
 
 
-def _files(source: SourceResource, db) -> DocumentSet:
-    """The source folder's documents; with no folder configured, the file documents stored."""
+def _files(source: SourceResource, db) -> SourceScan:
+    """The source folder's documents (only the files whose stat moved are read); with no folder
+    configured, the file documents stored, kept as they are."""
     if not source.path:
-        return DocumentSet(tuple(stored_file_documents(db)), ())
-    found = load_documents(source.config())
-    if (
-        not found.documents
-    ):  # a missing mount must not wipe the index: publish nothing, change nothing
+        return SourceScan(DocumentSet((), (), stored_file_ids(db)), pa.table({}))
+    scan = scan_documents(db, source.config())
+    found = scan.found
+    if not (found.documents or found.kept):
+        # a missing mount must not wipe the index: publish nothing, change nothing
         raise DatasetError(
             f"no usable document under {source.path} ({len(found.skipped)} files skipped); "
             "nothing was changed"
         )
-    return found
+    return scan
+
+
+def _reason(found: DocumentSet, source: SourceResource) -> str:
+    """Why the documents step read what it read (the ``reason`` metadata)."""
+    if not source.path:
+        return "no source folder: the stored file documents kept, written memories synced"
+    if found.kept:
+        return "files whose size, mtime and inode match the manifest were not read"
+    return "no file matched the manifest (first run, or every file changed): every file read"
 
 
 @asset(
@@ -41,9 +58,11 @@ def documents(
     # a run from the UI, a schedule or a sensor stops here while `qortex ingest` writes the home
     ensure_no_other_writer(store.home if "://" in store.home else Path(store.home).expanduser())
     db = store.open()
-    found = _files(source, db)
+    scan = _files(source, db)
+    found = scan.found
     memories = memory_documents(db)
-    report = sync_documents(db, found.documents + memories.documents)
+    report = sync_documents(db, found.documents + memories.documents, found.kept)
+    record_manifest(db, scan, report.deleted)
     for skip in found.skipped:
         context.log.warning(f"skipped {skip.path}: {skip.reason}")
     changes = (
@@ -59,6 +78,10 @@ def documents(
             "changed_documents": len(report.changed),
             "deleted_documents": len(report.deleted),
             "unchanged_documents": report.unchanged,
+            "files_read": len(found.documents),
+            "files_unchanged_by_stat": len(found.kept),
+            "mode": "incremental" if found.kept else "full",
+            "reason": _reason(found, source),
             "skipped_files": len(found.skipped),
             "memories": len(memories.documents),
             "merged_memories": len(memories.merged),

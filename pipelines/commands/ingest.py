@@ -18,12 +18,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """Run the ingest job over ``args.source`` (a folder or one file); print a summary (JSON
     with ``--json``)."""
     from qortex_core.errors import DatasetError
-    from qortex_core.ingest.documents import SourceConfig, load_documents, not_found
+    from qortex_core.ingest.documents import SourceConfig, not_found
+    from qortex_core.ingest.source_manifest import first_usable
 
     source = Path(args.source).expanduser()
     if not (source.is_dir() or source.is_file()):
         raise DatasetError(not_found(source))
-    found = load_documents(SourceConfig(root=source))  # an empty source would publish nothing
+    found = first_usable(SourceConfig(root=source))  # an empty source would publish nothing
     if not found.documents:
         why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
         raise DatasetError(

@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -23,7 +24,7 @@ from qortex_core.ingest.source_listing import Skipped, list_file, list_sources
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
 from qortex_core.storage.source_files import check_text, load_json, read_source
-from qortex_core.storage.store import Store
+from qortex_core.storage.store import LanceStore
 
 DOCUMENTS = "documents"
 TEXT_SUFFIXES = (".md", ".txt")
@@ -74,10 +75,15 @@ class Document:
 
 @dataclass(frozen=True)
 class DocumentSet:
-    """The documents found under a root and the files skipped."""
+    """The documents found under a root and the files skipped; ``kept``: ids of documents whose
+    files a manifest showed unchanged, so they were not read (:mod:`.source_manifest`)."""
 
     documents: tuple[Document, ...]
     skipped: tuple[Skipped, ...]
+    kept: tuple[str, ...] = ()
+
+
+Known = Callable[[Path, str], "str | None"]  # (path, doc id) -> stored hash if unchanged
 
 
 # -- scanning ----------------------------------------------------------------------------
@@ -249,9 +255,14 @@ def safe_name(name: str, config: SourceConfig) -> str:
     return f"{clean}~{hashlib.blake2b(name.encode(), digest_size=4).hexdigest()}"
 
 
-def load_documents(config: SourceConfig) -> DocumentSet:
+def load_documents(config: SourceConfig, known: Known | None = None) -> DocumentSet:
     """Every usable document under ``config.root``, sorted by id, and the files skipped; a
     root that is a file is a source of that one file (its folder is the root).
+
+    Args:
+        config: the source.
+        known: ``(path, doc id)`` -> the content hash stored for a file known unchanged (it is
+            then not read: its id lands in ``kept``), else None (the file is read).
 
     Raises:
         DatasetError: the root is neither a directory nor a file.
@@ -265,11 +276,18 @@ def load_documents(config: SourceConfig) -> DocumentSet:
         files, skipped, listed = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
     else:
         raise DatasetError(not_found(root))
-    documents = []
-    first_with: dict[
-        str, str
-    ] = {}  # content hash -> the first file (in sorted order) with those bytes
+    documents, kept = [], []
+    first_with: dict[str, str] = {}  # content hash -> the first file (sorted order) with it
     for path in files:
+        doc_id = safe_name(path.relative_to(root).as_posix(), config)
+        stored = known(path, doc_id) if known is not None else None
+        if stored is not None:  # unchanged since it was read: its stored hash stands for it
+            if stored in first_with:
+                skipped.append(Skipped(doc_id, f"duplicate of {first_with[stored]}"))
+            else:
+                first_with[stored] = doc_id
+                kept.append(doc_id)
+            continue
         try:
             doc = read_document(path, config, listed[path])
         except ValueError as exc:
@@ -284,7 +302,8 @@ def load_documents(config: SourceConfig) -> DocumentSet:
     skipped = [
         Skipped(safe_name(s.path, config), redact(s.reason, config.redaction)) for s in skipped
     ]
-    return DocumentSet(tuple(documents), tuple(sorted(skipped, key=lambda s: s.path)))
+    ordered = tuple(sorted(skipped, key=lambda s: s.path))
+    return DocumentSet(tuple(documents), ordered, tuple(kept))
 
 
 # -- change tracking in the store ---------------------------------------------------------
@@ -299,7 +318,7 @@ class DocumentReport:
     unchanged: int
 
 
-def _signature(doc: Document) -> str:
+def document_signature(doc: Document) -> str:
     return f"{doc.content_hash}/{doc.domain}"
 
 
@@ -310,7 +329,7 @@ def _to_table(docs: list[Document]) -> pa.Table:
             "domain": pa.array([d.domain for d in docs], pa.string()),
             "kind": pa.array([d.kind for d in docs], pa.string()),
             "content_hash": pa.array([d.content_hash for d in docs], pa.string()),
-            "signature": pa.array([_signature(d) for d in docs], pa.string()),
+            "signature": pa.array([document_signature(d) for d in docs], pa.string()),
             "sections": pa.array(
                 [
                     json.dumps([[s.title, s.text, s.time] for s in d.sections], ensure_ascii=False)
@@ -322,22 +341,27 @@ def _to_table(docs: list[Document]) -> pa.Table:
     )
 
 
+def stored_signatures(store: LanceStore) -> dict[str, str]:
+    """Each stored document's id -> its signature (content hash and domain), not its text."""
+    rows = store.read_columns(DOCUMENTS, ["id", "signature"])
+    return dict(zip(rows["id"].to_pylist(), rows["signature"].to_pylist())) if rows.num_rows else {}
+
+
 def sync_documents(
-    store: Store, documents: tuple[Document, ...] | list[Document]
+    store: LanceStore,
+    documents: tuple[Document, ...] | list[Document],
+    kept: tuple[str, ...] | list[str] = (),
 ) -> DocumentReport:
-    """Make the documents table hold exactly ``documents``: write new and changed ones, delete the
-    rest."""
-    existing = store.read(DOCUMENTS)
-    before = (
-        dict(zip(existing["id"].to_pylist(), existing["signature"].to_pylist()))
-        if existing.num_rows
-        else {}
-    )
-    now = {d.doc_id: d for d in documents}
-    new = sorted(k for k in now if k not in before)
-    changed = sorted(k for k in now if k in before and before[k] != _signature(now[k]))
+    """Make the documents table hold exactly ``documents`` and the stored documents ``kept``
+    (unchanged, not read again): write new and changed ones, delete the rest."""
+    before = stored_signatures(store)
+    now: dict[str, Document | None] = {k: None for k in kept if k in before}
+    now |= {d.doc_id: d for d in documents}
+    read = {d.doc_id: d for d in documents}
+    new = sorted(k for k in read if k not in before)
+    changed = sorted(k for k in read if k in before and before[k] != document_signature(read[k]))
     deleted = sorted(k for k in before if k not in now)
-    writes = [now[k] for k in new + changed]
+    writes = [read[k] for k in new + changed]
     if writes:
         store.upsert(DOCUMENTS, _to_table(writes))
     store.delete(DOCUMENTS, "id", deleted)
@@ -346,7 +370,7 @@ def sync_documents(
     )
 
 
-def read_stored_documents(store: Store) -> list[Document]:
+def read_stored_documents(store: LanceStore) -> list[Document]:
     """The documents table as :class:`Document` objects, sorted by id."""
     rows = store.read(DOCUMENTS)
     if rows.num_rows == 0:

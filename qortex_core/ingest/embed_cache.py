@@ -23,6 +23,7 @@ from qortex_core.storage.store import EMBEDDINGS, LanceStore, arrow_to_vectors, 
 
 SLICE_TEXTS = 4096  # texts per model call: whole batches, a progress report after each
 SAVE_TEXTS = 32768  # new vectors are appended at least this often: a killed stage keeps them
+FEW_KEYS = 4096  # a lookup of at most this many keys asks the table for them by a filter
 
 
 class VectorCache(Protocol):
@@ -148,6 +149,8 @@ class LanceVectorCache:
         count = self.store.count(EMBEDDINGS)
         if not keys or not count:
             return np.zeros(len(keys), bool), np.zeros((len(keys), 1), np.float32)
+        if self._index is None and len(keys) <= FEW_KEYS:  # a few keys: asked for, not indexed
+            return self._select(keys, with_vectors)
         for _ in range(2):  # a stale index (another writer) is read again once
             found = self._take(keys, self._rows(keys, count), with_vectors)
             if found is not None:
@@ -182,6 +185,22 @@ class LanceVectorCache:
                 if start == 0:
                     self._width, out = width, np.zeros((len(keys), width), np.float32)  # (n, d)
                 out[pos] = arrow_to_vectors(got["vector"], width)[local]
+        return hit, out
+
+    def _select(self, keys: list[str], with_vectors: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of only ``keys``, by a filtered query of :data:`FEW_KEYS` keys at most
+        (the key column's index, read in full, pays off only for many keys)."""
+        wanted = pa.array(keys, pa.string())
+        columns = ["key", "vector"] if with_vectors else ["key"]
+        quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in dict.fromkeys(keys))
+        got = self.store.read_filtered(EMBEDDINGS, f"key IN ({quoted})", columns)
+        rows = _positions(wanted, got["key"].combine_chunks()) if got.num_rows else None
+        hit = rows >= 0 if rows is not None else np.zeros(len(keys), bool)
+        if not with_vectors or rows is None:
+            return hit, np.zeros((len(keys), 1), np.float32)
+        width = got.schema.field("vector").type.list_size
+        self._width, out = width, np.zeros((len(keys), width), np.float32)  # (n, d)
+        out[hit] = arrow_to_vectors(got["vector"], width)[rows[hit]]
         return hit, out
 
     def _scan(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -22,11 +22,15 @@ from qortex_core.ingest.chunk_stage import (
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
+from qortex_core.ingest.stage_inputs import INPUTS_STATE, upstream_marks
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
+from qortex_core.ingest.vector_reuse import MODEL_STATE, OldVectors, embedded_texts
 from qortex_core.storage import ids
-from qortex_core.storage.model import Passage, fact_text
+from qortex_core.storage.model import Passage
 from qortex_core.storage.store import (
+    CHUNKS,
     CONCEPTS,
+    EXTRACTIONS,
     FACTS,
     PASSAGES,
     RULES,
@@ -46,14 +50,9 @@ class EmbedReport:
     rules: int
     texts_embedded: int
     cache_hits: int
-
-
-def _node_texts(name: str, rows: pa.Table) -> list[str]:
-    """The embedded text of each concept (its name), fact (:func:`fact_text`) or rule."""
-    if name == FACTS:
-        parts = (rows[c].to_pylist() for c in ("subject", "predicate", "object"))
-        return [fact_text(*t) for t in zip(*parts)]
-    return rows["name" if name == CONCEPTS else "text"].to_pylist()
+    vectors_kept: int = 0  # rows whose id and text were in the old tables: no cache lookup
+    mode: str = "full"  # "unchanged" | "incremental" | "full"
+    reason: str = ""
 
 
 def _with_vectors(columns: dict[str, list] | pa.Table, vectors: np.ndarray) -> pa.Table:
@@ -90,19 +89,24 @@ def _write_embedded(
     block: Callable[[int, int], tuple[pa.Table, list[str]]],
     cached: CachedEmbedder,
     progress: Progress,
-) -> None:
+) -> OldVectors:
     """Replace table ``name`` with its ``n`` rows and their vectors, made a block at a time
     (``block(start, end)``: those rows without vectors, and their texts) while the table is
-    written: one new version, and memory for one block's texts and vectors."""
+    written: one new version, and memory for one block's texts and vectors. A row whose id and
+    text the old table holds keeps its vector; only the others go to the cache (returned: how
+    many were kept)."""
+    old = OldVectors(store, name, cached.name)
+
+    def lookup(texts: list[str]) -> np.ndarray:
+        return cached.embed_groups([texts], progress)[0]  # cache-checked, length-sorted
 
     def embedded(start: int) -> list[pa.RecordBatch]:
         rows, texts = block(start, min(n, start + BLOCK_ROWS))
-        (vectors,) = cached.embed_groups([texts], progress)  # cache-checked, length-sorted
-        return _with_vectors(rows, vectors).to_batches()
+        return _with_vectors(rows, old.fill(rows, texts, lookup)).to_batches()
 
     if n == 0:
         store.replace(name, _with_vectors(block(0, 0)[0], np.zeros((0, 1), np.float32)))
-        return
+        return old
     pending = [embedded(0)]  # made before the write starts: its errors surface as they are
     schema = pending[0][0].schema
 
@@ -112,6 +116,7 @@ def _write_embedded(
             yield from embedded(start)
 
     store.replace_stream(name, schema, stream())
+    return old
 
 
 def _passage_block(chunks: Sequence[Passage]) -> Callable[[int, int], tuple[pa.Table, list[str]]]:
@@ -119,14 +124,25 @@ def _passage_block(chunks: Sequence[Passage]) -> Callable[[int, int], tuple[pa.T
 
 
 def _node_block(name: str, rows: pa.Table) -> Callable[[int, int], tuple[pa.Table, list[str]]]:
-    return lambda s, e: (rows.slice(s, e - s), _node_texts(name, rows.slice(s, e - s)))
+    return lambda s, e: (rows.slice(s, e - s), embedded_texts(name, rows.slice(s, e - s)))
+
+
+def _unchanged(n: list[int]) -> EmbedReport:
+    reason = "same chunks, extractions and model as the tables were built from"
+    return EmbedReport(n[0], n[1], n[2], n[3], 0, 0, mode="unchanged", reason=reason)
 
 
 def embed_index(
     store: LanceStore, embedder: Embedder, extractor_key: str, progress: Progress = no_progress
 ) -> EmbedReport:
-    """Rebuild the passages, concepts, facts and rules tables with vectors from the embedding
-    cache."""
+    """Rebuild the passages, concepts, facts and rules tables with vectors: a row whose id and
+    text the old table holds keeps its vector, the rest come from the embedding cache (only
+    their keys are looked up) or the model."""
+    outputs = (PASSAGES, CONCEPTS, FACTS, RULES)
+    inputs = upstream_marks(store, (CHUNKS, EXTRACTIONS), embedder.name, extractor_key)
+    built = all(store.count(n) or n == RULES for n in outputs)
+    if built and store.stage_digest(INPUTS_STATE) == inputs:  # no table read at all
+        return _unchanged([store.count(name) for name in outputs])
     chunks = read_chunks(store)
     payloads = ExtractionJson(store, extractor_key, [p.id for p in chunks])  # read as parsed
     digest = ids.digest(
@@ -136,18 +152,17 @@ def embed_index(
             [[p.id, p.doc_id, p.domain, p.id in payloads, p.time, p.ingested_at] for p in chunks]
         ),
     )
-    outputs = (PASSAGES, CONCEPTS, FACTS, RULES)
-    if store.stage_digest("embeddings") == digest and all(
-        store.count(n) or n == RULES for n in outputs
-    ):
-        # same chunks, extractions and model as the tables were built from: nothing to read or write
-        n = [store.count(name) for name in outputs]
-        return EmbedReport(n[0], n[1], n[2], n[3], texts_embedded=0, cache_hits=0)
+    if store.stage_digest("embeddings") == digest and built:
+        # same chunks, extractions and model as the tables were built from: nothing to write
+        store.set_stage_digest(INPUTS_STATE, inputs)
+        return _unchanged([store.count(name) for name in outputs])
+    if store.stage_digest(MODEL_STATE) != embedder.name:  # no old vector is this model's
+        store.set_stage_digest(MODEL_STATE, "")
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
     n_passages = len(chunks)
     # one model call path, a table at a time and a block of rows at a time (each block's texts
     # cache-checked and length-sorted together): memory holds one block's texts and vectors
-    _write_embedded(store, PASSAGES, n_passages, _passage_block(chunks), cached, progress)
+    old = [_write_embedded(store, PASSAGES, n_passages, _passage_block(chunks), cached, progress)]
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
     keys = [ChunkKey(p.id, p.domain) for p in chunks]
     del chunks  # the texts: the node tables need each chunk's id and domain only
@@ -158,14 +173,32 @@ def embed_index(
     ):
         rows = build()
         counts.append(rows.num_rows)
-        _write_embedded(store, name, rows.num_rows, _node_block(name, rows), cached, progress)
+        old.append(
+            _write_embedded(store, name, rows.num_rows, _node_block(name, rows), cached, progress)
+        )
         del rows
         give_back()  # what the last table freed, before the next one is built
         progress("embed_tables", done, 4)
+    store.set_stage_digest(MODEL_STATE, embedder.name)
     store.set_stage_digest("embeddings", digest)
-    n_concepts, n_facts, n_rules = counts[1:]
+    store.set_stage_digest(INPUTS_STATE, inputs)
+    kept = sum(o.kept for o in old)
+    mode = "incremental" if kept else "full"
+    reason = (
+        f"{kept} rows kept their vectors; only the other rows' texts were looked up"
+        if kept
+        else "no stored vector of this model to keep: every text looked up in the cache"
+    )
     return EmbedReport(
-        n_passages, n_concepts, n_facts, n_rules, cached.texts_embedded, cached.cache_hits
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        cached.texts_embedded,
+        cached.cache_hits,
+        vectors_kept=kept,
+        mode=mode,
+        reason=reason,
     )
 
 

@@ -176,13 +176,6 @@ def memory_documents(
     return MemoryDocs(tuple(docs), tuple(merged), cached, state.version)
 
 
-def stored_file_documents(store: LanceStore) -> list[Document]:
-    """File documents already in the documents table (kept when no source folder is given)."""
-    from qortex_core.ingest.documents import read_stored_documents
-
-    return [d for d in read_stored_documents(store) if d.kind != "memory"]
-
-
 def forgotten_passages(store: LanceStore) -> set[str]:
     """File passages forgotten by id whose file has not changed since."""
     state = load_state(store)

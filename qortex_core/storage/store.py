@@ -59,14 +59,10 @@ def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
 def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     """Arrow fixed-size list column as an (n, d) float32 array."""
     if isinstance(column, pa.ChunkedArray):
-        column = (
-            column.combine_chunks() if column.num_chunks else pa.array([], type=vector_type(dim))
-        )
-    if len(column) == 0:
-        return np.zeros((0, dim), dtype=np.float32)
-    return np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(
-        -1, dim
-    )
+        empty = pa.array([], type=vector_type(dim))
+        column = column.combine_chunks() if column.num_chunks else empty
+    flat = column.flatten().to_numpy(zero_copy_only=False) if len(column) else np.zeros(0)
+    return np.asarray(flat, dtype=np.float32).reshape(-1, dim)
 
 
 class Store(Protocol):
@@ -264,6 +260,15 @@ class LanceStore:
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
+    def read_filtered(self, name: str, where: str, columns: Sequence[str]) -> pa.Table:
+        """``columns`` of the rows matching the SQL filter ``where`` (empty table if none)."""
+        if (table := self._table(name)) is None:
+            return pa.table({})
+        try:
+            return table.search().where(where).select(list(columns)).limit(None).to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
+
     def read_where(self, name: str, key: str, values: list[str]) -> pa.Table:
         """Rows whose ``key`` is one of ``values``."""
         full = self.read(name)
@@ -282,16 +287,11 @@ class LanceStore:
         if table is None:
             self._tables[name] = self._db.create_table(name, rows)
             return
-        (
-            table.merge_insert(key)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(rows)
-        )
+        merge = table.merge_insert(key).when_matched_update_all()
+        merge.when_not_matched_insert_all().execute(rows)
 
     def delete(self, name: str, key: str, values: list[str]) -> None:
-        table = self._table(name)
-        if table is None or not values:
+        if (table := self._table(name)) is None or not values:
             return
         quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
         with self._writing(name):
@@ -352,7 +352,7 @@ class LanceStore:
             try:
                 self._db.drop_table(name)
             except (FileNotFoundError, ValueError):  # already gone
-                pass
+                return
 
     def latest(self, name: str) -> tuple[pa.Table, int]:
         """Whole table as committed now by any process, and its version (0 if it does not exist)."""

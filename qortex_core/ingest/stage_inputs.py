@@ -1,0 +1,29 @@
+"""What a stage consumed, by the versions of its upstream tables: a stage whose upstream tables
+have not been written since it last finished has nothing to do, and knows it without reading
+them (an unchanged run costs a few version look-ups, not a scan of the corpus).
+
+A table's mark is its Lance version and the time that version was committed (a table dropped
+and made again restarts its versions, never its commit times).
+"""
+
+from __future__ import annotations
+
+from qortex_core.storage import ids
+from qortex_core.storage.store import LanceStore
+
+INPUTS_STATE = "embeddings_inputs"  # stage-state row: the embedding stage's upstream marks
+
+
+def table_mark(store: LanceStore, name: str) -> str:
+    """``name``'s latest version and its commit time, as committed by any process ("absent" when
+    the table does not exist)."""
+    table = store.open_latest(name)
+    if table is None:
+        return "absent"
+    latest = max(table.list_versions(), key=lambda v: v["version"])
+    return f"{latest['version']}@{latest['timestamp'].isoformat()}"
+
+
+def upstream_marks(store: LanceStore, tables: tuple[str, ...], *parts: str) -> str:
+    """A digest of ``tables``' marks and the stage's own settings ``parts``."""
+    return ids.digest(*(table_mark(store, t) for t in tables), *parts, size=16)
