@@ -5,9 +5,9 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 from assets.reporting import markdown_table
 from pipelines.resources import EmbedderResource, StoreResource
 from qortex_core.embed import TokenWindow, token_window
-from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
-from qortex_core.ingest.documents import Document, read_stored_documents
-from qortex_core.ingest.stages import ChunkReport, sync_chunks, upstream_of
+from qortex_core.ingest import document_chunks
+from qortex_core.ingest.documents import Document
+from qortex_core.ingest.stages import ChunkReport, upstream_of
 from qortex_core.memory.consolidate import forgotten_passages
 from qortex_core.storage.model import Passage
 
@@ -22,17 +22,8 @@ class ChunkingConfig(Config):
 def chunk(
     config: ChunkingConfig, window: TokenWindow, documents: list[Document]
 ) -> tuple[list[Passage], dict]:
-    """The documents' passages and the sizing metadata (sizes, tokenizer, longest chunk)."""
-    size = min(config.max_tokens, window.max_tokens)  # (title + chunk) fits the model's window
-    overlap = min(config.overlap_tokens, size // 2)
-    passages = chunk_documents(documents, ChunkConfig(size, overlap), window.count)
-    return passages, {
-        "max_tokens": size,
-        "overlap_tokens": overlap,
-        "tokenizer": window.tokenizer,
-        "embedder_window": window.max_tokens,
-        "longest_chunk_tokens": max((window.count(p.full_text) for p in passages), default=0),
-    }
+    """The documents' passages and the sizing metadata (:func:`document_chunks.chunk`)."""
+    return document_chunks.chunk(window, documents, config.max_tokens, config.overlap_tokens)
 
 
 def chunk_metadata(report: ChunkReport, passages: list[Passage], hidden: int, sizing: dict) -> dict:
@@ -42,7 +33,9 @@ def chunk_metadata(report: ChunkReport, passages: list[Passage], hidden: int, si
         "new_chunks": report.added,
         "deleted_chunks": report.removed,
         "forgotten_passages": hidden,
-        "documents": len({p.doc_id for p in passages}),
+        "documents": len({p.doc_id for p in passages}),  # chunked by this run
+        "rows_added": report.added,
+        "rows_removed": report.removed,
         **sizing,
         "dagster/row_count": report.total,
         "preview": markdown_table(
@@ -65,9 +58,11 @@ def chunks(
     embedder: EmbedderResource,
 ) -> MaterializeResult:
     db = store.open()
-    passages, sizing = chunk(config, token_window(embedder.get()), read_stored_documents(db))
     hidden = forgotten_passages(db)  # file passages forgotten by id, while their file is unchanged
-    passages = [p for p in passages if p.id not in hidden]
-    report = sync_chunks(db, passages)
+    run = document_chunks.chunk_stored(
+        db, token_window(embedder.get()), hidden, config.max_tokens, config.overlap_tokens
+    )
+    report = run.report
     context.log.info(f"{report.total} chunks ({report.added} new, {report.removed} removed)")
-    return MaterializeResult(metadata=chunk_metadata(report, passages, len(hidden), sizing))
+    metadata = chunk_metadata(report, run.passages, len(hidden), run.sizing)
+    return MaterializeResult(metadata={**metadata, "mode": run.mode, "reason": run.reason})

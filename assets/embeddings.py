@@ -19,7 +19,11 @@ def embedding_metadata(report: EmbedReport, model_name: str) -> dict:
     return {
         **rows,
         "texts_embedded": report.texts_embedded,
-        "cache_hits": report.cache_hits,
+        "cache_hits": report.cache_hits,  # of the texts looked up in the cache (not the kept)
+        "vectors_kept": report.vectors_kept,  # rows whose id and text were stored: not looked up
+        "rows_added": report.texts_embedded + report.cache_hits,  # rows with a new text
+        "mode": report.mode,
+        "reason": report.reason,
         "embedding_model": model_name,
         "dagster/row_count": report.passages,
         "rows": markdown_table(["table", "rows"], list(rows.items())),

@@ -38,6 +38,11 @@ def extraction_metadata(
         "chunks": report.chunks,
         "extracted": report.extracted,
         "cache_hits": report.cached,
+        "rows_added": report.extracted + report.failed,
+        "mode": "incremental" if report.cached else "full",
+        "reason": "only chunks without a successful extraction under this extractor were sent"
+        if report.cached
+        else "no chunk had an extraction yet",
         "failed": report.failed,
         "ungrounded_dropped": report.ungrounded_dropped,  # LLM links to names not in the passage
         "extractor": ex.cache_key,

@@ -99,7 +99,7 @@ def consolidate_home(where: Path, embedder, graph_config, extractor) -> Path:
     the published snapshot's path."""
     from qortex_core.embed import token_window
     from qortex_core.ingest import stages
-    from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
+    from qortex_core.ingest.document_chunks import chunk
     from qortex_core.ingest.documents import read_stored_documents, sync_documents
     from qortex_core.memory.consolidate import memory_documents
     from qortex_core.storage.store import LanceStore
@@ -107,10 +107,7 @@ def consolidate_home(where: Path, embedder, graph_config, extractor) -> Path:
     store = LanceStore.open(where)
     docs = memory_documents(store)
     sync_documents(store, list(docs.documents))
-    window = token_window(embedder)
-    size = min(ChunkConfig().max_tokens, window.max_tokens)
-    chunking = ChunkConfig(size, min(ChunkConfig().overlap_tokens, size // 2))
-    passages = chunk_documents(read_stored_documents(store), chunking, window.count)
+    passages, _ = chunk(token_window(embedder), read_stored_documents(store))
     run = stages.IngestRun(store, where, extractor, embedder, passages)
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)

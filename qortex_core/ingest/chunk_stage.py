@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
 from qortex_core.ingest.extract import Extractor
+from qortex_core.ingest.stage_inputs import upstream_marks
 from qortex_core.storage import ids, times
 from qortex_core.storage.model import Extraction, Passage
 from qortex_core.storage.store import (
@@ -25,6 +26,7 @@ from qortex_core.storage.store import (
 )
 
 Progress = Callable[[str, int, int], None]
+EXTRACT_STATE = "extractions_inputs"  # stage-state row: the tables' marks when all were done
 
 
 def no_progress(stage: str, done: int, total: int) -> None:
@@ -190,6 +192,11 @@ def extract_chunks(
         only: extract (and count) only the chunks with these ids (one shard's); None: every chunk.
         into: the table the extraction rows are upserted into (a shard's staging table).
     """
+    whole = only is None and into == EXTRACTIONS
+    marks = upstream_marks(store, (CHUNKS, EXTRACTIONS), extractor.cache_key) if whole else ""
+    if whole and store.stage_digest(EXTRACT_STATE) == marks:  # every chunk extracted, none failed
+        n = store.count(CHUNKS)
+        return ExtractReport(chunks=n, extracted=0, cached=n, failed=0)
     # chunks stay Arrow rows and become Passage objects a batch at a time: a million live
     # objects made every garbage collection walk them (a third of the stage's time at 1M)
     chunks = _sorted_chunks(store)
@@ -228,6 +235,8 @@ def extract_chunks(
             progress("extract", min(start + batch, todo.num_rows), todo.num_rows)
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
+    if whole and not failed:  # nothing left to retry: the next run need not read the chunks
+        store.set_stage_digest(EXTRACT_STATE, upstream_marks(store, (CHUNKS, EXTRACTIONS), key))
     return ExtractReport(
         chunks=chunks.num_rows,
         extracted=todo.num_rows - failed,

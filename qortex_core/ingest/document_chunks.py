@@ -1,0 +1,77 @@
+"""The chunks stage from the stored documents: chunk sizing in the embedder's own tokens (once,
+for the Dagster asset, the shard steps and the benchmarks), and a run that does nothing when the
+documents table has not been written since the chunks were made from it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from qortex_core.embed import TokenWindow
+from qortex_core.ingest.chunk_stage import ChunkReport, sync_chunks
+from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
+from qortex_core.ingest.documents import DOCUMENTS, Document, read_stored_documents
+from qortex_core.ingest.stage_inputs import upstream_marks
+from qortex_core.storage.model import Passage
+from qortex_core.storage.store import CHUNKS, LanceStore
+
+CHUNKS_STATE = "chunks_inputs"  # stage-state row: the documents table's mark chunked last
+
+
+def chunk_sizing(window: TokenWindow, max_tokens: int = 512, overlap_tokens: int = 64) -> dict:
+    """The chunk size (capped by the embedder's window: title and chunk fit it) and overlap."""
+    size = min(max_tokens, window.max_tokens)
+    return {
+        "max_tokens": size,
+        "overlap_tokens": min(overlap_tokens, size // 2),
+        "tokenizer": window.tokenizer,
+        "embedder_window": window.max_tokens,
+    }
+
+
+def chunk(
+    window: TokenWindow, documents: list[Document], max_tokens: int = 512, overlap_tokens: int = 64
+) -> tuple[list[Passage], dict]:
+    """The documents' passages and the sizing metadata (sizes, tokenizer, longest chunk)."""
+    sizing = chunk_sizing(window, max_tokens, overlap_tokens)
+    config = ChunkConfig(sizing["max_tokens"], sizing["overlap_tokens"])
+    passages = chunk_documents(documents, config, window.count)
+    longest = max((window.count(p.full_text) for p in passages), default=0)
+    return passages, {**sizing, "longest_chunk_tokens": longest}
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """A chunks run: the table's report, the passages made (none when nothing changed), the
+    sizing, and whether it ran."""
+
+    report: ChunkReport
+    passages: list[Passage] = field(default_factory=list)
+    sizing: dict = field(default_factory=dict)
+    mode: str = "full"  # "unchanged": the documents table was not written since last time
+    reason: str = ""
+
+
+def chunk_stored(
+    store: LanceStore,
+    window: TokenWindow,
+    hidden: set[str],
+    max_tokens: int = 512,
+    overlap_tokens: int = 64,
+) -> ChunkRun:
+    """Make the chunks table hold the stored documents' passages but the ``hidden`` ones
+    (forgotten file passages); nothing is read when neither the documents table, the hidden set
+    nor the sizing changed since the last run."""
+    sizing = chunk_sizing(window, max_tokens, overlap_tokens)
+    settings = json.dumps([sizing, sorted(hidden)], sort_keys=True)
+    inputs = upstream_marks(store, (DOCUMENTS, CHUNKS), settings)
+    if store.stage_digest(CHUNKS_STATE) == inputs and store.count(CHUNKS):
+        total = store.count(CHUNKS)
+        why = "the documents table was not written since these chunks were made from it"
+        return ChunkRun(ChunkReport(total, 0, 0), [], sizing, "unchanged", why)
+    passages, sizing = chunk(window, read_stored_documents(store), max_tokens, overlap_tokens)
+    passages = [p for p in passages if p.id not in hidden]
+    report = sync_chunks(store, passages)
+    store.set_stage_digest(CHUNKS_STATE, upstream_marks(store, (DOCUMENTS, CHUNKS), settings))
+    why = "documents changed: every stored document chunked, only new chunks written"
+    return ChunkRun(report, passages, sizing, "full", why)
