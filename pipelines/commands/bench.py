@@ -6,9 +6,12 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp")
+    bench = sub.add_parser(
+        "bench", help="benchmarks: ppr, query, ingest, scale, incremental, memory, soak, mcp"
+    )
     kinds = bench.add_subparsers(dest="bench", required=True)
     from pipelines.commands import (
+        bench_incremental,
         bench_ingest,
         bench_mcp,
         bench_memory,
@@ -20,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench_ppr.register(kinds)
     bench_ingest.register(kinds)
     bench_scale.register(kinds)
+    bench_incremental.register(kinds)
     bench_memory.register(kinds)
     bench_soak.register(kinds)
     bench_mcp.register(kinds)

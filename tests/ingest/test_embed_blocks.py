@@ -9,9 +9,11 @@ import pytest
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import EmbedderWrapper, HashEmbedder, HashEmbedderConfig
 from qortex_core.errors import QortexError
-from qortex_core.ingest import embed_stage
+from qortex_core.ingest import embed_stage, vector_reuse
 from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.ingest.stage_inputs import INPUTS_STATE
 from qortex_core.ingest.stages import embed_index, extract_chunks, sync_chunks
+from qortex_core.ingest.vector_reuse import MODEL_STATE
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, LanceStore
 
 TABLES = (PASSAGES, CONCEPTS, FACTS, RULES)
@@ -66,9 +68,11 @@ def test_a_failure_in_a_later_block_keeps_the_table_and_says_why(tmp_path, monke
     kept = _sorted(store, FACTS)
     version = store.versions()[FACTS]
     store.set_stage_digest("embeddings", "stale")  # the next run rebuilds the tables
+    store.set_stage_digest(INPUTS_STATE, "stale")
+    store.set_stage_digest(MODEL_STATE, "")  # no vector kept: every row goes to the cache
     monkeypatch.setattr(embed_stage, "BLOCK_ROWS", 37)
     # new fact texts: passages and concepts are cache hits, every block of facts calls the model
-    monkeypatch.setattr(embed_stage, "fact_text", lambda s, p, o: f"{s} {p} {o} (v2)")
+    monkeypatch.setattr(vector_reuse, "fact_text", lambda s, p, o: f"{s} {p} {o} (v2)")
     failing = FailingEmbedder(calls=1)  # the first block (made before the write) succeeds
     with pytest.raises(QortexError, match="endpoint refused"):  # raised from inside the write
         embed_index(store, failing, key)

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, make_embedder
+from qortex_core.ingest import embed_cache
 from qortex_core.ingest import stages as index
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.extract import OfflineExtractor
@@ -206,6 +207,7 @@ def test_cache_lookup_stays_right_when_another_writer_reorders_the_table(tmp_pat
 
 
 def test_lookups_read_the_key_column_once_and_follow_their_own_appends(tmp_path, monkeypatch):
+    monkeypatch.setattr(embed_cache, "FEW_KEYS", 0)  # the key index, not a filtered query
     store = LanceStore.open(tmp_path)
     cache = LanceVectorCache(store)
     cache.add(["k1", "k2"], np.eye(2, 3, dtype=np.float32))
@@ -229,6 +231,7 @@ def test_lookups_read_the_key_column_once_and_follow_their_own_appends(tmp_path,
 
 
 def test_a_lookup_reads_only_the_rows_it_hits(tmp_path, monkeypatch):
+    monkeypatch.setattr(embed_cache, "FEW_KEYS", 0)  # the key index, not a filtered query
     store = LanceStore.open(tmp_path)
     LanceVectorCache(store).add(["k1", "k2"], np.eye(2, 3, dtype=np.float32))
     LanceVectorCache(store).add(["k3", "k4"], 2 * np.eye(2, 3, dtype=np.float32))
@@ -315,3 +318,18 @@ def test_key_index_appends_merge_log_structured_and_find_each_keys_first_row():
     assert index.merged <= 2 * n * np.log2(n)  # one sorted array copied ~n^2 / 40 keys here
     want = [f"k{i}" for i in range(0, 3100, 7)]
     assert index.rows_of(want).tolist() == [first.get(k, -1) for k in want]
+
+
+def test_a_few_keys_are_asked_for_by_a_filter_without_reading_every_key(tmp_path, monkeypatch):
+    store = LanceStore.open(tmp_path)
+    LanceVectorCache(store).add([f"k{i}" for i in range(50)], np.ones((50, 3), np.float32))
+    LanceVectorCache(store).add(["k'q"], 2 * np.ones((1, 3), np.float32))
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("the key column was read in full")
+
+    monkeypatch.setattr(store, "scan", no_scan)
+    hit, found = LanceVectorCache(store).find(["k'q", "nope", "k7", "k'q"])
+    assert hit.tolist() == [True, False, True, True]
+    assert found.tolist() == [[2, 2, 2], [0, 0, 0], [1, 1, 1], [2, 2, 2]]
+    assert LanceVectorCache(store).contains(["k49", "k50"]).tolist() == [True, False]

@@ -1,0 +1,180 @@
+"""``qortex bench incremental``: what a change costs against a full build, on synthetic corpora.
+
+For each size N: N synthetic passages (:mod:`qortex_bench.synth_corpus`) written one file each
+into a source folder; ``qortex ingest`` full; ``delta`` more files and ``qortex ingest``;
+``qortex ingest`` with nothing changed; ``delta`` ``qortex remember`` calls and ``qortex
+consolidate``. Every step is the real CLI in a child process (its wall seconds and peak RSS),
+with the hash embedder and the offline extractor. Then a full rebuild of the same final corpus
+(the same files, the same memories) in a fresh home, and the top 10 passages of every mode on
+the same queries from both homes: after incremental runs the answers must be the rebuild's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from qortex_core.errors import QortexError
+
+MODES = ("dense", "hipporag", "hybrid")
+PAST_S = 60.0  # the source files' age: written before the run, as a real folder's are
+
+
+@dataclass(frozen=True)
+class IncrementalConfig:
+    """Sizes, the change per step, where the homes live, the hash embedder's width, queries."""
+
+    sizes: tuple[int, ...]
+    delta: int = 10
+    workdir: Path = Path(".")
+    dim: int = 64
+    queries: int = 50
+    seed: int = 0
+
+
+def _env(dim: int) -> dict[str, str]:
+    env = dict(os.environ, QORTEX_EMBEDDER=f"hash:{dim}", QORTEX_EXTRACTOR="offline")
+    env.pop("DAGSTER_HOME", None)  # each home's own instance
+    return env
+
+
+def _cli(args: list[str], env: dict[str, str]) -> dict:
+    """``qortex ARGS`` in a child process: its wall seconds and its JSON output.
+
+    Raises:
+        QortexError: the command failed (its last line of stderr).
+    """
+    argv = [sys.executable, "-m", "pipelines.cli", *args]
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        line = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise QortexError(f"qortex {args[0]} failed in the benchmark: {line}")
+    return {"seconds": round(seconds, 3), "stdout": done.stdout}
+
+
+def children_peak_rss_mb() -> float:
+    """The largest peak RSS of any child process waited for so far (MB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+
+
+def write_passages(source: Path, passages: int, start: int, stop: int, seed: int) -> None:
+    """Passages ``start`` .. ``stop - 1`` of the corpus of ``passages``, one ``.md`` each, dated
+    :data:`PAST_S` ago."""
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+
+    corpus = SynthCorpus(SynthConfig(passages=passages, seed=seed))
+    source.mkdir(parents=True, exist_ok=True)
+    when = time.time() - PAST_S
+    for i in range(start, stop):
+        p = corpus.passage(i)
+        path = source / f"p{i:08d}.md"
+        path.write_text(f"# {p.title}\n\n{p.text}\n", encoding="utf-8")
+        os.utime(path, (when, when))
+
+
+def memory_texts(passages: int, count: int, seed: int) -> list[str]:
+    """``count`` facts about the corpus's entities, one per ``qortex remember``."""
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+
+    corpus = SynthCorpus(SynthConfig(passages=passages, seed=seed))
+    return [
+        f"{corpus.entity_name(3 * k + 1)} opened a workshop beside {corpus.entity_name(5 * k + 2)}."
+        for k in range(count)
+    ]
+
+
+def _remember_all(home: Path, texts: list[str], env: dict[str, str]) -> None:
+    for text in texts:
+        _cli(["remember", text, "--home", str(home)], env)
+
+
+def top10(home: Path, queries: list[str], dim: int) -> dict[str, list[list[str]]]:
+    """Each mode's top 10 passage texts per query (texts, not ids: a memory's passage id names
+    its record, which differs between two homes holding the same text)."""
+    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+    from qortex_core.query.retriever import Retriever
+
+    retriever = Retriever.open(home, embedder=HashEmbedder(HashEmbedderConfig(dim)))
+    return {
+        mode: [[h.text for h in retriever.query(q, top_k=10, mode=mode).passages] for q in queries]
+        for mode in MODES
+    }
+
+
+def agreement(a: dict[str, list[list[str]]], b: dict[str, list[list[str]]]) -> dict[str, float]:
+    """Per mode, the share of queries whose top 10 (ordered) is the same in both."""
+    return {
+        mode: round(sum(x == y for x, y in zip(a[mode], b[mode])) / max(len(a[mode]), 1), 4)
+        for mode in a
+    }
+
+
+def _summary(stdout: str) -> dict:
+    """What a step's ``--json`` output says it did (step seconds, embedded, cache hits)."""
+    import json
+
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return {}
+    keep = ("embedded", "embedding_cache_hits", "new_documents", "snapshot_status", "memories")
+    out = {k: data[k] for k in keep if k in data}
+    if isinstance(data.get("step_seconds"), dict):
+        out["step_seconds"] = {k: round(v, 2) for k, v in data["step_seconds"].items()}
+    return out
+
+
+def run_size(config: IncrementalConfig, n: int) -> dict:
+    """Every step at one size; seconds, ratios to the full build, agreement, peak RSS."""
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+
+    where = Path(config.workdir) / f"n{n}"
+    shutil.rmtree(where, ignore_errors=True)
+    source, home, rebuilt = where / "src", where / "home", where / "rebuild"
+    env, total = _env(config.dim), n + config.delta
+    write_passages(source, total, 0, n, config.seed)
+    steps = {"full": _cli(["ingest", str(source), "--home", str(home), "--json"], env)}
+    write_passages(source, total, n, total, config.seed)
+    steps["plus_delta"] = _cli(["ingest", str(source), "--home", str(home), "--json"], env)
+    steps["unchanged"] = _cli(["ingest", str(source), "--home", str(home), "--json"], env)
+    texts = memory_texts(total, config.delta, config.seed)
+    _remember_all(home, texts, env)
+    steps["consolidate"] = _cli(["consolidate", "--home", str(home), "--json"], env)
+    _remember_all(rebuilt, texts, env)
+    steps["rebuild"] = _cli(["ingest", str(source), "--home", str(rebuilt), "--json"], env)
+    queries = SynthCorpus(SynthConfig(passages=total, seed=config.seed)).queries(config.queries)
+    same = agreement(top10(home, queries, config.dim), top10(rebuilt, queries, config.dim))
+    full = steps["full"]["seconds"]
+    out: dict = {"passages": n, "delta": config.delta}
+    for name, step in steps.items():
+        out[f"{name}_s"] = step["seconds"]
+        if name not in ("full", "rebuild"):
+            out[f"{name}_ratio"] = round(step["seconds"] / full, 4) if full else None
+    out["peak_rss_mb"] = children_peak_rss_mb()  # the largest step so far (ladders grow)
+    out["steps"] = {name: _summary(step["stdout"]) for name, step in steps.items()}
+    out["top10_agreement"] = same
+    out["top10_agreement_min"] = min(same.values()) if same else 1.0
+    return out
+
+
+def run_incremental(config: IncrementalConfig) -> dict:
+    """Every size in order; the report."""
+    sizes = [run_size(config, n) for n in config.sizes]
+    return {
+        "embedder": f"hash:{config.dim}",
+        "extractor": "offline",
+        "delta": config.delta,
+        "queries": config.queries,
+        "modes": list(MODES),
+        "workdir": str(config.workdir),
+        "sizes": sizes,
+    }
