@@ -16,8 +16,10 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from qortex_core.errors import QortexError
 
@@ -162,8 +164,74 @@ def run_size(config: IncrementalConfig, n: int) -> dict:
     out["peak_rss_mb"] = children_peak_rss_mb()  # the largest step so far (ladders grow)
     out["steps"] = {name: _summary(step["stdout"]) for name, step in steps.items()}
     out["top10_agreement"] = same
+    fact = f"{memory_texts(total, 1, config.seed + 1)[0]} It stores amber lanterns."
+    out["freshness"] = freshness(home, config.dim, fact)
     out["top10_agreement_min"] = min(same.values()) if same else 1.0
     return out
+
+
+def _served_from_graph(memory, text: str) -> bool:
+    hits = memory.search(text, top_k=10, mode="hipporag").passages
+    return any(h.tier == "graph" and h.text == text for h in hits)
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` set to ``env`` for the block, then restored."""
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def freshness(home: Path, dim: int, text: str, limit_s: float = 600.0) -> dict:
+    """Seconds from a ``remember`` returning to its fact answered from tier ``graph`` (PPR over
+    the snapshot), along the ``memories_arrived`` sensor's path: the sensor is evaluated at once
+    (its poll interval comes on top), its run request is the ``ingest`` job with no source
+    folder, run in this process, and the search is polled until the graph tier serves it.
+
+    Raises:
+        QortexError: the sensor asked for no run, or the fact never reached the graph tier.
+    """
+    from dagster import RunRequest, build_sensor_context
+
+    from pipelines.resources import StoreResource
+    from pipelines.run_local import run_ingest
+    from pipelines.sensors import make_memories_sensor
+    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+    from qortex_core.memory.api import Memory
+    from qortex_core.memory.records import MemoryTable
+
+    env = _env(dim)
+    memory = Memory(home, embedder=HashEmbedder(HashEmbedderConfig(dim)))
+    cursor = str(MemoryTable(memory.store).version())
+    memory.remember(text)
+    start = time.perf_counter()
+    sensor = make_memories_sensor({"QORTEX_MEMORY_SENSOR": "on"})
+    context = build_sensor_context(
+        cursor=cursor, resources={"store": StoreResource(home=str(home))}
+    )
+    asked = sensor(context)
+    if not isinstance(asked, RunRequest):
+        raise QortexError(f"the memories_arrived sensor asked for no run: {asked}")
+    fresh_tier = not _served_from_graph(memory, text)  # before the run: the fresh tier only
+    with _environment(env):  # the job's resources read the embedder and extractor from it
+        run_ingest(None, home, progress=False, env=env)
+    ran = time.perf_counter() - start
+    while not _served_from_graph(memory, text):
+        if time.perf_counter() - start > limit_s:
+            raise QortexError(f"the remembered fact was not served from the graph in {limit_s} s")
+        time.sleep(0.2)
+    return {
+        "seconds": round(time.perf_counter() - start, 3),
+        "run_s": round(ran, 3),
+        "fresh_tier_before_run": fresh_tier,
+        "sensor_run_key": asked.run_key,
+    }
 
 
 def run_incremental(config: IncrementalConfig) -> dict:

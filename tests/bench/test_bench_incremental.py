@@ -1,0 +1,47 @@
+"""``qortex bench incremental`` at a few hundred passages: the real CLI in child processes, a
+full rebuild compared query by query; after the incremental runs every mode answers as the
+rebuild does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_incremental_agrees_with_a_full_rebuild_and_reports_every_step(tmp_path, capsys):
+    out = tmp_path / "report.json"
+    code = main(
+        [
+            "bench",
+            "incremental",
+            "--passages",
+            "500",
+            "--delta",
+            "3",
+            "--queries",
+            "50",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert json.loads(capsys.readouterr().out) == report
+    (size,) = report["sizes"]
+    assert size["passages"] == 500 and size["delta"] == 3
+    for step in ("full", "plus_delta", "unchanged", "consolidate", "rebuild"):
+        assert size[f"{step}_s"] > 0
+    for step in ("plus_delta", "unchanged", "consolidate"):
+        assert size[f"{step}_ratio"] == pytest.approx(size[f"{step}_s"] / size["full_s"], 1e-3)
+    assert size["peak_rss_mb"] > 0
+    assert size["top10_agreement"] == {"dense": 1.0, "hipporag": 1.0, "hybrid": 1.0}
+    steps = size["steps"]
+    assert steps["plus_delta"]["new_documents"] == 3 and steps["unchanged"]["embedded"] == 0
+    assert steps["unchanged"]["new_documents"] == 0 and steps["consolidate"]["memories"] == 3
