@@ -10,6 +10,7 @@ from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
 from qortex_core.ingest.budget import FailureBudget, judge
+from qortex_core.ingest.stage_inputs import remembered
 from qortex_core.ops.doctor import (
     DoctorConfig,
     check_probe,
@@ -17,13 +18,26 @@ from qortex_core.ops.doctor import (
     extraction_status,
     failed_extraction_errors,
 )
+from qortex_core.storage.store import CHUNKS, CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS
+
+GRAPH_TABLES = (CONCEPTS, PASSAGES, FACTS, SYNONYMS)
+EXTRACT_TABLES = (CHUNKS, EXTRACTIONS)  # what the extraction checks read
+
+
+def _extraction_status(store: StoreResource, extractor: ExtractorResource) -> dict[str, int]:
+    """:func:`extraction_status`, read again only when the chunks or extractions were written."""
+    db, key = store.open(), extractor.get().cache_key
+    return remembered(
+        db, "extraction_status", EXTRACT_TABLES, lambda: extraction_status(db, key), key
+    )
 
 
 @asset_check(
     asset=graph_snapshot, description="Every fact, synonym and passage link ends at a node."
 )
 def no_dangling_edges(store: StoreResource) -> AssetCheckResult:
-    found = dangling_edges(store.open())
+    db = store.open()
+    found = remembered(db, "dangling_edges", GRAPH_TABLES, lambda: dangling_edges(db))
     return AssetCheckResult(
         passed=sum(found.values()) == 0, metadata={f"dangling_{k}": v for k, v in found.items()}
     )
@@ -34,7 +48,7 @@ def no_dangling_edges(store: StoreResource) -> AssetCheckResult:
     description="Every chunk is extracted or recorded as failed; nothing silently dropped.",
 )
 def every_chunk_accounted(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
-    counts = extraction_status(store.open(), extractor.get().cache_key)
+    counts = _extraction_status(store, extractor)
     return AssetCheckResult(passed=counts["missing"] == 0, metadata=counts)
 
 
@@ -42,7 +56,7 @@ def every_chunk_accounted(store: StoreResource, extractor: ExtractorResource) ->
     asset=extractions, description="No chunk is left failed (failures are retried on the next run)."
 )
 def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
-    counts = extraction_status(store.open(), extractor.get().cache_key)
+    counts = _extraction_status(store, extractor)
     return AssetCheckResult(
         passed=counts["failed"] == 0, severity=AssetCheckSeverity.WARN, metadata=counts
     )
@@ -55,7 +69,10 @@ def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) ->
     "failed, fails the run: no snapshot is published and the previous one keeps answering).",
 )
 def within_failure_budget(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
-    errors, chunks = failed_extraction_errors(store.open(), extractor.get().cache_key)
+    db, key = store.open(), extractor.get().cache_key
+    errors, chunks = remembered(
+        db, "failed_extractions", EXTRACT_TABLES, lambda: failed_extraction_errors(db, key), key
+    )
     verdict = judge(errors, chunks, FailureBudget.from_env())
     return AssetCheckResult(
         passed=verdict.passed,

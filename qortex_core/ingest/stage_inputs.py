@@ -8,6 +8,9 @@ and made again restarts its versions, never its commit times).
 
 from __future__ import annotations
 
+import json
+from typing import Any, Callable
+
 from qortex_core.storage import ids
 from qortex_core.storage.store import LanceStore
 
@@ -27,3 +30,20 @@ def table_mark(store: LanceStore, name: str) -> str:
 def upstream_marks(store: LanceStore, tables: tuple[str, ...], *parts: str) -> str:
     """A digest of ``tables``' marks and the stage's own settings ``parts``."""
     return ids.digest(*(table_mark(store, t) for t in tables), *parts, size=16)
+
+
+def remembered(
+    store: LanceStore, name: str, tables: tuple[str, ...], compute: Callable[[], Any], *parts: str
+) -> Any:
+    """``compute()`` (a JSON value), or what it returned last time when ``tables`` have not been
+    written since and ``parts`` are the same (a check over the whole corpus, say, is not run
+    again on an unchanged run)."""
+    marks = upstream_marks(store, tables, *parts)
+    stored = store.stage_digest(f"memo:{name}")
+    if stored is not None:
+        seen, _, value = stored.partition(" ")
+        if seen == marks:
+            return json.loads(value)
+    value = compute()
+    store.set_stage_digest(f"memo:{name}", f"{marks} {json.dumps(value)}")
+    return json.loads(json.dumps(value))  # the same shape as a remembered one (lists)
