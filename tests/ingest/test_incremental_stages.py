@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, token_window
@@ -19,6 +20,7 @@ from qortex_core.ingest.document_chunks import chunk_stored
 from qortex_core.ingest.documents import SourceConfig, read_stored_documents, sync_documents
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.source_manifest import record_manifest, scan_documents
+from qortex_core.ingest.stage_inputs import remembered
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, LanceStore
 
@@ -173,3 +175,20 @@ def test_unchanged_upstream_tables_leave_chunks_extractions_and_embeddings_alone
 def _run_after_chunks(store: LanceStore, home: Path) -> None:
     stages.extract_chunks(store, OfflineExtractor())
     stages.embed_index(store, HashEmbedder(HashEmbedderConfig(32)), OfflineExtractor().cache_key)
+
+
+def test_a_remembered_check_runs_again_only_after_its_tables_are_written(tmp_path):
+    store = LanceStore.open(tmp_path / "home")
+    store.upsert("chunks", pa.table({"id": ["a"], "text": ["x"]}))
+    calls: list[int] = []
+
+    def count() -> dict:
+        calls.append(1)
+        return {"rows": store.count("chunks")}
+
+    assert remembered(store, "rows", ("chunks",), count) == {"rows": 1}
+    assert remembered(store, "rows", ("chunks",), count) == {"rows": 1} and len(calls) == 1
+    store.upsert("chunks", pa.table({"id": ["b"], "text": ["y"]}))
+    assert remembered(store, "rows", ("chunks",), count) == {"rows": 2} and len(calls) == 2
+    assert remembered(store, "rows", ("chunks",), count, "other") == {"rows": 2}
+    assert len(calls) == 3  # other settings: computed again
