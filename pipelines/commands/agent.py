@@ -137,7 +137,8 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     outcome = run_ingest(None, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        print(json_text(dict(s, checks=outcome.checks, run_id=outcome.run_id)))
+        extra = dict(checks=outcome.checks, step_seconds=outcome.step_seconds)
+        print(json_text(dict(s, **extra, run_id=outcome.run_id)))
         return 0
     print(
         f"consolidated {plural(s['memories'], 'memory')} ({s['merged_memories']} merged) beside "
