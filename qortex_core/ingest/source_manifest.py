@@ -41,10 +41,11 @@ RACY_NS = 2_000_000_000  # a file modified this close to its read is read again 
 
 
 def settings_digest(config: SourceConfig) -> str:
-    """What else a document depends on than its bytes and path: its domain rule, the size cap
-    and the redaction settings."""
+    """What else a document depends on than its bytes and path: the source root, its domain
+    rule, the size cap and the redaction settings."""
     redaction = json.dumps(asdict(config.redaction), sort_keys=True, default=list)
-    return ids.digest(config.domain, config.default_domain, str(config.max_bytes), redaction)
+    root = str(Path(config.root).resolve())
+    return ids.digest(root, config.domain, config.default_domain, str(config.max_bytes), redaction)
 
 
 @dataclass
