@@ -7,10 +7,12 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser(
-        "bench", help="benchmarks: ppr, query, ingest, scale, incremental, memory, soak, mcp"
+        "bench",
+        help="benchmarks: ppr, query, ingest, scale, incremental, memory, soak, mcp, embed",
     )
     kinds = bench.add_subparsers(dest="bench", required=True)
     from pipelines.commands import (
+        bench_embed,
         bench_incremental,
         bench_ingest,
         bench_mcp,
@@ -27,3 +29,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench_memory.register(kinds)
     bench_soak.register(kinds)
     bench_mcp.register(kinds)
+    bench_embed.register(kinds)
