@@ -11,12 +11,12 @@ from pathlib import Path
 
 def cmd_bench_incremental(args: argparse.Namespace) -> int:
     from pipelines.cli import emit_report
-    from pipelines.commands.bench_scale import _sizes
+    from pipelines.commands.bench_scale import parse_sizes
     from qortex_bench.incremental_bench import IncrementalConfig, run_incremental
     from qortex_core.embed import HashEmbedderConfig
     from qortex_core.errors import ConfigError
 
-    sizes = _sizes(args.passages)
+    sizes = parse_sizes(args.passages)
     HashEmbedderConfig(dim=args.dim)  # a bad dimension fails before any work
     if args.delta < 1 or args.queries < 1:
         raise ConfigError("--delta and --queries must be at least 1")

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def parse_sizes(text: str) -> tuple[int, ...]:
     from qortex_core.errors import ConfigError
 
     try:
@@ -45,7 +45,7 @@ def cmd_bench_scale(args: argparse.Namespace) -> int:
             Path(args.markdown).write_text(markdown(report) + "\n")
         emit_report(report, args.json)
         return 0
-    sizes = _sizes(args.passages)
+    sizes = parse_sizes(args.passages)
     HashEmbedderConfig(dim=args.dim)  # a bad dimension fails before any work
     if args.cold:
         drop_page_cache()  # not root: fails here, before any work

@@ -178,6 +178,12 @@ class _ExtractionWriter:
         self.pending, self.rows, self.since = [], 0, time.monotonic()
 
 
+def _all_done(store: LanceStore, key: str) -> bool:
+    """Every chunk had a successful extraction under ``key`` when the chunks and extractions
+    tables were last written (nothing to read: an unchanged run)."""
+    return store.stage_digest(EXTRACT_STATE) == upstream_marks(store, (CHUNKS, EXTRACTIONS), key)
+
+
 def extract_chunks(
     store: LanceStore,
     extractor: Extractor,
@@ -193,8 +199,7 @@ def extract_chunks(
         into: the table the extraction rows are upserted into (a shard's staging table).
     """
     whole = only is None and into == EXTRACTIONS
-    marks = upstream_marks(store, (CHUNKS, EXTRACTIONS), extractor.cache_key) if whole else ""
-    if whole and store.stage_digest(EXTRACT_STATE) == marks:  # every chunk extracted, none failed
+    if whole and _all_done(store, extractor.cache_key):
         n = store.count(CHUNKS)
         return ExtractReport(chunks=n, extracted=0, cached=n, failed=0)
     # chunks stay Arrow rows and become Passage objects a batch at a time: a million live

@@ -182,8 +182,12 @@ def embed_index(
     store.set_stage_digest(MODEL_STATE, embedder.name)
     store.set_stage_digest("embeddings", digest)
     store.set_stage_digest(INPUTS_STATE, inputs)
-    kept = sum(o.kept for o in old)
-    mode = "incremental" if kept else "full"
+    return _report(counts, cached, sum(o.kept for o in old))
+
+
+def _report(counts: list[int], cached: CachedEmbedder, kept: int) -> EmbedReport:
+    """The report of a run that wrote the tables: ``counts`` of passages, concepts, facts and
+    rules; ``kept``: rows whose vector was kept."""
     reason = (
         f"{kept} rows kept their vectors; only the other rows' texts were looked up"
         if kept
@@ -197,7 +201,7 @@ def embed_index(
         cached.texts_embedded,
         cached.cache_hits,
         vectors_kept=kept,
-        mode=mode,
+        mode="incremental" if kept else "full",
         reason=reason,
     )
 
