@@ -202,6 +202,22 @@ def extract_chunks(
     if whole and _all_done(store, extractor.cache_key):
         n = store.count(CHUNKS)
         return ExtractReport(chunks=n, extracted=0, cached=n, failed=0)
+    report = _extract_missing(store, extractor, batch, progress, only, into)
+    if whole and not report.failed:  # nothing left to retry: the next run need not read chunks
+        marks = upstream_marks(store, (CHUNKS, EXTRACTIONS), extractor.cache_key)
+        store.set_stage_digest(EXTRACT_STATE, marks)
+    return report
+
+
+def _extract_missing(
+    store: LanceStore,
+    extractor: Extractor,
+    batch: int,
+    progress: Progress,
+    only: Collection[str] | None,
+    into: str,
+) -> ExtractReport:
+    """:func:`extract_chunks` without the unchanged-run check: reads the chunks and keys."""
     # chunks stay Arrow rows and become Passage objects a batch at a time: a million live
     # objects made every garbage collection walk them (a third of the stage's time at 1M)
     chunks = _sorted_chunks(store)
@@ -240,8 +256,6 @@ def extract_chunks(
             progress("extract", min(start + batch, todo.num_rows), todo.num_rows)
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
-    if whole and not failed:  # nothing left to retry: the next run need not read the chunks
-        store.set_stage_digest(EXTRACT_STATE, upstream_marks(store, (CHUNKS, EXTRACTIONS), key))
     return ExtractReport(
         chunks=chunks.num_rows,
         extracted=todo.num_rows - failed,
