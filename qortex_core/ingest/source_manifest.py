@@ -61,7 +61,7 @@ class _Trust:
 
     def __call__(self, path: Path, doc_id: str) -> str | None:
         try:
-            st = os.stat(path, follow_symlinks=False)
+            st = os.stat(path)  # a listed symlink inside the root: its target's stat
         except OSError:
             return None  # the read reports why
         self.stats[doc_id] = st

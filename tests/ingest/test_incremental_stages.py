@@ -192,3 +192,14 @@ def test_a_remembered_check_runs_again_only_after_its_tables_are_written(tmp_pat
     assert remembered(store, "rows", ("chunks",), count) == {"rows": 2} and len(calls) == 2
     assert remembered(store, "rows", ("chunks",), count, "other") == {"rows": 2}
     assert len(calls) == 3  # other settings: computed again
+
+
+def test_a_symlinked_file_is_judged_by_its_target(tmp_path):
+    root, store = tmp_path / "src", LanceStore.open(tmp_path / "home")
+    target = _write(root, ".kept/real.md", "# Real\n\nThe first text.\n")  # hidden: not listed
+    (root / "link.md").symlink_to(target)
+    first, _ = _sync(store, root)
+    assert [d.doc_id for d in first.documents] == ["link.md"]
+    _write(root, ".kept/real.md", "# Real\n\nThe other text.\n", when=PAST + 5)
+    again, report = _sync(store, root)
+    assert [d.doc_id for d in again.documents] == ["link.md"] and report.changed == ("link.md",)
