@@ -198,6 +198,7 @@ def test_a_symlinked_file_is_judged_by_its_target(tmp_path):
     root, store = tmp_path / "src", LanceStore.open(tmp_path / "home")
     target = _write(root, ".kept/real.md", "# Real\n\nThe first text.\n")  # hidden: not listed
     (root / "link.md").symlink_to(target)
+    os.utime(root / "link.md", (PAST, PAST), follow_symlinks=False)  # the link itself: old too
     first, _ = _sync(store, root)
     assert [d.doc_id for d in first.documents] == ["link.md"]
     _write(root, ".kept/real.md", "# Real\n\nThe other text.\n", when=PAST + 5)
