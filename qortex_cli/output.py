@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 
 def _finite(value: object) -> object:
@@ -28,3 +29,11 @@ def json_text(value: object, indent: int | None = None) -> str:
         return json.dumps(value, indent=indent, allow_nan=False)
     except ValueError:  # a non-finite number somewhere
         return json.dumps(_finite(value), indent=indent, allow_nan=False)
+
+
+def emit_report(report: dict, path: str | None) -> None:
+    """Print a JSON report and, when ``path`` is given, write the same text there."""
+    text = json_text(report, indent=2)
+    if path:
+        Path(path).write_text(text + "\n")
+    print(text)

@@ -121,3 +121,18 @@ class QortexParser(argparse.ArgumentParser):
             hint = did_you_mean(first.partition("=")[0], _options(self))
             return f"unknown option {first!r}{hint}" if hint else text
         return text
+
+
+def add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
+    """``--home`` and ``--tenant``; ``nested`` keeps a parent command's values when the subcommand
+    omits them."""
+    default = argparse.SUPPRESS if nested else None
+    p.add_argument("--home", default=default, help="data home (default: $QORTEX_HOME or ~/.qortex)")
+    p.add_argument("--tenant", default=default, help="tenant namespace (default: the home itself)")
+
+
+def home_of(args: argparse.Namespace):
+    """The data home ``--home`` and ``--tenant`` name."""
+    from qortex_core.storage.tenants import tenant_home
+
+    return tenant_home(args.home, args.tenant)

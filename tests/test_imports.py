@@ -67,7 +67,7 @@ def test_cli_query_and_eval_do_not_import_dagster(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "module", ["pipelines.cli", "pipelines.commands.ingest", "pipelines.commands.bench"]
+    "module", ["qortex_cli.main", "qortex_cli.commands.ingest", "qortex_cli.commands.bench"]
 )
 def test_command_modules_import_without_dagster(module):
     out = run_python(

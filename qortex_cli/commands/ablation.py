@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipelines.output import json_text
-from pipelines.parsing import csv_of, strict_int
+from qortex_cli.output import json_text
+from qortex_cli.parsing import csv_of, strict_int
 
 
 def _rows(args: argparse.Namespace) -> list[dict]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 
 def _home(args: argparse.Namespace):
@@ -26,9 +26,10 @@ def _counts(rows: dict[str, int]) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     from qortex_core.errors import HomeError
     from qortex_core.ops.archive import export_home
+    from qortex_core.storage.store import is_uri
 
     home, out = _home(args), Path(args.out)
-    if "://" not in str(home) and not Path(home).is_dir():
+    if not is_uri(home) and not Path(home).is_dir():
         raise HomeError(f"data home not found: {home}")
     if out.is_dir():
         raise HomeError(f"{out} is a directory: name the export file (e.g. {out}/home.jsonl)")

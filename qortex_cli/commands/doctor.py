@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

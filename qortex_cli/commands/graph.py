@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 
 def _memory(args: argparse.Namespace):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 
 def plural(n: int, word: str) -> str:
@@ -14,26 +14,62 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _check_usable(source: Path) -> None:
+    """Fail in one line unless ``source`` holds a usable document, before anything is written.
+
+    Files are read in order only up to the first usable one: the run's ``documents`` asset loads
+    them all, once. With none usable, the line names the first file skipped and why.
+
+    Raises:
+        DatasetError: ``source`` is missing or holds no usable document.
+    """
+    from qortex_core.errors import DatasetError
+    from qortex_core.ingest.documents import (
+        CORPUS_SUFFIXES,
+        TEXT_SUFFIXES,
+        SourceConfig,
+        not_found,
+        read_document,
+        safe_name,
+    )
+    from qortex_core.ingest.source_listing import Skipped, list_file, list_sources
+    from qortex_core.redact import redact
+
+    suffixes = TEXT_SUFFIXES + CORPUS_SUFFIXES
+    if source.is_file():
+        files, skipped, listed = list_file(source, suffixes)
+        config = SourceConfig(root=source.parent)
+    elif source.is_dir():
+        files, skipped, listed = list_sources(source, suffixes)
+        config = SourceConfig(root=source)
+    else:
+        raise DatasetError(not_found(source))
+    for path in files:
+        try:
+            read_document(path, config, listed[path])
+            return
+        except ValueError as exc:
+            skipped.append(Skipped(str(path.relative_to(config.root)), str(exc)))
+    named = sorted(
+        (Skipped(safe_name(s.path, config), redact(s.reason, config.redaction)) for s in skipped),
+        key=lambda s: s.path,
+    )
+    why = f" ({named[0].path}: {named[0].reason})" if named else ""
+    raise DatasetError(
+        f"no usable .md, .txt, .json or .jsonl document in {source}{why}; nothing was changed"
+    )
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Run the ingest job over ``args.source`` (a folder or one file); print a summary (JSON
     with ``--json``)."""
-    from qortex_core.errors import DatasetError
-    from qortex_core.ingest.documents import SourceConfig, load_documents, not_found
-
     source = Path(args.source).expanduser()
-    if not (source.is_dir() or source.is_file()):
-        raise DatasetError(not_found(source))
-    found = load_documents(SourceConfig(root=source))  # an empty source would publish nothing
-    if not found.documents:
-        why = f" ({found.skipped[0].path}: {found.skipped[0].reason})" if found.skipped else ""
-        raise DatasetError(
-            f"no usable .md, .txt, .json or .jsonl document in {source}{why}; nothing was changed"
-        )
+    _check_usable(source)  # an empty source would publish nothing
     from qortex_core.storage.tenants import tenant_home
 
     # ~ expanded, a URI kept as it is; a tenant's memory lives in <home>/tenants/NAME
     home = tenant_home(args.home, args.tenant)
-    from pipelines.run_local import run_ingest  # imports dagster
+    from qortex_cli.runs.local import run_ingest  # imports dagster
 
     outcome = run_ingest(source, home, progress=not args.quiet)
     s = outcome.summary

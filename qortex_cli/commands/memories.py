@@ -10,8 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
-from pipelines.commands.ingest import plural
-from pipelines.output import json_text
+from qortex_cli.commands.ingest import plural
+from qortex_cli.output import json_text
 
 
 def _memory(args: argparse.Namespace):
@@ -132,7 +132,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     store = LanceStore.open(home)
     if MemoryTable(store).version() == 0 and store.count("documents") == 0:
         raise DatasetError(f"nothing to consolidate under {home}: no memory written, no document")
-    from pipelines.run_local import run_ingest  # imports dagster
+    from qortex_cli.runs.local import run_ingest  # imports dagster
 
     outcome = run_ingest(None, home, progress=not args.quiet)
     s = outcome.summary

@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 
 def clean_dagster(dagster_home: Path, before_iso: str) -> int:
@@ -77,7 +77,7 @@ def purge_home(home, keep: int, dagster_home: Path | None = None):
     with writer_lock(home, "qortex purge"):
         why = stale_derivations(home)
         if why:
-            from pipelines.run_local import run_ingest  # imports dagster
+            from qortex_cli.runs.local import run_ingest  # imports dagster
 
             run_ingest(None, home, dagster_home=dagster_home, progress=False)
         report = purge(home, keep)
@@ -91,11 +91,11 @@ def purge_home(home, keep: int, dagster_home: Path | None = None):
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
-    from qortex_core.storage.store import default_home, home_of
+    from qortex_core.storage.store import default_home, home_of, is_uri
     from qortex_core.storage.tenants import tenant_home
 
     home = tenant_home(home_of(args.home) if args.home else default_home(), args.tenant)
-    if "://" in str(home):
+    if is_uri(home):
         from qortex_core.errors import ConfigError
 
         raise ConfigError(f"purge needs a local data home (got {home}); use snapshots prune")

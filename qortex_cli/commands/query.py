@@ -13,9 +13,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from pipelines.filter_args import USAGE, combined, filter_arg
-from pipelines.output import json_text
-from pipelines.parsing import mode_name
+from qortex_cli.filter_args import USAGE, combined, filter_arg
+from qortex_cli.output import json_text
+from qortex_cli.parsing import mode_name
 
 RECOGNITION_HELP = (
     "filter the linked facts with an LLM (QORTEX_RECOGNITION_* or QORTEX_LLM_* environment)"
@@ -27,13 +27,13 @@ def _only_memories(args: argparse.Namespace) -> bool:
     tier answers alone, as the library and MCP do."""
     from qortex_core.memory.records import MemoryTable
     from qortex_core.storage import snapshot as snap
-    from qortex_core.storage.store import LanceStore
+    from qortex_core.storage.store import LanceStore, is_uri
     from qortex_core.storage.tenants import tenant_home
 
     home = tenant_home(args.home, args.tenant)
     if args.version is not None or snap.list_versions(home):
         return False
-    if "://" not in str(home) and not (Path(home) / "lancedb").is_dir():
+    if not is_uri(home) and not (Path(home) / "lancedb").is_dir():
         return False  # nothing here at all: the retriever says "no snapshot" (never create it)
     return MemoryTable(LanceStore.open_reader(home)).version() > 0
 

@@ -18,7 +18,7 @@ def ui_command(
     home: Path | str, dagster_home: Path, host: str, port: int
 ) -> tuple[list[str], dict]:
     """The ``dagster dev`` command line and environment for ``home`` (the instance prepared)."""
-    from pipelines.run_local import local_instance
+    from qortex_cli.runs.local import local_instance
 
     local_instance(dagster_home).dispose()  # creates dagster.yaml there (or refuses the path)
     env = dict(os.environ, QORTEX_HOME=str(home), DAGSTER_HOME=str(dagster_home))
@@ -28,15 +28,15 @@ def ui_command(
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from qortex_core.settings import get_settings
-    from qortex_core.storage.store import default_home
+    from qortex_core.storage.store import default_home, is_uri
 
     raw = args.home or default_home()
     settings = get_settings()
-    if "://" in str(raw) and not settings.dagster_home:
+    if is_uri(raw) and not settings.dagster_home:
         from qortex_core.errors import ConfigError
 
         raise ConfigError(f"data home {raw} is a URI: set DAGSTER_HOME to a local folder")
-    home = raw if "://" in str(raw) else Path(raw).expanduser().absolute()
+    home = raw if is_uri(raw) else Path(raw).expanduser().absolute()
     dagster_home = Path(settings.dagster_home or Path(home) / "dagster").absolute()
     argv, env = ui_command(home, dagster_home, args.host, args.port)
     print(

@@ -1,6 +1,6 @@
 """Where ``qortex ingest`` runs the ``ingest`` job: in its own process (the default), or on the
 executor ``QORTEX_EXECUTOR`` names (multiprocess, dask), whose step processes rebuild the job
-(``pipelines.definitions.ingest_job``) from their environment, with the data home and source
+(:func:`ingest_job`) from their environment, with the data home and source
 folder of the command line as the store's and source's values (a dask worker started elsewhere
 has its own ``QORTEX_HOME``; the embedder, extractor and keys do come from the worker's
 environment).
@@ -16,7 +16,12 @@ from typing import Any, Iterator, Mapping
 
 from dagster import DagsterInstance, build_reconstructable_job, execute_job
 
+from pipelines.definitions import build_definitions
+from pipelines.jobs import INGEST_JOB
+from pipelines.resources import SourceResource, StoreResource
+from qortex_cli.runs.loggers import LOGGERS
 from qortex_core.settings import Settings
+from qortex_core.storage.store import is_uri
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class Spread:
         source folder is given: ``qortex consolidate`` and replaced resources stay here."""
         if settings.executor == "in_process" or source is None or replaced_resources:
             return None
-        local = "://" not in home  # step processes may start elsewhere: absolute paths
+        local = not is_uri(home)  # step processes may start elsewhere: absolute paths
         env = {
             "QORTEX_HOME": str(Path(home).expanduser().resolve()) if local else home,
             "QORTEX_SNAPSHOT_HOME": snapshot_home,
@@ -93,10 +98,36 @@ def executed(
         yield job.execute_in_process(instance=instance, raise_on_error=False, run_config=run_config)
         return
     recon = build_reconstructable_job(  # home and source as values: workers may run elsewhere
-        "pipelines.definitions",
+        "qortex_cli.runs.executed",
         "ingest_job",
         reconstructable_kwargs=dict(spread.env + spread.shaping),
     )
     with _environment(dict(spread.env)):
         with execute_job(recon, instance, raise_on_error=False, run_config=run_config) as result:
             yield result
+
+
+def ingest_job(**overrides: str) -> Any:
+    """The ``ingest`` job built from the process environment, with ``overrides`` (variable ->
+    value) on top: the reconstructable target (``dagster.reconstructable(ingest_job)`` or
+    ``build_reconstructable_job(..., reconstructable_kwargs=overrides)``) from which executors
+    that start other processes (multiprocess, dask workers) rebuild the job. It has the
+    ``progress`` and ``quiet`` loggers of ``qortex ingest`` (the run config picks one; none
+    picked: Dagster's console logger)."""
+    env = {**os.environ, **overrides}
+    named = _named_resources(overrides)
+    return build_definitions(env, resources=named, loggers=LOGGERS).resolve_job_def(INGEST_JOB)
+
+
+def _named_resources(overrides: Mapping[str, str]) -> dict[str, object]:
+    """The store and source as values when ``overrides`` name the home and source folder (the
+    command line's): a step process on a dask worker started elsewhere then uses them, not the
+    worker's own ``QORTEX_HOME`` and ``QORTEX_SOURCE_DIR`` (resources from the environment are
+    resolved in the step process)."""
+    out: dict[str, object] = {}
+    if overrides.get("QORTEX_HOME"):
+        snapshot_home = overrides.get("QORTEX_SNAPSHOT_HOME", "")
+        out["store"] = StoreResource(home=overrides["QORTEX_HOME"], snapshot_home=snapshot_home)
+    if overrides.get("QORTEX_SOURCE_DIR"):
+        out["source"] = SourceResource(path=overrides["QORTEX_SOURCE_DIR"])
+    return out

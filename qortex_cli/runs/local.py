@@ -19,13 +19,13 @@ from typing import Mapping
 
 from dagster import DagsterEventType, DagsterInstance
 
-from pipelines.bars import terminal
 from pipelines.definitions import build_definitions
-from pipelines.executed import Spread, executed
-from pipelines.instance_path import check_dagster_home
 from pipelines.jobs import FACTORS_JOB, INGEST_JOB
-from pipelines.progress import LOGGERS, quiet
 from pipelines.resources import SourceResource, StoreResource
+from qortex_cli.bars import terminal
+from qortex_cli.runs.executed import Spread, executed
+from qortex_cli.runs.instance_path import check_dagster_home
+from qortex_cli.runs.loggers import LOGGERS, quiet
 from qortex_core.errors import (
     ConfigError,
     DatasetError,
@@ -37,7 +37,7 @@ from qortex_core.errors import (
 from qortex_core.ingest.documents import not_found
 from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import prepare_folder
+from qortex_core.storage.store import is_uri, prepare_folder
 from qortex_core.storage.writer_lock import writer_lock
 
 
@@ -180,7 +180,7 @@ def _step_seconds(instance: DagsterInstance, run_id: str) -> dict[str, float]:
     return out
 
 
-def _budget_failure(result, snapshots: str) -> QortexError | None:
+def _budget_failure(result, snapshots: str | Path) -> QortexError | None:
     """The failed blocking check's reason as one line, and which snapshot still answers."""
     for evaluation in result.get_asset_check_evaluations():
         if evaluation.passed or not evaluation.blocking:
@@ -300,7 +300,7 @@ def run_ingest(
         raise DatasetError(not_found(source))
     settings = get_settings(env)
     env = os.environ if env is None else env
-    remote = "://" in str(home)
+    remote = is_uri(home)
     if remote and not (dagster_home or settings.dagster_home):
         raise ConfigError(
             f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster "
@@ -348,7 +348,7 @@ def materialize_factors(
     home_text = str(home)
     fallback = (
         Path(home_text) / "dagster"
-        if "://" not in home_text
+        if not is_uri(home_text)
         else Path.home() / ".qortex" / "dagster"
     )
     dagster_home = dagster_home or get_settings().dagster_home or fallback

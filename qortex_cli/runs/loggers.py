@@ -8,7 +8,7 @@ import sys
 
 from dagster import DagsterEventType, Field, logger
 
-from pipelines.bars import StageProgress
+from qortex_cli.bars import StageProgress
 from qortex_core.ingest.stages import STAGE_NAMES
 
 _COUNT = re.compile(r"(\S+): (\d+)/(\d+)")  # an asset's "stage: done/total" line
@@ -17,7 +17,7 @@ _COUNT = re.compile(r"(\S+): (\d+)/(\d+)")  # an asset's "stage: done/total" lin
 class _StderrProgress(logging.Handler):
     """Asset step ends, check results, failures and the assets' own INFO/WARNING lines,
     compactly; an asset's ``stage: done/total`` lines as a bar with rate and ETA on a terminal
-    (:class:`~pipelines.bars.StageProgress`), as they are otherwise."""
+    (:class:`~qortex_cli.bars.StageProgress`), as they are otherwise."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,7 +75,7 @@ def stderr_progress(init_context) -> logging.Logger:
     return log
 
 
-@logger(description="no output")
+@logger(config_schema=None, description="no output")
 def quiet(_init_context) -> logging.Logger:
     log = logging.getLogger("qortex.ingest.quiet")
     log.propagate = False

@@ -345,7 +345,7 @@ def test_sensor_requests_a_run_only_when_sources_change(setup) -> None:
 def test_repo_dagster_yaml_gives_a_queued_instance_with_pool_limits(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from pipelines.run_local import local_instance
+    from qortex_cli.runs.local import local_instance
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "restored-after-test"))
     instance = local_instance(tmp_path / "dagster")

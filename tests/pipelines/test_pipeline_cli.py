@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pipelines.resources as resources
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.query.retriever import Retriever
 
 
@@ -155,7 +155,7 @@ def test_ingest_on_a_bad_dask_address_is_one_line_exit_2(tmp_path: Path, address
     }
     home = tmp_path / "home"
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "ingest", str(src), "--home", str(home)],
+        [sys.executable, "-m", "qortex_cli", "ingest", str(src), "--home", str(home)],
         env=env,
         capture_output=True,
         text=True,

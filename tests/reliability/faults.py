@@ -30,7 +30,7 @@ class Outcome:
 
 
 def run_cli(capsys, *argv: object) -> Outcome:
-    """``qortex ARGV`` through ``pipelines.cli.main`` in this process (an escaping exception fails
+    """``qortex ARGV`` through ``qortex_cli.main.main`` in this process (an escaping exception fails
     the test just as a traceback would)."""
     from pipelines import cli
 

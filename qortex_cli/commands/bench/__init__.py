@@ -8,18 +8,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp")
     kinds = bench.add_subparsers(dest="bench", required=True)
-    from pipelines.commands import (
-        bench_ingest,
-        bench_mcp,
-        bench_memory,
-        bench_ppr,
-        bench_scale,
-        bench_soak,
-    )
+    from qortex_cli.commands.bench import ingest, mcp, memory, ppr, scale, soak
 
-    bench_ppr.register(kinds)
-    bench_ingest.register(kinds)
-    bench_scale.register(kinds)
-    bench_memory.register(kinds)
-    bench_soak.register(kinds)
-    bench_mcp.register(kinds)
+    for kind in (ppr, ingest, scale, memory, soak, mcp):
+        kind.register(kinds)

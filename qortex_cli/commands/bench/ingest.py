@@ -194,7 +194,7 @@ def _rerun(second, second_s: float, first_s: float) -> dict:
 def run_bench(args: argparse.Namespace) -> dict:
     """Run the benchmark; returns the report."""
     from pipelines.resources import ExtractorResource
-    from pipelines.run_local import run_ingest
+    from qortex_cli.runs.local import run_ingest
 
     work = (
         Path(args.workdir)
@@ -253,7 +253,7 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
 
     if args.extractor == "recorded" and not args.openie:
         raise DatasetError("--extractor recorded needs --openie FILE")
-    from pipelines.cli import emit_report
+    from qortex_cli.output import emit_report
 
     emit_report(run_bench(args), args.json)
     return 0

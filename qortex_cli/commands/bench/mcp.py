@@ -6,7 +6,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 
 def cmd_bench_mcp(args: argparse.Namespace) -> int:

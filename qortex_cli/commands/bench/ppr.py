@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 
 ENGINES = ("qortex", "qortex_numpy", "qortex_batched", "scipy_power", "igraph_prpack", "networkx")
 

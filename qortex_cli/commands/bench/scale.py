@@ -34,9 +34,9 @@ def _report(path: str) -> dict:
 
 
 def cmd_bench_scale(args: argparse.Namespace) -> int:
-    from pipelines.cli import emit_report
     from qortex_bench.scale_bench import ScaleConfig, drop_page_cache, requery, run_ladder
     from qortex_bench.scale_report import markdown
+    from qortex_cli.output import emit_report
     from qortex_core.embed import HashEmbedderConfig
 
     if args.requery:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 
 def cmd_bench_soak(args: argparse.Namespace) -> int:
-    from pipelines.commands.purge import purge_home
-    from pipelines.run_local import run_ingest
     from qortex_bench.soak import SoakConfig, run_soak
+    from qortex_cli.commands.purge import purge_home
+    from qortex_cli.runs.local import run_ingest
     from qortex_core.errors import ConfigError
 
     home = Path(args.home).expanduser()
