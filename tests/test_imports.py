@@ -48,7 +48,7 @@ def test_qortex_core_and_all_submodules_import_without_dagster():
 
 CLI_RUN = """
 import contextlib, io, json, sys
-from pipelines import cli
+from qortex_cli import main as cli
 parser = cli.build_parser()  # imports every COMMAND_MODULES entry
 codes = []
 for argv in (["query", "hello", "--home", sys.argv[1]], ["eval", "--questions", sys.argv[1] + "/q.json",

@@ -53,7 +53,7 @@ def qortex(tmp_path, monkeypatch, capsys):
         full_env = dict(base_env, **(env or {}))
         if subprocess:
             return run_subprocess(list(argv), tmp_path, full_env)
-        from pipelines import cli
+        from qortex_cli import main as cli
 
         with monkeypatch.context() as m:
             m.chdir(tmp_path)

@@ -47,7 +47,7 @@ def hashed(tmp_path_factory):
 @pytest.fixture(scope="module")
 def corpus_home(tmp_path_factory, hashed):
     """One corpus file of 300 entries (the last one long) ingested as a file, not a folder."""
-    from pipelines import cli
+    from qortex_cli import main as cli
 
     root = tmp_path_factory.mktemp("helps")
     rows = [
