@@ -14,8 +14,9 @@ from qortex_cli.output import emit_report
 from qortex_cli.parsing import csv_of, mode_name, strict_int
 
 
-def eval_updates(args: argparse.Namespace, progress, emit_report) -> int:
-    """Run the updates benchmark and print (and with ``--json`` write) its report."""
+def _eval_updates(args: argparse.Namespace) -> int:
+    """``qortex eval --updates FILE``: the updates benchmark; its report printed (and written
+    with ``--json``)."""
     from qortex_bench.updates import run_updates
     from qortex_core.errors import ConfigError
 
@@ -25,7 +26,7 @@ def eval_updates(args: argparse.Namespace, progress, emit_report) -> int:
         )
     modes = tuple(args.modes) if args.modes else ("auto",)
     report = run_updates(
-        Path(args.updates), Path(args.home) if args.home else None, modes, progress=progress
+        Path(args.updates), Path(args.home) if args.home else None, modes, progress=Progress()
     )
     emit_report(report, args.json)
     return 0
@@ -42,7 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "directory"
         )
     if args.updates:
-        return eval_updates(args, Progress(), emit_report)
+        return _eval_updates(args)
     if args.locomo:
         return _eval_locomo(args)
     if not args.questions or not args.corpus:
