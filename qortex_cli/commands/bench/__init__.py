@@ -6,9 +6,11 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp")
+    bench = sub.add_parser(
+        "bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp, embed"
+    )
     kinds = bench.add_subparsers(dest="bench", required=True)
-    from qortex_cli.commands.bench import ingest, mcp, memory, ppr, scale, soak
+    from qortex_cli.commands.bench import embed, ingest, mcp, memory, ppr, scale, soak
 
-    for kind in (ppr, ingest, scale, memory, soak, mcp):
+    for kind in (ppr, ingest, scale, memory, soak, mcp, embed):
         kind.register(kinds)
