@@ -246,7 +246,9 @@ def index_conversation(
     run = stages.IngestRun(store, where, extractor_for(conv, observations), embedder, passages)
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)
-    path = stages.run_stages(run)["graph_snapshot"].path
+    report = stages.run_stages(run)["graph_snapshot"]
+    assert isinstance(report, stages.SnapshotReport)
+    path = report.path
     return {
         "file": str(conv.path),
         "tenant": conv.name,
