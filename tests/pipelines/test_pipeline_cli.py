@@ -59,6 +59,27 @@ def test_ingest_json_summary_then_unchanged_rerun(tmp_path: Path, capsys, shared
     assert hits[0].title == "Marie Curie"
 
 
+def test_ingest_reads_each_document_once(tmp_path: Path, monkeypatch, shared_model) -> None:
+    """The command checks the source by reading up to its first usable file; the run's
+    ``documents`` asset then reads every file once (not the command a whole pass before it)."""
+    import qortex_core.ingest.documents as documents
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(4):
+        (src / f"note{n}.md").write_text(f"# Note {n}\n\nLighthouse {n} stands on cape {n}.\n")
+    reads: list[str] = []
+    real = documents.read_document
+
+    def counted(path, config, listed=None):
+        reads.append(Path(path).name)
+        return real(path, config, listed)
+
+    monkeypatch.setattr(documents, "read_document", counted)
+    assert main(["ingest", str(src), "--home", str(tmp_path / "home"), "--quiet"]) == 0
+    assert sorted(reads) == ["note0.md", "note0.md", "note1.md", "note2.md", "note3.md"]
+
+
 def test_ingest_missing_source_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["ingest", str(tmp_path / "nope"), "--home", str(tmp_path / "home")]) == 2
     err = capsys.readouterr().err
