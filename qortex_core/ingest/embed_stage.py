@@ -6,7 +6,7 @@ Incremental: unchanged inputs (by digest) leave the tables as they are."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -29,9 +29,7 @@ from qortex_core.storage.store import (
     FACTS,
     PASSAGES,
     RULES,
-    SYNONYMS,
     LanceStore,
-    arrow_to_vectors,
     vectors_to_arrow,
 )
 

@@ -20,6 +20,7 @@ The report says which, and why.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
@@ -31,6 +32,7 @@ from qortex_core.ingest.synonyms import SynonymConfig, eligible_mask, synonym_pa
 from qortex_core.storage import ids
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
 
+_log = logging.getLogger(__name__)
 BASIS = "synonym_basis"
 _STATE = "synonyms"  # stage-state key: JSON of the settings digest, drift and table versions
 MAX_DRIFT = 0.2  # concepts added + removed since the last full build, as a share of its concepts
@@ -154,7 +156,8 @@ def _finish(store: LanceStore, state: _State) -> None:
 def _full(
     store: LanceStore, concepts: _Concepts, config: SynonymConfig, built_from: str, reason: str
 ) -> SynonymReport:
-    """Rebuild every edge and the basis."""
+    """Rebuild every edge and the basis (one log line says why)."""
+    _log.info("synonym_edges: full build: %s", reason)
     before = store.count(SYNONYMS)
     m = len(concepts.ids)
     r, c, w = synonym_pairs(concepts.vectors, concepts.names, config)
