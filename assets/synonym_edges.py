@@ -4,7 +4,7 @@ from dagster import MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import StoreResource
-from qortex_core.ingest.stages import build_synonyms, upstream_of
+from qortex_core.ingest.stages import sync_synonyms, upstream_of
 from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.storage.store import CONCEPTS, SYNONYMS
 
@@ -18,7 +18,8 @@ from qortex_core.storage.store import CONCEPTS, SYNONYMS
 def synonym_edges(store: StoreResource) -> MaterializeResult:
     db = store.open()
     config = SynonymConfig()
-    count = build_synonyms(db, config)
+    report = sync_synonyms(db, config)
+    count = report.edges
     edges, concepts = db.read(SYNONYMS), db.read(CONCEPTS)
     names = (
         dict(zip(concepts["id"].to_pylist(), concepts["name"].to_pylist()))
@@ -31,6 +32,12 @@ def synonym_edges(store: StoreResource) -> MaterializeResult:
             "synonym_edges": count,
             "dagster/row_count": count,
             "concepts": len(names),
+            "mode": report.mode,  # unchanged | incremental | full
+            "reason": report.reason,
+            "rows_added": report.added,
+            "rows_removed": report.removed,
+            "concepts_matched": report.concepts_matched,
+            "concepts_removed": report.concepts_removed,
             "preview": markdown_table(
                 ["a", "b", "cosine"],
                 [(names.get(r["a"]), names.get(r["b"]), f"{r['weight']:.3f}") for r in top],

@@ -27,7 +27,9 @@ EMBED = HashEmbedder(HashEmbedderConfig(64))
 SYNTH = SynthCorpus(SynthConfig(passages=160, seed=5))
 FILES = SYNTH.passages()
 MEMORIES = [
-    Passage(f"{SYNTH.entity_name(r)} met {SYNTH.entity_name(r + 1)} at the harbour.", "", f"memory:m{r}")
+    Passage(
+        f"{SYNTH.entity_name(r)} met {SYNTH.entity_name(r + 1)} at the harbour.", "", f"memory:m{r}"
+    )
     for r in range(3)
 ]
 QUERIES = SYNTH.queries(25) + ["Who met at the harbour?"]
