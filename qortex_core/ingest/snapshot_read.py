@@ -27,9 +27,12 @@ class Merge:
         merged: tables whose vectors were merged from the base.
         read: tables read in full although there is a base (the change passed the bound, or
             the facts are stored by cell).
+        versions: the stored tables' versions when the build began (a merged table must still
+            be at its version once merged: it is not read again, as a full read would check).
     """
 
     base: Base | None
+    versions: dict[str, int] = field(default_factory=dict)
     change: RowChange = RowChange()
     merged: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
@@ -59,6 +62,8 @@ def _merged(
     offsets = np.arange(keys.num_rows) if order is None else np.asarray(order, np.int64)
     final = keys if order is None else keys.take(pa.array(order))
     change, written = write_merged(store, name, final, offsets, merge.base, path)
+    if written and store.versions().get(name) != merge.versions.get(name):
+        raise vectors.changed(name)  # a write between the reads of this build
     merge.change = merge.change + change
     (merge.merged if written else merge.read).append(name)
     return written

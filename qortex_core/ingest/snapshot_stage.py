@@ -280,7 +280,7 @@ def build_snapshot(
     if unchanged is not None:
         return unchanged
     base, other = snapshot_base.Base.of(latest, embedding_model)
-    merge = Merge(base)
+    merge = Merge(base, versions)
     manifest_base = {
         "embedding_model": embedding_model,
         "table_versions": versions,
