@@ -1,12 +1,14 @@
 """The previous snapshot as the base of the next one: an incremental merge of its vector rows.
 
 A snapshot stays one complete, immutable folder (readers need nothing new). What a run with a
-usable base saves is the vectors: a row whose id and embedded text are the base's (a passage's
-id is the digest of its text; a concept's vector is its name's, a fact's its triple's) keeps the
-base's vector, read from the base's memory-mapped file; only the new and changed rows' vectors
-are read from LanceDB, by row offset. The graph arrays and tables are built from the stored
-tables as in a full build, in the same order, so the published snapshot equals a full
-rebuild's.
+usable base saves is the passages' and concepts' vectors: a row whose id and embedded text are
+the base's (a passage's id is the digest of its text; a concept's vector is its name's) keeps
+the base's vector, read from the base's memory-mapped file; only the new and changed rows'
+vectors are read from LanceDB, by row offset, and no permutation pass is needed. The facts'
+vectors are streamed as in a full build (their cells need every vector, and without cells the
+stream in stored order costs no more than a merge). The graph arrays and tables are built from
+the stored tables as in a full build, in the same order, so the published snapshot equals a
+full rebuild's.
 
 A base that cannot be used (none published, damaged, another embedding model or width) makes a
 full build, with one log line and the reason in the report; so does a change that passes
@@ -26,19 +28,15 @@ import pyarrow.compute as pc
 from qortex_core.errors import QortexError
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, LanceStore
+from qortex_core.storage.store import CONCEPTS, PASSAGES, LanceStore
 
 _log = logging.getLogger(__name__)
 FULL_FRACTION = 0.5  # a table whose new or changed rows pass this share is read in full
 _TAKE_ROWS = 65_536  # rows of one read by offset
 
 # the snapshot array of each table's vectors, and the key columns that fix a row's vector
-ARRAYS = {PASSAGES: "passage_vectors", CONCEPTS: "phrase_vectors", FACTS: "fact_vectors"}
-KEYS = {
-    PASSAGES: ("id",),
-    CONCEPTS: ("id", "name"),
-    FACTS: ("id", "subject", "predicate", "object"),
-}
+ARRAYS = {PASSAGES: "passage_vectors", CONCEPTS: "phrase_vectors"}
+KEYS = {PASSAGES: ("id",), CONCEPTS: ("id", "name")}
 
 
 @dataclass(frozen=True)
@@ -91,13 +89,10 @@ class Base:
 
     def keys(self, name: str) -> pa.Table:
         """The base's key columns of table ``name``, row i = row i of its vector array."""
-        tables = self.snapshot.tables
         if name == PASSAGES:
-            return tables["passages"].select(["id"])
-        if name == CONCEPTS:
-            nodes = tables["nodes"].slice(0, self.snapshot.n_phrases)
-            return nodes.select(["id", "name"])
-        return tables["facts"].select(list(KEYS[FACTS]))
+            return self.snapshot.tables["passages"].select(["id"])
+        nodes = self.snapshot.tables["nodes"].slice(0, self.snapshot.n_phrases)
+        return nodes.select(["id", "name"])
 
     def vectors(self, name: str) -> np.ndarray:
         return self.snapshot.arrays[ARRAYS[name]]

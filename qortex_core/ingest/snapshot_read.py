@@ -25,8 +25,7 @@ class Merge:
         base: the base snapshot.
         change: rows added, changed and removed against the base (tables merged or compared).
         merged: tables whose vectors were merged from the base.
-        read: tables read in full although there is a base (the change passed the bound, or
-            the facts are stored by cell).
+        read: tables read in full although there is a base (the change passed the bound).
         versions: the stored tables' versions when the build began (a merged table must still
             be at its version once merged: it is not read again, as a full read would check).
     """
@@ -93,18 +92,6 @@ def staged(
     return vectors.load(final)
 
 
-def _fact_keys(store: LanceStore, facts: pa.Table, cells_wanted: bool, merge: Merge) -> pa.Table:
-    """The facts' key columns for a merge (their ids only when none is made)."""
-    if merge.base is None or cells_wanted:
-        if merge.base is not None:
-            merge.read.append(FACTS)  # stored by cell: the cells need every vector in order
-        return facts.select(["id"])
-    keys = store.read_columns(FACTS, list(KEYS[FACTS]))
-    if not keys["id"].equals(facts["id"]):
-        raise vectors.changed(FACTS)
-    return keys
-
-
 def read_stored(
     store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
 ) -> tuple[Stored, FactCells | None]:
@@ -114,16 +101,14 @@ def read_stored(
     # relation column only when relation weights are set
     links = ["id", "subject_id", "object_id", "passage_ids"]
     facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
-    cells_wanted = facts.num_rows >= max(config.fact_cells.min_facts, 2)
-    fact_keys = _fact_keys(store, facts, cells_wanted, merge)
-    cells = None
-    if cells_wanted:  # facts cell by cell when they are many: a query scores its nearest cells'
-        vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
-        with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
-            cells = fact_cells(rows, config.fact_cells, release)
+    # the facts' vectors are streamed in stored order (the fact cells need every one of them,
+    # and without cells the stream is as cheap as a merge): never merged from the base
+    vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
+    # facts cell by cell when they are many: a query scores only its nearest cells' facts
+    with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
+        cells = fact_cells(rows, config.fact_cells, release)
     order = None if cells is None else cells.order
-    f_vec = staged(store, FACTS, fact_keys, order, folder, merge)
-    del fact_keys
+    f_vec = staged(store, FACTS, facts.select(["id"]), order, folder, Merge(None))
     if cells is not None:
         facts = facts.take(pa.array(cells.order))
     concepts = store.read_without(CONCEPTS, ["vector"])
