@@ -60,7 +60,11 @@ def rebuilt(tmp_path_factory) -> dict[frozenset, float]:
     return _edges(store)
 
 
-def test_incremental_edges_equal_a_full_build(tmp_path, rebuilt):
+@pytest.mark.parametrize("delete_list", [1000, 1], ids=["predicate", "rewrite"])
+def test_incremental_edges_equal_a_full_build(tmp_path, rebuilt, monkeypatch, delete_list):
+    from qortex_core.ingest import synonym_stage
+
+    monkeypatch.setattr(synonym_stage, "_DELETE_LIST", delete_list)  # gone ids: both ways
     store = _concepts_of(tmp_path, FIRST)
     first = sync_synonyms(store)
     assert first.mode == "full" and first.reason == "no incremental state"
