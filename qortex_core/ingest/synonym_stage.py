@@ -250,6 +250,9 @@ def _incremental(
     if drift > max_drift * max(state.base, 1):
         return f"drift: {drift} concepts changed since the last full build of {state.base}"
     before = store.count(SYNONYMS)
+    if rows.size == 0 and not gone:  # other chunks, the same concepts: the edges stand
+        _finish(store, replace(state, built_from=built_from))
+        return SynonymReport(before, 0, 0, 0, 0, "unchanged", "same concepts and settings")
     _drop(store, SYNONYMS, ("a", "b"), gone)
     kept = store.count(SYNONYMS)
     eligible = eligible_mask(concepts.names, config.min_chars)
