@@ -68,9 +68,10 @@ def incremental(tmp_path_factory) -> tuple[Path, list[dict[str, object]]]:
 
 def test_incremental_runs_took_their_incremental_paths(incremental):
     _, reports = incremental
-    for report in reports[1:]:
+    for at, report in enumerate(reports[1:], 1):
         synonyms, snapshot = report["synonym_edges"], report["graph_snapshot"]
-        assert synonyms.mode == "incremental", synonyms
+        # the forgotten memory's concepts are named in other passages too: no concept changed
+        assert synonyms.mode == ("unchanged" if at == 3 else "incremental"), synonyms
         assert snapshot.mode == "incremental", snapshot
         assert snapshot.rows_added + snapshot.rows_changed + snapshot.rows_removed > 0
     edited = reports[2]["graph_snapshot"]
