@@ -296,6 +296,25 @@ def sync_synonyms(
     )
 
 
+def heaviest_edges(store: LanceStore, limit: int = 10) -> list[tuple[str, str, float]]:
+    """The ``limit`` edges of the highest cosine as (name, name, cosine): the edges table and
+    the names of those concepts only (never the concepts' vectors)."""
+    edges = store.read_columns(SYNONYMS, ["a", "b", "weight"])
+    if edges.num_rows == 0:
+        return []
+    top = edges.take(pc.select_k_unstable(edges, limit, [("weight", "descending")]))
+    wanted = sorted(set(top["a"].to_pylist()) | set(top["b"].to_pylist()))
+    table = store.open_latest(CONCEPTS)
+    names: dict[str, str] = {}
+    if table is not None:
+        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in wanted)
+        query = table.search().where(f"id IN ({quoted})").select(["id", "name"]).limit(None)
+        named = query.to_arrow()
+        names = dict(zip(named["id"].to_pylist(), named["name"].to_pylist()))
+    pairs = zip(top["a"].to_pylist(), top["b"].to_pylist(), top["weight"].to_pylist())
+    return [(names.get(a, a), names.get(b, b), w) for a, b, w in pairs]
+
+
 def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -> int:
     """:func:`sync_synonyms`; returns the number of edges stored."""
     return sync_synonyms(store, config).edges

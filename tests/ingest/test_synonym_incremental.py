@@ -15,8 +15,8 @@ from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
 from qortex_core.ingest import stages as index
 from qortex_core.ingest.extract import OfflineExtractor
-from qortex_core.ingest.synonym_stage import BASIS, sync_synonyms
-from qortex_core.storage.store import SYNONYMS, LanceStore
+from qortex_core.ingest.synonym_stage import BASIS, heaviest_edges, sync_synonyms
+from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore
 
 EMBED = HashEmbedder(HashEmbedderConfig(64))
 CORPUS = SynthCorpus(SynthConfig(passages=400, seed=3)).passages()
@@ -122,3 +122,19 @@ def test_a_run_killed_between_writes_is_finished_by_a_full_build(tmp_path, rebui
     report = sync_synonyms(LanceStore.open(tmp_path), max_drift=1.0)
     assert report.mode == "full" and "interrupted" in report.reason
     _same_edges(_edges(LanceStore.open(tmp_path)), rebuilt)
+
+
+def test_heaviest_edges_name_the_top_edges(tmp_path):
+    store = _concepts_of(tmp_path, FIRST)
+    sync_synonyms(store)
+    concepts, edges = store.read(CONCEPTS), store.read(SYNONYMS).to_pylist()
+    names = dict(zip(concepts["id"].to_pylist(), concepts["name"].to_pylist()))
+    want = sorted(edges, key=lambda r: -r["weight"])[:5]
+
+    top = heaviest_edges(store, 5)
+
+    assert [w for _, _, w in top] == [r["weight"] for r in want]
+    named = {frozenset((names[r["a"]], names[r["b"]])): r["weight"] for r in edges}
+    assert all(named[frozenset((a, b))] == w for a, b, w in top)  # real edges, by name
+    above = {k for k, w in named.items() if w > want[-1]["weight"]}  # ties may go either way
+    assert above <= {frozenset(t[:2]) for t in top}
