@@ -13,7 +13,7 @@ An edge of an old concept is never displaced by a closer new one (a full build c
 its top-k neighbours), so the edges drift from a rebuild's only where a row has more than
 ``top_k`` neighbours above the threshold; the stage rebuilds in full when the concepts added and
 removed since the last full build pass ``max_drift`` of that build's concepts, when the settings
-changed, or when the stored state does not match the tables (a run killed between two writes).
+changed, or when the last run was killed between its writes (its state says it is pending).
 The report says which, and why.
 """
 
@@ -74,8 +74,7 @@ class _State:
     built_from: str  # the embeddings stage's digest at the last run
     base: int  # concepts at the last full build
     drift: int  # concepts added + removed since
-    edges_version: int  # the SYNONYMS table's version after the last run
-    basis_version: int  # the basis table's version after the last run
+    pending: bool = False  # a run has begun writing the edges and not finished
 
 
 def _settings(config: SynonymConfig) -> str:
@@ -96,17 +95,9 @@ def _stale(store: LanceStore, state: _State | None, config: SynonymConfig) -> st
         return "no incremental state"
     if state.settings != _settings(config):
         return "settings changed"
-    versions = store.versions()
-    if versions.get(SYNONYMS) != state.edges_version or _version(store, BASIS) != (
-        state.basis_version
-    ):
-        return "state does not match the tables (an interrupted run)"
+    if state.pending:
+        return "the last run was interrupted while it wrote the edges"
     return ""
-
-
-def _version(store: LanceStore, name: str) -> int | None:
-    table = store.open_latest(name)
-    return None if table is None else int(table.version)
 
 
 def fingerprints(vectors: np.ndarray) -> np.ndarray:
@@ -146,10 +137,9 @@ def _basis_table(concepts: _Concepts, rows: np.ndarray) -> pa.Table:
     )
 
 
-def _finish(store: LanceStore, state: _State) -> None:
-    """Record the state with the tables' versions as they are now (the last write of a run)."""
-    versions = (int(_version(store, SYNONYMS) or 0), int(_version(store, BASIS) or 0))
-    state = replace(state, edges_version=versions[0], basis_version=versions[1])
+def _record(store: LanceStore, state: _State) -> None:
+    """Record the state: pending before a run's first write to the edges or the basis, done
+    after its last (a run killed in between leaves it pending: the next one rebuilds)."""
     store.set_stage_digest(_STATE, json.dumps(asdict(state), sort_keys=True))
 
 
@@ -162,9 +152,11 @@ def _full(
     m = len(concepts.ids)
     r, c, w = synonym_pairs(concepts.vectors, concepts.names, config)
     edges = _edges_table(concepts.ids.take(pa.array(r)), concepts.ids.take(pa.array(c)), w)
+    state = _State(_settings(config), built_from, m, 0)
+    _record(store, replace(state, pending=True))
     store.replace(SYNONYMS, edges)
     store.replace(BASIS, _basis_table(concepts, np.arange(m)))
-    _finish(store, _State(_settings(config), built_from, m, 0, 0, 0))
+    _record(store, state)
     return SynonymReport(edges.num_rows, edges.num_rows, before, m, 0, "full", reason)
 
 
@@ -251,8 +243,9 @@ def _incremental(
         return f"drift: {drift} concepts changed since the last full build of {state.base}"
     before = store.count(SYNONYMS)
     if rows.size == 0 and not gone:  # other chunks, the same concepts: the edges stand
-        _finish(store, replace(state, built_from=built_from))
+        _record(store, replace(state, built_from=built_from))
         return SynonymReport(before, 0, 0, 0, 0, "unchanged", "same concepts and settings")
+    _record(store, replace(state, pending=True))
     _drop(store, SYNONYMS, ("a", "b"), gone)
     kept = store.count(SYNONYMS)
     eligible = eligible_mask(concepts.names, config.min_chars)
@@ -262,7 +255,7 @@ def _incremental(
     )
     _drop(store, BASIS, ("id",), gone)
     store.append(BASIS, _basis_table(concepts, rows))
-    _finish(store, replace(state, built_from=built_from, drift=drift))
+    _record(store, replace(state, built_from=built_from, drift=drift))
     reason = f"{len(rows)} concepts new or changed, {len(gone)} gone"
     return SynonymReport(
         kept + len(lo), len(lo), before - kept, len(rows), len(gone), "incremental", reason

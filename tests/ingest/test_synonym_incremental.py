@@ -138,3 +138,17 @@ def test_heaviest_edges_name_the_top_edges(tmp_path):
     assert all(named[frozenset((a, b))] == w for a, b, w in top)  # real edges, by name
     above = {k for k, w in named.items() if w > want[-1]["weight"]}  # ties may go either way
     assert above <= {frozenset(t[:2]) for t in top}
+
+
+def test_a_compaction_of_the_tables_keeps_the_next_run_incremental(tmp_path, rebuilt):
+    store = _concepts_of(tmp_path, FIRST)
+    sync_synonyms(store)
+    for name in (SYNONYMS, BASIS):  # what retention and purge do: new versions, same rows
+        store.open_latest(name).optimize()
+    _index(store, FINAL)
+
+    fresh = LanceStore.open(tmp_path)  # as the next run opens it
+    report = sync_synonyms(fresh, max_drift=1.0)
+
+    assert report.mode == "incremental", report
+    _same_edges(_edges(fresh), rebuilt)
