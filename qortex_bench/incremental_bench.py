@@ -19,12 +19,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from qortex_core.errors import QortexError
 
 MODES = ("dense", "hipporag", "hybrid")
 PAST_S = 60.0  # the source files' age: written before the run, as a real folder's are
+Consolidate = Callable[[Path, dict[str, str]], object]  # (home, env): the ingest job, no source
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def _cli(args: list[str], env: dict[str, str]) -> dict:
     Raises:
         QortexError: the command failed (its last line of stderr).
     """
-    argv = [sys.executable, "-m", "pipelines.cli", *args]
+    argv = [sys.executable, "-m", "qortex_cli", *args]
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -135,7 +136,7 @@ def _summary(stdout: str) -> dict:
     return out
 
 
-def run_size(config: IncrementalConfig, n: int) -> dict:
+def run_size(config: IncrementalConfig, n: int, consolidate: Consolidate) -> dict:
     """Every step at one size; seconds, ratios to the full build, agreement, peak RSS."""
     from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 
@@ -165,7 +166,7 @@ def run_size(config: IncrementalConfig, n: int) -> dict:
     out["steps"] = {name: _summary(step["stdout"]) for name, step in steps.items()}
     out["top10_agreement"] = same
     fact = f"{memory_texts(total, 1, config.seed + 1)[0]} It stores amber lanterns."
-    out["freshness"] = freshness(home, config.dim, fact)
+    out["freshness"] = freshness(home, config.dim, fact, consolidate)
     out["top10_agreement_min"] = min(same.values()) if same else 1.0
     return out
 
@@ -188,7 +189,9 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(before)
 
 
-def freshness(home: Path, dim: int, text: str, limit_s: float = 600.0) -> dict:
+def freshness(
+    home: Path, dim: int, text: str, consolidate: Consolidate, limit_s: float = 600.0
+) -> dict:
     """Seconds from a ``remember`` returning to its fact answered from tier ``graph`` (PPR over
     the snapshot), along the ``memories_arrived`` sensor's path: the sensor is evaluated at once
     (its poll interval comes on top), its run request is the ``ingest`` job with no source
@@ -200,7 +203,6 @@ def freshness(home: Path, dim: int, text: str, limit_s: float = 600.0) -> dict:
     from dagster import RunRequest, build_sensor_context
 
     from pipelines.resources import StoreResource
-    from pipelines.run_local import run_ingest
     from pipelines.sensors import make_memories_sensor
     from qortex_core.embed import HashEmbedder, HashEmbedderConfig
     from qortex_core.memory.api import Memory
@@ -220,7 +222,7 @@ def freshness(home: Path, dim: int, text: str, limit_s: float = 600.0) -> dict:
         raise QortexError(f"the memories_arrived sensor asked for no run: {asked}")
     fresh_tier = not _served_from_graph(memory, text)  # before the run: the fresh tier only
     with _environment(env):  # the job's resources read the embedder and extractor from it
-        run_ingest(None, home, progress=False, env=env)
+        consolidate(home, env)
     ran = time.perf_counter() - start
     while not _served_from_graph(memory, text):
         if time.perf_counter() - start > limit_s:
@@ -234,9 +236,9 @@ def freshness(home: Path, dim: int, text: str, limit_s: float = 600.0) -> dict:
     }
 
 
-def run_incremental(config: IncrementalConfig) -> dict:
-    """Every size in order; the report."""
-    sizes = [run_size(config, n) for n in config.sizes]
+def run_incremental(config: IncrementalConfig, consolidate: Consolidate) -> dict:
+    """Every size in order; the report (``consolidate``: the freshness step's job run)."""
+    sizes = [run_size(config, n, consolidate) for n in config.sizes]
     return {
         "embedder": f"hash:{config.dim}",
         "extractor": "offline",

@@ -17,12 +17,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk, walk_matrix
+
+T = TypeVar("T")
 
 DAMPING = 0.5
 
@@ -82,7 +84,7 @@ def scipy_power(
 
 
 # -- engines ------------------------------------------------------------------------------------
-def _timed(build: Callable[[], object]) -> tuple[object, float]:
+def _timed(build: Callable[[], T]) -> tuple[T, float]:
     t = time.perf_counter()
     value = build()
     return value, time.perf_counter() - t

@@ -193,7 +193,9 @@ class LanceVectorCache:
         wanted = pa.array(keys, pa.string())
         columns = ["key", "vector"] if with_vectors else ["key"]
         quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in dict.fromkeys(keys))
-        got = self.store.read_filtered(EMBEDDINGS, f"key IN ({quoted})", columns)
+        table = self.store.open_latest(EMBEDDINGS)  # a filtered scan: only the rows asked for
+        query = table.search().where(f"key IN ({quoted})") if table is not None else None
+        got = query.select(columns).limit(None).to_arrow() if query is not None else pa.table({})
         rows = _positions(wanted, got["key"].combine_chunks()) if got.num_rows else None
         hit = rows >= 0 if rows is not None else np.zeros(len(keys), bool)
         if not with_vectors or rows is None:

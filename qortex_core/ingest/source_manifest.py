@@ -14,25 +14,19 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
-from qortex_core.errors import DatasetError
 from qortex_core.ingest.documents import (
-    CORPUS_SUFFIXES,
     DOCUMENTS,
-    TEXT_SUFFIXES,
     DocumentSet,
     SourceConfig,
     document_signature,
     load_documents,
-    not_found,
-    read_document,
     stored_signatures,
 )
-from qortex_core.ingest.source_listing import Skipped, list_file, list_sources
 from qortex_core.storage import ids
 from qortex_core.storage.store import LanceStore
 
@@ -132,26 +126,3 @@ def stored_file_ids(store: LanceStore) -> tuple[str, ...]:
         return ()
     ids_, kinds = rows["id"].to_pylist(), rows["kind"].to_pylist()
     return tuple(sorted(i for i, k in zip(ids_, kinds) if k != "memory"))
-
-
-def first_usable(config: SourceConfig) -> DocumentSet:
-    """The first usable document under ``config.root`` (reading files in order until one loads)
-    and the files skipped before it: whether a source holds anything, without reading it all.
-
-    Raises:
-        DatasetError: the root is neither a directory nor a file.
-    """
-    root = Path(config.root)
-    if root.is_file():
-        files, skipped, listed = list_file(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
-        config = replace(config, root=root.parent)
-    elif root.is_dir():
-        files, skipped, listed = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
-    else:
-        raise DatasetError(not_found(root))
-    for path in files:
-        try:
-            return DocumentSet((read_document(path, config, listed[path]),), tuple(skipped))
-        except ValueError as exc:
-            skipped.append(Skipped(str(path.relative_to(config.root)), str(exc)))
-    return DocumentSet((), tuple(sorted(skipped, key=lambda s: s.path)))

@@ -30,13 +30,16 @@ STAGE_STATE = "stage_state"
 APPEND_ATTEMPTS = 4  # an append that raced a table's creation is retried on the created table
 
 
-def home_of(value: str | Path) -> Path | str:
-    """A data home as given: a URI (``s3://bucket/prefix``) stays a string, a path becomes a Path.
+def is_uri(home: str | Path) -> bool:
+    """True for an object-store URI (``s3://bucket/prefix``), False for a local folder."""
+    return "://" in str(home)
 
-    ``Path("s3://b/x")`` would collapse the ``//`` into a local relative folder.
-    """
+
+def home_of(value: str | Path) -> Path | str:
+    """A data home as given: a URI (``s3://bucket/prefix``) stays a string (``Path`` would
+    collapse its ``//`` into a local relative folder), a path becomes a Path."""
     text = str(value)
-    return text.rstrip("/") if "://" in text else Path(text).expanduser()
+    return text.rstrip("/") if is_uri(text) else Path(text).expanduser()
 
 
 def default_home() -> Path | str:
@@ -61,7 +64,9 @@ def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray
     if isinstance(column, pa.ChunkedArray):
         empty = pa.array([], type=vector_type(dim))
         column = column.combine_chunks() if column.num_chunks else empty
-    flat = column.flatten().to_numpy(zero_copy_only=False) if len(column) else np.zeros(0)
+    if len(column) == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    flat = column.flatten().to_numpy(zero_copy_only=False)
     return np.asarray(flat, dtype=np.float32).reshape(-1, dim)
 
 
@@ -110,8 +115,7 @@ class StoreConfig:
 
 
 def _unreadable(name: str, exc: BaseException) -> HomeError:
-    """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance
-    table)."""
+    """A :class:`HomeError`: a table exists but cannot be read (damaged, or not Lance)."""
     detail = " ".join(str(exc).split())[:200]
     return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
 
@@ -147,7 +151,7 @@ class LanceStore:
 
         self.config = config
         uri = str(config.home)
-        if "://" not in uri:
+        if not is_uri(uri):
             home = Path(uri)
             if not config.read_only:
                 prepare_folder(home)
@@ -260,15 +264,6 @@ class LanceStore:
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
-    def read_filtered(self, name: str, where: str, columns: Sequence[str]) -> pa.Table:
-        """``columns`` of the rows matching the SQL filter ``where`` (empty table if none)."""
-        if (table := self._table(name)) is None:
-            return pa.table({})
-        try:
-            return table.search().where(where).select(list(columns)).limit(None).to_arrow()
-        except (OSError, RuntimeError) as exc:
-            raise _unreadable(name, exc) from None
-
     def read_where(self, name: str, key: str, values: list[str]) -> pa.Table:
         """Rows whose ``key`` is one of ``values``."""
         full = self.read(name)
@@ -287,11 +282,16 @@ class LanceStore:
         if table is None:
             self._tables[name] = self._db.create_table(name, rows)
             return
-        merge = table.merge_insert(key).when_matched_update_all()
-        merge.when_not_matched_insert_all().execute(rows)
+        (
+            table.merge_insert(key)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(rows)
+        )
 
     def delete(self, name: str, key: str, values: list[str]) -> None:
-        if (table := self._table(name)) is None or not values:
+        table = self._table(name)
+        if table is None or not values:
             return
         quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
         with self._writing(name):
@@ -352,7 +352,7 @@ class LanceStore:
             try:
                 self._db.drop_table(name)
             except (FileNotFoundError, ValueError):  # already gone
-                return
+                pass
 
     def latest(self, name: str) -> tuple[pa.Table, int]:
         """Whole table as committed now by any process, and its version (0 if it does not exist)."""

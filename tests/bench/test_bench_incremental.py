@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pipelines.cli import main
+from qortex_cli.main import main
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.run_local import run_ingest
+from qortex_cli.runs.local import run_ingest
 
 pytestmark = pytest.mark.slow
 PAST = time.time() - 3600
