@@ -175,7 +175,7 @@ def _consolidate_then_die(home: str) -> None:
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    synonym_asset.build_synonyms = die  # killed after chunks, extractions and embeddings ran
+    synonym_asset.sync_synonyms = die  # killed after chunks, extractions and embeddings ran
     run_ingest(None, home, progress=False)
 
 
