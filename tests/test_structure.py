@@ -175,9 +175,7 @@ def upward_imports() -> list[str]:
 
 
 def test_every_qortex_core_module_has_a_layer() -> None:
-    unplaced = [
-        n for n in MODULES if n.startswith("qortex_core.") and layer_of(n) is None
-    ]
+    unplaced = [n for n in MODULES if n.startswith("qortex_core.") and layer_of(n) is None]
     assert unplaced == []
 
 

@@ -1,7 +1,7 @@
 """Agent-memory commands: ``qortex remember``, ``update``, ``forget``, ``history``, ``memories``,
 ``consolidate``.
 
-Only ``consolidate`` imports Dagster (when it runs); the others use :mod:`qortex_core.memory.api`.
+Only ``consolidate`` imports Dagster (when it runs); the others use :mod:`qortex_core.agent.api`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pipelines.output import json_text
 
 
 def _memory(args: argparse.Namespace):
-    from qortex_core.memory.api import Memory, MemoryOptions
+    from qortex_core.agent.api import Memory, MemoryOptions
 
     home = Path(args.home) if args.home else None
     return Memory(home, args.tenant, options=MemoryOptions(channel="cli"))

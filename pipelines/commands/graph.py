@@ -1,6 +1,6 @@
 """``qortex graph neighbors|path|entity|export|show``: explore the latest snapshot's graph.
 
-Thin over :class:`~qortex_core.memory.api.Memory` (``neighbors``, ``path``, ``entity``) and
+Thin over :class:`~qortex_core.agent.api.Memory` (``neighbors``, ``path``, ``entity``) and
 :mod:`qortex_core.ops.graph_export`; ``--json`` prints the results' ``to_dict()``.
 """
 

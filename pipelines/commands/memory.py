@@ -30,7 +30,7 @@ def _add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    from qortex_core.memory.feedback import QueryLog, record_feedback
+    from qortex_core.feedback.events import QueryLog, record_feedback
     from qortex_core.storage.store import LanceStore
     from qortex_core.storage.tenants import validate_tenant
 
@@ -71,7 +71,7 @@ def _fold_with_dagster(home, force: bool) -> dict | None:
 
 
 def cmd_factors_update(args: argparse.Namespace) -> int:
-    from qortex_core.memory.factors import concept_names, update_factors
+    from qortex_core.feedback.factors import concept_names, update_factors
     from qortex_core.storage.store import LanceStore
 
     home = _home(args)

@@ -28,7 +28,6 @@ from qortex_core.ingest.graph import (
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
 from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
-from qortex_core.query.symmetry import check_symmetric, weighted_degree
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -40,6 +39,7 @@ from qortex_core.storage.store import (
     SYNONYMS,
     LanceStore,
 )
+from qortex_core.storage.symmetry import check_symmetric, weighted_degree
 
 
 # -- snapshot -----------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from qortex_core.query.ppr import query_threads
-from qortex_core.query.ppr_cg import thread_pool
+from qortex_core.query.ppr.cg import thread_pool
+from qortex_core.query.ppr.solve import query_threads
 
 _SPLIT_FLOATS = 1 << 23  # a product reading this many floats is split over the query threads
 
@@ -20,7 +20,7 @@ def cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Cosine scores of unit rows against a unit query.
 
     A large float32 product (1M passages x 64 dimensions) is split into row blocks computed
-    side by side on :func:`~qortex_core.query.ppr.query_threads` threads (30 -> 17 ms on 2
+    side by side on :func:`~qortex_core.query.ppr.solve.query_threads` threads (30 -> 17 ms on 2
     cores); blocks start at multiples of 64 rows, where a one-thread BLAS product (a query's,
     see ``Retriever.search``) sums each row as it would unsplit, so the scores are the same.
     """

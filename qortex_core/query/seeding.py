@@ -10,7 +10,7 @@ import numpy as np
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.fact_index import cell_scores
 from qortex_core.query.phrases import lexical_matches
-from qortex_core.query.seeding import (
+from qortex_core.query.scoring import (
     cosine,
     lexical_seeds,
     link_scores,

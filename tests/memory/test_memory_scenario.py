@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from qortex_core.errors import QueryError
-from qortex_core.memory.factors import load_factors, update_factors
-from qortex_core.memory.feedback import read_events
-from qortex_core.memory.learned import MemoryConfig
+from qortex_core.feedback.events import read_events
+from qortex_core.feedback.factors import load_factors, update_factors
+from qortex_core.feedback.learned import MemoryConfig
 from qortex_core.query.retriever import RetrievalConfig, Retriever
 from qortex_core.storage.store import LanceStore
 
@@ -161,7 +161,7 @@ def test_modes_and_profiles(home, embedder):
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from qortex_core.memory.feedback import QueryLog, ResultTrace, record_feedback
+    from qortex_core.feedback.events import QueryLog, ResultTrace, record_feedback
     from qortex_core.storage.store import LanceStore
     store = LanceStore.open(sys.argv[1])
     log = QueryLog(store)

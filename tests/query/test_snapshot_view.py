@@ -13,8 +13,11 @@ import pytest
 import scipy.sparse as sp
 from conftest import BRIDGE_QUESTION
 
-from qortex_core.memory.learned import LearnedMemory, factor_vector
-from qortex_core.query.arrow_access import (
+from qortex_core.feedback.learned import LearnedMemory, factor_vector
+from qortex_core.query.phrases import lexical_matches, phrase_key, phrase_keys, phrase_lookup
+from qortex_core.query.retriever import Retriever
+from qortex_core.storage import ids
+from qortex_core.storage.arrow_access import (
     ArrowRows,
     ArrowStrings,
     Codes,
@@ -22,9 +25,6 @@ from qortex_core.query.arrow_access import (
     key_hash,
     string_hashes,
 )
-from qortex_core.query.phrases import lexical_matches, phrase_key, phrase_keys, phrase_lookup
-from qortex_core.query.retriever import Retriever
-from qortex_core.storage import ids
 
 QUESTIONS = (BRIDGE_QUESTION, "Who painted the harbour at Ostrania?", "Orlan Vesk")
 
@@ -213,7 +213,7 @@ def test_column_phrase_keys_equal_phrase_key_of_each_name():
 def test_lookup_hashes_are_stable_across_processes():
     column = pa.array(["Ann Lee", "", "Café", None])
     code = (
-        "import pyarrow as pa; from qortex_core.query.arrow_access import string_hashes;"
+        "import pyarrow as pa; from qortex_core.storage.arrow_access import string_hashes;"
         "print(string_hashes(pa.array(['Ann Lee', '', 'Café', None])).tolist())"
     )
     seen = {
