@@ -1,6 +1,6 @@
-"""The retriever's memory: learned factors over phrase nodes, the query log and feedback.
+"""What a retriever learns from feedback: factors over phrase nodes, the query log, judgements.
 
-:class:`LearnedMemory` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
+:class:`LearnedFeedback` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
 its snapshot: it turns the ``teleportation_factors`` table into a vector over
 phrase nodes (re-read when the table changes, so no restart is needed),
 remembers which concepts each result came through, and records judgements.
@@ -30,11 +30,11 @@ from qortex_core.storage.store import LanceStore
 
 
 @dataclass(frozen=True)
-class MemoryConfig:
+class LearnedFeedbackConfig:
     """Attributes:
     factor_refresh_s: the factors table's version is checked at most this often.
     feedback: query-log settings.
-    factors: judgement steps used by :meth:`LearnedMemory.update_factors`.
+    factors: judgement steps used by :meth:`LearnedFeedback.update_factors`.
     """
 
     factor_refresh_s: float = 1.0
@@ -62,7 +62,7 @@ def factor_vector(phrase_ids: pa.Array | pa.ChunkedArray, factors: dict[str, flo
     return vector
 
 
-class LearnedMemory:
+class LearnedFeedback:
     """Factors, query log and feedback of one tenant over one snapshot's phrase nodes."""
 
     def __init__(
@@ -71,7 +71,7 @@ class LearnedMemory:
         phrase_ids: Sequence[str],
         passage_phrases: sp.csr_matrix,
         tenant: str = "default",
-        config: MemoryConfig = MemoryConfig(),
+        config: LearnedFeedbackConfig = LearnedFeedbackConfig(),
     ) -> None:
         self.store = store
         self.tenant = tenant

@@ -17,7 +17,7 @@ import numpy as np
 
 from qortex_core.embed import Embedder, make_embedder
 from qortex_core.feedback.events import FeedbackEvent, ResultTrace, now
-from qortex_core.feedback.learned import LearnedMemory, MemoryConfig
+from qortex_core.feedback.learned import LearnedFeedback, LearnedFeedbackConfig
 from qortex_core.memory.fresh import MemoryState
 from qortex_core.query import attribution, hits, modes, profiles, relevance
 from qortex_core.query.config import RetrievalConfig
@@ -84,7 +84,7 @@ class Retriever:
         config: RetrievalConfig = RetrievalConfig(),
         store=None,
         tenant: str = "default",
-        memory: MemoryConfig = MemoryConfig(),
+        memory: LearnedFeedbackConfig = LearnedFeedbackConfig(),
         home: str | Path | None = None,
         recognizer: Recognizer | None = None,
         fresh: FreshTier | None = None,
@@ -101,7 +101,9 @@ class Retriever:
         self.walk = fast_walk(self.view.adjacency, background=background, degree=self.view.degree)
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
-        self.memory = LearnedMemory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        self.memory = LearnedFeedback(
+            store, phrase_ids, self.view.passage_phrases(), tenant, memory
+        )
         manifest_path = snapshot.path / "manifest.json" if snapshot.path else None
         self.lexical = LexicalIndex.open(
             getattr(store, "db", None), self.view, snapshot.manifest, manifest_path
@@ -125,7 +127,7 @@ class Retriever:
         version: str | None = None,
         verify: bool = True,
         tenant: str | None = None,
-        memory: MemoryConfig = MemoryConfig(),
+        memory: LearnedFeedbackConfig = LearnedFeedbackConfig(),
         recognizer: Recognizer | None = None,
         state: MemoryState | None = None,
     ) -> "Retriever":
