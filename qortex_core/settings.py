@@ -25,6 +25,7 @@ from qortex_core.errors import ConfigError
 EXTRACTORS = ("auto", "llm", "offline", "recorded")
 EXECUTORS = ("in_process", "multiprocess", "dask")
 LLM_MODES = ("tools", "json")
+EMBED_DEVICES = ("auto", "cpu", "cuda")
 SWITCHES = ("on", "off")
 DEFAULT_CRON = "0 3 * * *"
 
@@ -111,6 +112,9 @@ class Settings(BaseSettings):
     embedder: str = _env("QORTEX_EMBEDDER", default="")
     embed_base_url: str = _env("QORTEX_EMBED_BASE_URL", default="")
     embed_api_key: str = _env("QORTEX_EMBED_API_KEY", default="", repr=False)
+    embed_device: Annotated[str, _one_of(EMBED_DEVICES)] = _env(
+        "QORTEX_EMBED_DEVICE", default="auto"
+    )
     # Dagster
     executor: Annotated[str, _one_of(EXECUTORS)] = _env("QORTEX_EXECUTOR", default="in_process")
     max_concurrent: PositiveInt = _env("QORTEX_MAX_CONCURRENT", default=2)

@@ -6,9 +6,12 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp")
+    bench = sub.add_parser(
+        "bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp, embed"
+    )
     kinds = bench.add_subparsers(dest="bench", required=True)
     from pipelines.commands import (
+        bench_embed,
         bench_ingest,
         bench_mcp,
         bench_memory,
@@ -23,3 +26,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench_memory.register(kinds)
     bench_soak.register(kinds)
     bench_mcp.register(kinds)
+    bench_embed.register(kinds)
