@@ -137,7 +137,7 @@ def test_qortex_core_imports_nothing_from_the_outer_layers() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "settings", "redact", "jsonable", "cores")),
     ("storage", ("storage",)),
-    ("embed/llm", ("embed", "embed_width", "llm")),
+    ("embed/llm", ("embed", "embed_device", "embed_width", "llm")),
     ("ingest", ("ingest",)),
     ("memory/feedback", ("memory", "feedback")),
     ("query", ("query",)),
