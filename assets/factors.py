@@ -2,7 +2,7 @@
 
 The sensor ``feedback_events_arrived`` (:mod:`pipelines.sensors`) requests a run of the
 ``factors`` job when new events arrive; ``qortex factors update`` materialises the same asset
-in-process (:func:`pipelines.run_local.materialize_factors`).
+in-process (:func:`qortex_cli.runs.local.materialize_factors`).
 """
 
 from dagster import Config, MaterializeResult, asset

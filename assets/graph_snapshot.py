@@ -61,6 +61,11 @@ def graph_snapshot(
     return MaterializeResult(
         metadata={
             "status": "unchanged" if report.name == before else "published",
+            "mode": report.mode,  # unchanged | incremental | full
+            "reason": report.reason,
+            "rows_added": report.rows_added,
+            "rows_changed": report.rows_changed,
+            "rows_removed": report.rows_removed,
             "dagster/row_count": counts.nodes,
             "snapshot": report.name,
             "snapshot_version": report.version,

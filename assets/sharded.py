@@ -43,7 +43,7 @@ def _shard(context: AssetExecutionContext, index: int, count: int) -> sh.Shard:
     return sh.Shard(index, count, sh.run_token(context.run_id))
 
 
-def worker() -> dict[str, object]:
+def worker() -> dict[str, str | int]:
     """Which process ran this step: the dask worker's address inside a dask worker, else
     ``host:pid``; and the pid."""
     where = f"{socket.gethostname()}:{os.getpid()}"

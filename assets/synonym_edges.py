@@ -4,9 +4,10 @@ from dagster import MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import StoreResource
-from qortex_core.ingest.stages import build_synonyms, upstream_of
+from qortex_core.ingest.stages import sync_synonyms, upstream_of
+from qortex_core.ingest.synonym_stage import heaviest_edges
 from qortex_core.ingest.synonyms import SynonymConfig
-from qortex_core.storage.store import CONCEPTS, SYNONYMS
+from qortex_core.storage.store import CONCEPTS
 
 
 @asset(
@@ -18,22 +19,23 @@ from qortex_core.storage.store import CONCEPTS, SYNONYMS
 def synonym_edges(store: StoreResource) -> MaterializeResult:
     db = store.open()
     config = SynonymConfig()
-    count = build_synonyms(db, config)
-    edges, concepts = db.read(SYNONYMS), db.read(CONCEPTS)
-    names = (
-        dict(zip(concepts["id"].to_pylist(), concepts["name"].to_pylist()))
-        if concepts.num_rows
-        else {}
-    )
-    top = sorted(edges.to_pylist(), key=lambda r: -r["weight"]) if edges.num_rows else []
+    report = sync_synonyms(db, config)
+    count = report.edges
+    top = heaviest_edges(db)  # the preview reads 10 names, not every concept and its vector
     return MaterializeResult(
         metadata={
             "synonym_edges": count,
             "dagster/row_count": count,
-            "concepts": len(names),
+            "concepts": db.count(CONCEPTS),
+            "mode": report.mode,  # unchanged | incremental | full
+            "reason": report.reason,
+            "rows_added": report.added,
+            "rows_removed": report.removed,
+            "concepts_matched": report.concepts_matched,
+            "concepts_removed": report.concepts_removed,
             "preview": markdown_table(
                 ["a", "b", "cosine"],
-                [(names.get(r["a"]), names.get(r["b"]), f"{r['weight']:.3f}") for r in top],
+                [(a, b, f"{w:.3f}") for a, b, w in top],
             ),
         }
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import signal
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 from dagster import (
     DagsterEvent,
@@ -219,7 +219,7 @@ def _submit(
 @executor(
     name="dask",
     requirements=multiple_process_executor_requirements(),
-    config_schema=dask_executor.config_schema,
+    config_schema=cast(Any, dask_executor.config_schema),  # a schema object; not in the stubs
 )
 def qortex_dask_executor(init_context: Any) -> QortexDaskExecutor:
     """The executor definition; config as ``dagster_dask.dask_executor``'s (``cluster``:

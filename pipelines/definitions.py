@@ -23,16 +23,15 @@ folder).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Mapping
 
-from dagster import Definitions
+from dagster import Definitions, LoggerDefinition
 
 from assets import ingest_assets
 from assets.factors import teleportation_factors
 from pipelines.checks import INGEST_CHECKS
-from pipelines.jobs import INGEST_JOB, factors_job, make_ingest_job
-from pipelines.progress import LOGGERS
-from pipelines.resources import SourceResource, StoreResource, build_resources
+from pipelines.jobs import factors_job, make_ingest_job
+from pipelines.resources import build_resources
 from pipelines.schedules import make_schedule
 from pipelines.sensors import make_feedback_sensor, make_memories_sensor, make_source_sensor
 from qortex_core.settings import get_settings
@@ -41,7 +40,7 @@ from qortex_core.settings import get_settings
 def build_definitions(
     env: Mapping[str, str],
     resources: Mapping[str, object] | None = None,
-    loggers: Mapping[str, object] | None = None,
+    loggers: Mapping[str, LoggerDefinition] | None = None,
 ) -> Definitions:
     """Assets, checks, the ``ingest`` job, its schedule and sensor, and resources from ``env``.
 
@@ -64,32 +63,6 @@ def build_definitions(
         resources={**build_resources(env), **(resources or {})},
         loggers=dict(loggers) if loggers else None,
     )
-
-
-def ingest_job(**overrides: str) -> Any:
-    """The ``ingest`` job built from the process environment, with ``overrides`` (variable ->
-    value) on top: the reconstructable target (``dagster.reconstructable(ingest_job)`` or
-    ``build_reconstructable_job(..., reconstructable_kwargs=overrides)``) from which executors
-    that start other processes (multiprocess, dask workers) rebuild the job. It has the
-    ``progress`` and ``quiet`` loggers of ``qortex ingest`` (the run config picks one; none
-    picked: Dagster's console logger)."""
-    env = {**os.environ, **overrides}
-    named = _named_resources(overrides)
-    return build_definitions(env, resources=named, loggers=LOGGERS).resolve_job_def(INGEST_JOB)
-
-
-def _named_resources(overrides: Mapping[str, str]) -> dict[str, object]:
-    """The store and source as values when ``overrides`` name the home and source folder (the
-    command line's): a step process on a dask worker started elsewhere then uses them, not the
-    worker's own ``QORTEX_HOME`` and ``QORTEX_SOURCE_DIR`` (resources from the environment are
-    resolved in the step process)."""
-    out: dict[str, object] = {}
-    if overrides.get("QORTEX_HOME"):
-        snapshot_home = overrides.get("QORTEX_SNAPSHOT_HOME", "")
-        out["store"] = StoreResource(home=overrides["QORTEX_HOME"], snapshot_home=snapshot_home)
-    if overrides.get("QORTEX_SOURCE_DIR"):
-        out["source"] = SourceResource(path=overrides["QORTEX_SOURCE_DIR"])
-    return out
 
 
 defs = build_definitions(os.environ)

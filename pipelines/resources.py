@@ -21,7 +21,7 @@ from qortex_core.errors import ConfigError
 from qortex_core.ingest.documents import SourceConfig
 from qortex_core.ingest.extract import Extractor, OfflineExtractor, RecordedExtractor
 from qortex_core.settings import EXTRACTORS, Settings, get_settings
-from qortex_core.storage.store import LanceStore, StoreConfig
+from qortex_core.storage.store import LanceStore, StoreConfig, is_uri
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
 
@@ -60,16 +60,16 @@ class StoreResource(ConfigurableResource):
 
     def open(self) -> LanceStore:
         """Open the LanceDB store under the data home."""
-        home = self.home if "://" in self.home else str(Path(self.home).expanduser())
+        home = self.home if is_uri(self.home) else str(Path(self.home).expanduser())
         # type: ignore[arg-type]  # a URI must stay a string
         return LanceStore(StoreConfig(home=home))
 
     def snapshots(self) -> Path:
         """The folder that holds ``snapshots/`` (a POSIX path: publishing relies on an atomic
         rename)."""
-        if "://" not in self.home:
+        if not is_uri(self.home):
             return Path(self.snapshot_home or self.home).expanduser()
-        if not self.snapshot_home or "://" in self.snapshot_home:
+        if not self.snapshot_home or is_uri(self.snapshot_home):
             raise ConfigError(
                 "snapshots need a local or mounted path: "
                 f"set QORTEX_SNAPSHOT_HOME (home is {self.home})"

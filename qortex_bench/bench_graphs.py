@@ -109,7 +109,7 @@ def synthetic_graph(
     cols = [rng.permutation(n_phrases)[:base]]
     weights = [np.ones(base)]
     keys = np.zeros(0, np.int64)
-    w_unique = np.zeros(0)
+    w_unique: np.ndarray = np.zeros(0)
     while True:
         r, c = np.concatenate(rows), np.concatenate(cols)
         keep = r != c

@@ -125,7 +125,9 @@ def single_hop_rows(rows: Sequence[object], path: str | Path) -> list[dict]:
     """
     out = []
     for n, row in enumerate(rows):
-        steps = row.get("question_decomposition") if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            continue
+        steps = row.get("question_decomposition")
         if not isinstance(steps, list):
             continue
         answers = [str(s.get("answer", "")) if isinstance(s, dict) else "" for s in steps]

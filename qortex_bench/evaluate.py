@@ -194,7 +194,7 @@ def _index_summary(reports: dict[str, Any]) -> dict[str, int]:
         "failed": extract.failed,
         "concepts": embedded.concepts,
         "facts": embedded.facts,
-        "synonym_edges": reports["synonym_edges"],
+        "synonym_edges": reports["synonym_edges"].edges,
         "texts_embedded": embedded.texts_embedded,
     }
 

@@ -71,7 +71,8 @@ def _read(path: Path) -> dict:
         raise DatasetError(f"LoCoMo file {path} is not valid JSON: {exc.msg}") from None
     if isinstance(data, dict) and isinstance(data.get("conversation"), dict):
         # a row of the released locomo10.json: observations sit beside the conversation
-        seen = data.get("observation") if isinstance(data.get("observation"), dict) else {}
+        seen = data.get("observation")
+        seen = seen if isinstance(seen, dict) else {}
         data = {**data["conversation"], **seen, "qa": data.get("qa")}
     if not isinstance(data, dict) or not isinstance(data.get("qa"), list):
         raise DatasetError(f"LoCoMo file {path} needs 'session_N' turn lists and a 'qa' list")
@@ -201,7 +202,9 @@ def index_conversation(
     run = stages.IngestRun(store, where, extractor_for(conv, observations), embedder, passages)
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)
-    path = stages.run_stages(run)["graph_snapshot"].path
+    report = stages.run_stages(run)["graph_snapshot"]
+    assert isinstance(report, stages.SnapshotReport)
+    path = report.path
     return {
         "file": str(conv.path),
         "tenant": conv.name,

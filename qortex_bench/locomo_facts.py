@@ -10,6 +10,7 @@ who did what: the attribution check (:mod:`qortex_core.query.attribution`) reads
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from qortex_bench.locomo_data import Conversation, Observation
 
@@ -49,7 +50,7 @@ def read_observations(data: dict, known: set[str]) -> list[Observation]:
     return out
 
 
-def recorded_facts(conv: Conversation) -> dict[str, list[tuple[str, str, str]]]:
+def recorded_facts(conv: Conversation) -> dict[str, Sequence[tuple[str, str, str]]]:
     """Turn text (as stored, :attr:`Turn.memory_text`) -> the facts its observations give:
     ``(speaker, "observed", statement)``, the recorded extraction of a conversation."""
     text_of = {t.dia_id: t.memory_text for t in conv.turns}
@@ -57,7 +58,7 @@ def recorded_facts(conv: Conversation) -> dict[str, list[tuple[str, str, str]]]:
     for obs in conv.observations:
         for dia_id in obs.evidence:
             out.setdefault(text_of[dia_id], []).append((obs.speaker, "observed", obs.text))
-    return out
+    return dict(out.items())  # as the extractor takes it: a mapping to sequences
 
 
 def extractor_for(conv: Conversation, recorded: bool):

@@ -112,7 +112,9 @@ def consolidate_home(where: Path, embedder, graph_config, extractor) -> Path:
     run = stages.IngestRun(store, where, extractor, embedder, passages)
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)
-    return stages.run_stages(run)["graph_snapshot"].path
+    report = stages.run_stages(run)["graph_snapshot"]
+    assert isinstance(report, stages.SnapshotReport)
+    return report.path
 
 
 def remember_conversation(

@@ -1,6 +1,6 @@
 """``qortex bench mcp``: concurrent MCP clients over streamable HTTP against ``qortex mcp --http``.
 
-The bench starts the real server (``python -m pipelines.cli mcp --http 127.0.0.1:PORT --tokens
+The bench starts the real server (``python -m qortex_cli mcp --http 127.0.0.1:PORT --tokens
 FILE``) on a fresh home with one token per tenant. Each tenant first remembers a fact holding its
 own secret code (which also waits out the embedder's load); then every client, with its tenant's
 token and the official MCP client, remembers a note with that code, queries "What is the vault
@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -68,7 +69,7 @@ def free_port() -> int:
 def start_server(home: Path, tokens_file: Path, port: int, log: Path) -> subprocess.Popen:
     """``qortex mcp --http`` in a child process (offline), its stderr to ``log``."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    argv = [sys.executable, "-m", "pipelines.cli", "mcp", "--home", str(home)]
+    argv = [sys.executable, "-m", "qortex_cli", "mcp", "--home", str(home)]
     argv += ["--http", f"127.0.0.1:{port}", "--tokens", str(tokens_file)]
     with open(log, "wb") as err:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
@@ -108,7 +109,7 @@ class Client:
         await session.initialize()
         return session
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         await self._session.__aexit__(*exc)
         await self._transport.__aexit__(*exc)
         await self._http.aclose()
@@ -134,7 +135,8 @@ async def _timed(session: ClientSession, tally: Tally, tool: str, args: dict) ->
     done = await session.call_tool(tool, args)
     tally.latencies.append(time.perf_counter() - start)
     if done.is_error:
-        tally.errors.append(f"{tool}: {done.content[0].text if done.content else '?'}")
+        said = getattr(done.content[0], "text", "?") if done.content else "?"
+        tally.errors.append(f"{tool}: {said}")
         return None
     return done.structured_content
 

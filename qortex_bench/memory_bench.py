@@ -18,6 +18,7 @@ import multiprocessing as mp
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +130,7 @@ def time_search(mem, config: MemoryBenchConfig, rng: np.random.Generator) -> dic
     queries = [
         f"Who inspected the {a} near the {b}?" for a, b in rng.choice(WORDS, (config.queries, 2))
     ]
-    out = {"fresh_records": len(mem.state.live_ids), "fill_s": round(fill_s, 1)}
+    out: dict[str, Any] = {"fresh_records": len(mem.state.live_ids), "fill_s": round(fill_s, 1)}
     out["remember_at_fresh"] = _time_writes(mem, config, rng, 200_000)
     for label in ("unindexed", "after_optimize"):
         if label == "after_optimize":

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,6 +28,8 @@ from qortex_core.query.ppr.solve import (
     symmetric_walk,
     walk_matrix,
 )
+
+T = TypeVar("T")
 
 DAMPING = 0.5
 
@@ -87,7 +89,7 @@ def scipy_power(
 
 
 # -- engines ------------------------------------------------------------------------------------
-def _timed(build: Callable[[], object]) -> tuple[object, float]:
+def _timed(build: Callable[[], T]) -> tuple[T, float]:
     t = time.perf_counter()
     value = build()
     return value, time.perf_counter() - t

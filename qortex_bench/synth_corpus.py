@@ -40,7 +40,7 @@ _QUALIFIERS = ("Company", "River", "Festival", "Station", "Society", "Museum", "
 
 def _spell(rank: int, syllables: list[str], min_syllables: int) -> str:
     """A distinct made-up word for each rank (base-len(syllables) digits)."""
-    parts = []
+    parts: list[str] = []
     n = rank
     while n or len(parts) < min_syllables:
         n, digit = divmod(n, len(syllables))

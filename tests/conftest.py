@@ -216,6 +216,7 @@ SLOW_MODULES = {
     "bench/test_locomo.py",
     "bench/test_ablation.py",
     "bench/test_bench_query.py",
+    "bench/test_locomo_ablation.py",
     "ingest/test_llm_extract.py",
     "ingest/test_secret_scan.py",
     "ingest/test_shards.py",
@@ -227,6 +228,7 @@ SLOW_MODULES = {
     "memory/test_memory_factors.py",
     "memory/test_memory_scenario.py",
     "pipelines/test_cli_errors.py",
+    "pipelines/test_dask_interrupts.py",
     "pipelines/test_failure_budget.py",
     "pipelines/test_mcp.py",
     "pipelines/test_mcp_memory.py",
@@ -239,8 +241,10 @@ SLOW_MODULES = {
     "pipelines/test_pipeline_webserver.py",
     "pipelines/test_sharded_pipeline.py",
     "query/test_recognition.py",
+    "reliability/test_checks_fail_runs.py",
     "reliability/test_faults_config.py",
     "reliability/test_faults_sources.py",
+    "reliability/test_forgetting_reach.py",
     "reliability/test_reliability_concurrency.py",
     "reliability/test_reliability_kill.py",
     "reliability/test_records_concurrency.py",
@@ -252,8 +256,31 @@ SLOW_MODULES = {
 }
 
 
+# Single tests of the slow tier (module path :: function name, every parametrization): each
+# takes more than 10 s of a fast-tier run on a 2-core machine.
+SLOW_TESTS = {
+    "bench/test_scale.py::test_calibration_reads_a_busy_machine_as_slower",
+    "memory/test_supersede.py::test_cli_history_and_memories_show_the_links",
+    "ops/test_archive.py::test_round_trip_answers_every_mode_alike",
+    "query/test_ppr_order.py::test_snapshot_order_does_not_change_answers",
+    "reliability/test_faults_arguments.py::test_every_numeric_option_parses_once_or_is_one_line",
+}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     here = Path(__file__).resolve().parent
+    collected: dict[str, set[str]] = {}  # module path -> names of its collected tests
     for item in items:
-        if Path(item.fspath).resolve().relative_to(here).as_posix() in SLOW_MODULES:
+        module = Path(item.fspath).resolve().relative_to(here).as_posix()
+        name = getattr(item, "originalname", item.name)
+        collected.setdefault(module, set()).add(name)
+        if module in SLOW_MODULES or f"{module}::{name}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+    stale = [
+        entry
+        for entry in sorted(SLOW_TESTS)
+        if entry.split("::")[0] in collected
+        and entry.split("::")[1] not in collected[entry.split("::")[0]]
+    ]
+    if stale:  # a renamed test would silently join the fast tier again
+        raise pytest.UsageError(f"SLOW_TESTS names tests that do not exist: {', '.join(stale)}")

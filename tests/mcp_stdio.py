@@ -10,10 +10,10 @@ from mcp.client.stdio import StdioServerParameters
 
 
 def server_params(home: Path) -> StdioServerParameters:
-    """``python -m pipelines.cli mcp --home HOME`` in the repository root, with no network."""
+    """``python -m qortex_cli mcp --home HOME`` in the repository root, with no network."""
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pipelines.cli", "mcp", "--home", str(home)],
+        args=["-m", "qortex_cli", "mcp", "--home", str(home)],
         env={
             "PYTHONPATH": os.pathsep.join(sys.path),
             "HF_HUB_OFFLINE": "1",

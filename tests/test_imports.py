@@ -48,7 +48,7 @@ def test_qortex_core_and_all_submodules_import_without_dagster():
 
 CLI_RUN = """
 import contextlib, io, json, sys
-from pipelines import cli
+from qortex_cli import main as cli
 parser = cli.build_parser()  # imports every COMMAND_MODULES entry
 codes = []
 for argv in (["query", "hello", "--home", sys.argv[1]], ["eval", "--questions", sys.argv[1] + "/q.json",
@@ -67,7 +67,7 @@ def test_cli_query_and_eval_do_not_import_dagster(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "module", ["pipelines.cli", "pipelines.commands.ingest", "pipelines.commands.bench"]
+    "module", ["qortex_cli.main", "qortex_cli.commands.ingest", "qortex_cli.commands.bench"]
 )
 def test_command_modules_import_without_dagster(module):
     out = run_python(

@@ -1,8 +1,8 @@
 """Structure facts anyone can re-measure: module and function sizes, no import cycle, layering.
 
 Read from the source with ``ast`` (nothing is imported). First-party packages: qortex_core,
-qortex_bench, assets, pipelines. Imports under ``if TYPE_CHECKING:`` count like any other: a
-cycle or an upward import hidden from the interpreter is still one for a reader.
+qortex_bench, assets, pipelines, qortex_cli. Imports under ``if TYPE_CHECKING:`` count like any
+other: a cycle or an upward import hidden from the interpreter is still one for a reader.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("qortex_core", "qortex_bench", "assets", "pipelines")
+PACKAGES = ("qortex_core", "qortex_bench", "assets", "pipelines", "qortex_cli")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 # Functions allowed over MAX_FUNCTION_LINES, by dotted name; split a long function rather
@@ -123,7 +123,7 @@ def test_cycle_finder_sees_a_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_qortex_core_imports_nothing_from_the_outer_layers() -> None:
-    outer = ("assets", "pipelines", "qortex_bench")
+    outer = ("assets", "pipelines", "qortex_bench", "qortex_cli")
     found = {
         name: sorted(t for t in imports_of(name) if t.split(".")[0] in outer)
         for name in MODULES
@@ -201,7 +201,8 @@ def test_resources_are_a_leaf_and_definitions_the_only_root() -> None:
     pipelines = {n for n in MODULES if n.split(".")[0] in ("assets", "pipelines")}
     assert {t for t in imports_of("pipelines.resources") if t in pipelines} == set()
     importers = {n for n in MODULES for t in imports_of(n) if t == "pipelines.definitions"}
-    assert importers <= {"pipelines.run_local"}  # the in-process runner builds the same location
+    # the CLI's runs build the same location (in process, or rebuilt by an executor's steps)
+    assert importers <= {"qortex_cli.runs.local", "qortex_cli.runs.executed"}
     dagster_private = [name for name in pipelines if "dagster._core" in MODULES[name].read_text()]
     assert dagster_private == []
 
@@ -218,3 +219,23 @@ def test_no_module_imports_another_modules_private_names() -> None:
                         if a.name.startswith("_") and not a.name.startswith("__")
                     ]
     assert private == []
+
+
+def test_the_dagster_project_never_imports_the_cli() -> None:
+    """``pipelines/`` and ``assets/`` are the Dagster project the webserver loads: the CLI
+    (``qortex_cli``) sits above them and nothing below imports it."""
+    below = ("qortex_core", "assets", "pipelines", "qortex_bench")
+    found = {
+        name: sorted(t for t in imports_of(name) if t.split(".")[0] == "qortex_cli")
+        for name in MODULES
+        if name.split(".")[0] in below
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_pipelines_holds_only_the_dagster_project() -> None:
+    """One module each: definitions, resources, jobs (with the dask executor), schedules,
+    sensors and checks; the command line lives in ``qortex_cli``."""
+    modules = {n for n in MODULES if n.split(".")[0] == "pipelines"}
+    expected = {"definitions", "resources", "jobs", "dask_executor", "schedules", "sensors"}
+    assert modules == {"pipelines"} | {f"pipelines.{m}" for m in expected | {"checks"}}

@@ -40,7 +40,7 @@ def search_memory(
     from qortex_core.query.retriever import validate
     from qortex_core.query.validation import MAX_TOP_K
 
-    validate(query, top_k, mode)
+    clean = validate(query, top_k, mode)  # before anything loads
     flt = parse_filters(filters)
     window = (parse_time(window[0], "since"), parse_time(window[1], "until", upper=True))
     domains = [domains] if isinstance(domains, str) else (list(domains) if domains else None)
@@ -61,7 +61,7 @@ def search_memory(
         tier = FreshTier(mem.store, _no_passages(), state=mem.state)
         tier.timelines = mem.supersession.timelines
         with tier.at(*moment):
-            result = _fresh_only(mem, tier, query, depth, mode, (window[0], until), domains,
+            result = _fresh_only(mem, tier, clean, depth, mode, (window[0], until), domains,
                                  min_relevance, flt)  # fmt: skip
     result = rerank(with_validity(result, tier), query, mem.supersession, tier, mem.embedder, top_k)
     return by_recency(result, profile, mem.home, moment[0])
@@ -72,11 +72,10 @@ def _earlier(a: str | None, b: str | None) -> str | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _fresh_only(mem, tier, query, top_k, mode, window, domains, min_relevance, flt):
-    """The fresh tier alone (a home with no snapshot yet)."""
-    from qortex_core.query.retriever import QueryResult, validate
+def _fresh_only(mem, tier, clean, top_k, mode, window, domains, min_relevance, flt):
+    """The fresh tier alone (a home with no snapshot yet); ``clean``: the validated query."""
+    from qortex_core.query.retriever import QueryResult
 
-    clean = validate(query, top_k, mode)
     config = RetrievalConfig()
     minimum = relevance.threshold(min_relevance, config.min_relevance)
     hits = tier.search(mem.embedder.embed([clean])[0], clean, top_k, domains, window, flt)

@@ -1,12 +1,12 @@
-"""The embeddings and synonym-edges stages: passages, concepts, facts and rules tables with
-vectors from the embedding cache, then synonym edges between close concepts.
+"""The embeddings stage: passages, concepts, facts and rules tables with vectors from the
+embedding cache (the synonym edges between close concepts: :mod:`.synonym_stage`).
 
 Incremental: unchanged inputs (by digest) leave the tables as they are."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -22,7 +22,6 @@ from qortex_core.ingest.chunk_stage import (
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
-from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage, fact_text
 from qortex_core.storage.store import (
@@ -30,9 +29,7 @@ from qortex_core.storage.store import (
     FACTS,
     PASSAGES,
     RULES,
-    SYNONYMS,
     LanceStore,
-    arrow_to_vectors,
     vectors_to_arrow,
 )
 
@@ -167,25 +164,3 @@ def embed_index(
     return EmbedReport(
         n_passages, n_concepts, n_facts, n_rules, cached.texts_embedded, cached.cache_hits
     )
-
-
-# -- synonyms -----------------------------------------------------------------------------
-def build_synonyms(store: LanceStore, config: SynonymConfig = SynonymConfig()) -> int:
-    """Replace the synonym edge table from concept vectors; returns the number of edges."""
-    built_from = store.stage_digest("embeddings")  # fixes the concept table's names and vectors
-    digest = ids.digest(json.dumps(asdict(config)), built_from or "")
-    if built_from and store.stage_digest("synonyms") == digest and SYNONYMS in store.table_names():
-        return store.count(
-            SYNONYMS
-        )  # same concepts, vectors and settings as last time: the edges stand
-    concepts = store.read(CONCEPTS)
-    if concepts.num_rows:
-        dim = concepts.schema.field("vector").type.list_size
-        r, c, w = synonym_pairs(arrow_to_vectors(concepts["vector"], dim), concepts["name"], config)
-        a, b = concepts["id"].take(pa.array(r)), concepts["id"].take(pa.array(c))
-    else:
-        a, b, w = pa.array([], pa.string()), pa.array([], pa.string()), np.zeros(0, np.float32)
-    edges = {"a": a, "b": b, "weight": pa.array(np.asarray(w, np.float32))}
-    store.replace(SYNONYMS, pa.table(edges))
-    store.set_stage_digest("synonyms", digest)
-    return len(a)

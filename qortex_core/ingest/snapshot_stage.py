@@ -13,19 +13,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.errors import QortexError, SnapshotError
-from qortex_core.ingest import snapshot_vectors as vectors
+from qortex_core.errors import SnapshotError
+from qortex_core.ingest import snapshot_base
 from qortex_core.ingest.allocators import give_back
-from qortex_core.ingest.cells import FactCells, fact_cells
+from qortex_core.ingest.cells import FactCells
 from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
     build_adjacency,
     distinct_keys,
-    hub_first_orders,
     phrase_passage_counts,
 )
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
+from qortex_core.ingest.snapshot_read import Merge, fact_texts, read_stored
+from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
@@ -43,30 +44,28 @@ from qortex_core.storage.symmetry import check_symmetric, weighted_degree
 
 
 # -- snapshot -----------------------------------------------------------------------------
-def _staged(
-    store: LanceStore, name: str, ids: pa.ChunkedArray, order: np.ndarray | None, folder: Path
-) -> np.ndarray:
-    """``name``'s vectors, row i = stored row ``order[i]``, as a memory map of a finished
-    ``.npy`` file in ``folder`` (:mod:`.snapshot_vectors`: never held whole in memory)."""
-    stored = folder / f"{name}.stored.npy"
-    if not stored.exists():
-        vectors.write_stored(store, name, ids, stored)
-    if order is None:
-        return vectors.load(stored)
-    final = folder / f"{name}.npy"
-    vectors.write_permuted(stored, order, final)
-    stored.unlink()
-    return vectors.load(final)
-
-
 @dataclass(frozen=True)
 class SnapshotReport:
-    """A published snapshot: its name (``v000003-1a2b3c4d``), version, folder and counts."""
+    """A published snapshot: its name (``v000003-1a2b3c4d``), version, folder and counts, and
+    how this run made it.
+
+    Attributes:
+        mode: ``unchanged`` (the latest snapshot stands), ``incremental`` (vectors merged from
+            the previous snapshot, :mod:`.snapshot_base`) or ``full``.
+        reason: why that mode, in a few words.
+        rows_added, rows_changed, rows_removed: passage, concept and fact rows against the
+            previous snapshot (tables read in full are not compared: 0).
+    """
 
     name: str
     version: int
     path: Path
     counts: SnapshotCounts
+    mode: str = "full"
+    reason: str = ""
+    rows_added: int = 0
+    rows_changed: int = 0
+    rows_removed: int = 0
 
 
 _SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
@@ -85,34 +84,35 @@ def _inputs_digest(
     )
 
 
-def _latest_with_inputs(home: str | Path, inputs: str) -> SnapshotReport | None:
-    """The latest snapshot when it was built from ``inputs`` by this format, else None (a
-    snapshot from before the stored degrees is rebuilt once, so its retriever opens lighter)."""
-    try:
-        latest = snap.load(home)  # verified: a damaged latest snapshot is rebuilt, not kept
-    except QortexError:
-        return None
-    if latest.manifest.get("inputs_digest") != inputs or latest.path is None:
+def _latest_with_inputs(latest: snap.Snapshot | None, inputs: str) -> SnapshotReport | None:
+    """The latest snapshot (verified: a damaged one is rebuilt, not kept) when it was built
+    from ``inputs`` by this format, else None (a snapshot from before the stored degrees is
+    rebuilt once, so its retriever opens lighter)."""
+    if latest is None or latest.manifest.get("inputs_digest") != inputs or latest.path is None:
         return None
     if "adj_degree.npy" not in latest.manifest.get("files", {}):
         return None
     path = Path(latest.path)
-    return SnapshotReport(path.name, latest.version, path, SnapshotCounts.of(latest.manifest))
+    counts = SnapshotCounts.of(latest.manifest)
+    return SnapshotReport(path.name, latest.version, path, counts, "unchanged", "same inputs")
 
 
-@dataclass(frozen=True)
-class _Stored:
-    """The stored tables a snapshot is assembled from (passages, concepts and facts without
-    their vectors, which are numpy arrays in the same row order)."""
-
-    passages: pa.Table
-    concepts: pa.Table
-    facts: pa.Table
-    rules: pa.Table
-    synonyms: pa.Table
-    passage_vectors: np.ndarray
-    concept_vectors: np.ndarray
-    fact_vectors: np.ndarray
+def _report(path: Path, counts: SnapshotCounts, merge: Merge, why: str) -> SnapshotReport:
+    """The report of a published snapshot: incremental when any table was merged."""
+    change = merge.change
+    rows = (change.added, change.changed, change.removed)
+    if merge.merged and merge.base is not None:
+        source = merge.base.snapshot.manifest.get("name", "the previous snapshot")
+        reason = f"vectors of {', '.join(merge.merged)} merged from {source}"
+        if merge.read:
+            reason += f"; {', '.join(merge.read)} read in full"
+        return SnapshotReport(
+            path.name, int(path.name[1:7]), path, counts, "incremental", reason, *rows
+        )
+    if not why and merge.read:
+        why = "the change passed the share of rows a merge is for"
+        snapshot_base.log_full(why)
+    return SnapshotReport(path.name, int(path.name[1:7]), path, counts, "full", why, *rows)
 
 
 def _column(table: pa.Table, name: str) -> list:
@@ -208,55 +208,6 @@ def _sequence_edges(
     return a, b, sequence_weights(distance, graph_config.sequence)
 
 
-def _fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | None) -> pa.Table:
-    """The facts' ``id``, ``subject``, ``predicate`` and ``object`` in snapshot order (row i =
-    stored row ``order[i]``), reordered a column at a time.
-
-    Raises:
-        SnapshotError: the facts table changed since the stage read its links.
-    """
-    text = store.read_columns(FACTS, ["id", "subject", "predicate", "object"])
-    if text.num_rows != len(ids):
-        raise vectors.changed(FACTS)
-    index = None if order is None else pa.array(order)
-    columns = {}
-    for name in text.column_names:
-        column = text[name]
-        text = text.drop_columns([name])  # the stored-order column goes once reordered
-        columns[name] = column if index is None else column.take(index)
-        del column
-    out = pa.table(columns)
-    if out.num_rows and not out["id"].equals(ids):
-        raise vectors.changed(FACTS)
-    return out
-
-
-def _read_stored(
-    store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path
-) -> tuple[_Stored, FactCells | None]:
-    """The stored tables in snapshot order, and the fact index when facts are many; the
-    vectors are memory maps of files written to ``folder``."""
-    # the facts' links only (their texts are read when the tables are made, _fact_texts); the
-    # relation column only when relation weights are set
-    links = ["id", "subject_id", "object_id", "passage_ids"]
-    facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
-    vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
-    # facts cell by cell when they are many: a query scores only its nearest cells' facts
-    with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
-        cells = fact_cells(rows, config.fact_cells, release)
-    f_vec = _staged(store, FACTS, facts["id"], None if cells is None else cells.order, folder)
-    if cells is not None:
-        facts = facts.take(pa.array(cells.order))
-    concepts = store.read_without(CONCEPTS, ["vector"])
-    # hubs first within each node block: locality for the PPR products (ingest/graph.py)
-    c_order, p_order = hub_first_orders(concepts, passages, facts)
-    c_vec = _staged(store, CONCEPTS, concepts["id"], c_order, folder)
-    p_vec = _staged(store, PASSAGES, passages["id"], p_order, folder)
-    concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
-    rules, synonyms = store.read(RULES), store.read(SYNONYMS)
-    return _Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
-
-
 def _graph_arrays(
     stored: _Stored, graph_config: GraphConfig, cells: FactCells | None = None
 ) -> tuple[SnapshotArrays, int, int, dict[str, int]]:
@@ -324,9 +275,12 @@ def build_snapshot(
     versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
     give_back()  # the sync's transient rows
     inputs = _inputs_digest(versions, embedding_model, graph_config, params)
-    unchanged = None if force else _latest_with_inputs(home, inputs)
+    latest, why = snapshot_base.latest(home)
+    unchanged = None if force else _latest_with_inputs(latest, inputs)
     if unchanged is not None:
         return unchanged
+    base, other = snapshot_base.Base.of(latest, embedding_model)
+    merge = Merge(base, versions)
     manifest_base = {
         "embedding_model": embedding_model,
         "table_versions": versions,
@@ -335,10 +289,12 @@ def build_snapshot(
     }
     folder = snap.staging_dir(home)
     try:
-        path, counts = _assemble(store, home, passages, graph_config, folder, manifest_base, verify)
+        path, counts = _assemble(
+            store, home, passages, graph_config, folder, manifest_base, merge, verify
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
-    return SnapshotReport(path.name, int(path.name[1:7]), path, counts)
+    return _report(path, counts, merge, why or other)
 
 
 def _assemble(
@@ -348,16 +304,18 @@ def _assemble(
     graph_config: GraphConfig,
     folder: Path,
     manifest_base: dict,
+    merge: Merge,
     verify: Callable[[str], None] | None = None,
 ) -> tuple[Path, SnapshotCounts]:
-    """Read, build and publish the snapshot, staging its vector files in ``folder``."""
-    stored, cells = _read_stored(store, passages, graph_config, folder)
+    """Read, build and publish the snapshot, staging its vector files in ``folder`` (merged
+    from ``merge``'s base where it has one)."""
+    stored, cells = read_stored(store, passages, graph_config, folder, merge)
     give_back()  # what reading freed, before the graph is built
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
     fact_ids = stored.facts["id"] if stored.facts.num_rows else pa.chunked_array([], pa.string())
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
     give_back()
-    facts = _fact_texts(store, fact_ids, None if cells is None else cells.order)
+    facts = fact_texts(store, fact_ids, None if cells is None else cells.order)
     give_back()  # the stored-order texts, before the tables are assembled
     tables = snapshot_tables(stored.concepts, stored.passages, facts, stored.rules)
     counts = SnapshotCounts(
@@ -386,7 +344,7 @@ def _publish(
     verify: Callable[[str], None] | None = None,
 ) -> Path:
     """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
-    vectors, :func:`_staged`) are linked in rather than written again."""
+    vectors, :func:`.snapshot_read.staged`) are linked in rather than written again."""
     data = arrays.as_dict()
     files = {
         name: Path(a.filename)

@@ -32,7 +32,7 @@ from qortex_core.storage.store import LanceStore, arrow_to_vectors
 BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and writes at once
 
 
-def _header(fh: BinaryIO, rows: int, dim: int) -> None:
+def write_header(fh: BinaryIO, rows: int, dim: int) -> None:
     """The ``.npy`` header ``np.save`` writes for a C-ordered float32 (rows, dim) array."""
     descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
     np.lib.format.write_array_header_1_0(
@@ -58,13 +58,13 @@ def write_stored(store: LanceStore, name: str, ids: pa.ChunkedArray, path: Path)
         for batch in store.scan(name, ["id", "vector"]):
             n, dim = batch.num_rows, batch.schema.field("vector").type.list_size
             if at == 0:
-                _header(fh, rows, dim)
+                write_header(fh, rows, dim)
             if at + n > rows or not ids.slice(at, n).equals(pa.chunked_array([batch.column(0)])):
                 raise changed(name)
             fh.write(arrow_to_vectors(batch.column(1), dim).tobytes())
             at += n
         if at == 0:
-            _header(fh, 0, 1)
+            write_header(fh, 0, 1)
     if at != rows:
         raise changed(name)
 
@@ -166,7 +166,7 @@ def write_permuted(source: Path, order: np.ndarray, path: Path) -> None:
                 _spill(src, offset, dest, dim, step, sp.fileno())
                 del dest
                 with open(path, "wb") as fh:
-                    _header(fh, n, dim)
+                    write_header(fh, n, dim)
                     for start in range(0, n, step):
                         want = order[start : start + step]  # (rows,) source rows of this block
                         region = _read_rows(sp, 0, start, len(want), dim)  # source order

@@ -25,12 +25,13 @@ from qortex_core.ingest.chunk_stage import (
     read_extractions,
     sync_chunks,
 )
-from qortex_core.ingest.embed_stage import EmbedReport, build_synonyms, embed_index
+from qortex_core.ingest.embed_stage import EmbedReport, embed_index
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.graph import (
     GraphConfig,
 )
 from qortex_core.ingest.snapshot_stage import SnapshotReport, build_snapshot
+from qortex_core.ingest.synonym_stage import SynonymReport, build_synonyms, sync_synonyms
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import (
     LanceStore,
@@ -47,6 +48,7 @@ __all__ = [
     "no_progress",
     "SnapshotReport",
     "Stage",
+    "SynonymReport",
     "build_index",
     "build_snapshot",
     "build_synonyms",
@@ -57,6 +59,7 @@ __all__ = [
     "read_extractions",
     "run_stages",
     "sync_chunks",
+    "sync_synonyms",
     "upstream_of",
 ]
 
@@ -114,8 +117,8 @@ def _run_embeddings(run: IngestRun) -> EmbedReport:
     return embed_index(run.store, run.embedder, run.extractor.cache_key, run.progress)
 
 
-def _run_synonyms(run: IngestRun) -> int:
-    return build_synonyms(run.store)
+def _run_synonyms(run: IngestRun) -> SynonymReport:
+    return sync_synonyms(run.store)
 
 
 def _run_snapshot(run: IngestRun) -> SnapshotReport:

@@ -103,7 +103,7 @@ def _block_pairs(v: np.ndarray, start: int, rows: int, k: int, threshold: float)
     return r + start, c, sims[r, c]
 
 
-def _top_k_per_row(r: np.ndarray, c: np.ndarray, w: np.ndarray, k: int) -> _Pairs:
+def top_k_per_row(r: np.ndarray, c: np.ndarray, w: np.ndarray, k: int) -> _Pairs:
     """The pairs whose weight ranks among the ``k`` largest of their row ``r``."""
     counts = np.bincount(r) if len(r) else np.zeros(0, np.int64)
     if len(r) == 0 or counts.max() <= k:
@@ -157,7 +157,7 @@ def _distinct_top_k(parts: list[_Pairs], m: int, k: int) -> _Pairs:
     r, c, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
     key = r.astype(np.int64) * m + c
     _, first = np.unique(key, return_index=True)
-    return _top_k_per_row(r[first], c[first], w[first], k)
+    return top_k_per_row(r[first], c[first], w[first], k)
 
 
 def _cells(v: np.ndarray, config: SynonymConfig) -> Iterator[np.ndarray]:

@@ -16,7 +16,7 @@ LanceDB keeps old table versions, and a row deleted from a table stays in its da
 A process that has a table open at a cleaned version (a long-running retriever) reopens it
 to see the rewritten one. Text of a deleted document therefore survives only inside a retained
 older snapshot that still holds it. The Dagster run history (its previews quote chunk text) is
-cleaned by the ``qortex purge`` command (``pipelines/commands/purge.py``): the library never
+cleaned by the ``qortex purge`` command (``qortex_cli/commands/purge.py``): the library never
 imports Dagster.
 """
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from qortex_core.errors import ConfigError
 from qortex_core.storage.source_files import load_json, read_bounded
+from qortex_core.storage.store import is_uri
 
 COMPONENTS = ("relevance", "recency", "salience", "preference")
 PROFILE_FILE = "profiles.json"
@@ -99,7 +100,7 @@ def load_profiles(home: str | Path | None = None) -> dict[str, ScoringProfile]:
             that is not a finite number in its range (a weight 0-1000, a half-life > 0 days).
     """
     profiles = dict(BUILTIN)
-    path = Path(home) / PROFILE_FILE if home is not None and "://" not in str(home) else None
+    path = Path(home) / PROFILE_FILE if home is not None and not is_uri(home) else None
     if path is None or not path.is_file():
         return profiles
     try:  # bounded, never blocking (a FIFO swapped in), nesting and bad UTF-8 are reasons

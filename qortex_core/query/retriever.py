@@ -190,24 +190,21 @@ class Retriever:
         ``min_relevance`` (None: ``config.min_relevance``; 0: never): when no allowed passage
         or fresh record is that relevant, the result is ``no_answer`` with no passages.
         """
-        clean = validate(text, top_k, mode)
+        clean = validate(text, top_k, mode)  # each input checked once, before the embedding
         flt = parse_filters(filters)
         known = set(self.view.domains.names)
         domains = validate_domains(domains, known | (self.fresh.domains() if self.fresh else set()))
+        only = Only(domains, validate_window(since, until), flt)
+        minimum = relevance.threshold(min_relevance, self.config.min_relevance)
         vector = self.embedder.embed([clean])[0]
-        result = self.search(
-            clean, vector, top_k, mode, domains, profile,
-            since=since, until=until, min_relevance=min_relevance, filters=flt,
-        )  # fmt: skip
-        if self.fresh is not None:  # the hook: written memories not yet in the snapshot
-            window = validate_window(since, until)
-            with _blas_controller().limit(limits=1, user_api="blas"):
-                found = self.fresh.search(vector, clean, top_k, domains, window, flt)
+        with _blas_controller().limit(limits=1, user_api="blas"):  # see search()
+            result = self._search(clean, vector, top_k, mode, only, profile, minimum)
+            if self.fresh is not None:  # the hook: written memories not yet in the snapshot
+                found = self.fresh.search(vector, clean, top_k, domains, only.window, flt)
+        if self.fresh is not None:
             rel = relevance.of_fresh(self.config.relevance)  # the same calibration
             result = self.fresh.merge(result, found, top_k, relevance=rel)
-            result = relevance.settle(
-                result, relevance.threshold(min_relevance, self.config.min_relevance)
-            )
+            result = relevance.settle(result, minimum)
         self.memory.record(
             result.query_id,
             result.snapshot,
@@ -255,6 +252,7 @@ class Retriever:
         filters: MetadataFilter | dict | None = None,
     ) -> QueryResult:
         """Retrieve with a precomputed unit query vector (modes: :data:`MODES`)."""
+        validate(text, top_k, mode)
         window = validate_window(since, until)
         only = Only(domains, window, parse_filters(filters))
         minimum = relevance.threshold(min_relevance, self.config.min_relevance)
@@ -309,7 +307,7 @@ class Retriever:
         profile: str | profiles.ScoringProfile | None,
         minimum: float = 0.0,
     ) -> QueryResult:
-        validate(text, top_k, mode)
+        """Rank for a query whose inputs were checked (by :meth:`query` or :meth:`search`)."""
         prof = profiles.get_profile(profile, self.home)
         if self.view.n_passages == 0:  # every memory forgotten: only the fresh tier answers
             return replace(self._abstained(text, mode, prof, "snapshot is empty"), no_answer=False)

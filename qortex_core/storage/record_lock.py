@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from qortex_core.storage.store import is_uri
 from qortex_core.storage.writer_lock import HomeBusyError
 
 LOCK_NAME = ".records.lock"
@@ -33,7 +34,7 @@ _POLL_S = 0.005
 
 def is_local(home: str | Path) -> bool:
     """True for a folder on this machine (an object-store URI has no file to lock)."""
-    return "://" not in str(home)
+    return not is_uri(home)
 
 
 @contextmanager

@@ -30,13 +30,16 @@ STAGE_STATE = "stage_state"
 APPEND_ATTEMPTS = 4  # an append that raced a table's creation is retried on the created table
 
 
-def home_of(value: str | Path) -> Path | str:
-    """A data home as given: a URI (``s3://bucket/prefix``) stays a string, a path becomes a Path.
+def is_uri(home: str | Path) -> bool:
+    """True for an object-store URI (``s3://bucket/prefix``), False for a local folder."""
+    return "://" in str(home)
 
-    ``Path("s3://b/x")`` would collapse the ``//`` into a local relative folder.
-    """
+
+def home_of(value: str | Path) -> Path | str:
+    """A data home as given: a URI (``s3://bucket/prefix``) stays a string (``Path`` would
+    collapse its ``//`` into a local relative folder), a path becomes a Path."""
     text = str(value)
-    return text.rstrip("/") if "://" in text else Path(text).expanduser()
+    return text.rstrip("/") if is_uri(text) else Path(text).expanduser()
 
 
 def default_home() -> Path | str:
@@ -59,14 +62,12 @@ def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
 def arrow_to_vectors(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     """Arrow fixed-size list column as an (n, d) float32 array."""
     if isinstance(column, pa.ChunkedArray):
-        column = (
-            column.combine_chunks() if column.num_chunks else pa.array([], type=vector_type(dim))
-        )
+        empty = pa.array([], type=vector_type(dim))
+        column = column.combine_chunks() if column.num_chunks else empty
     if len(column) == 0:
         return np.zeros((0, dim), dtype=np.float32)
-    return np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(
-        -1, dim
-    )
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(-1, dim)
 
 
 class Store(Protocol):
@@ -114,8 +115,7 @@ class StoreConfig:
 
 
 def _unreadable(name: str, exc: BaseException) -> HomeError:
-    """A :class:`HomeError` for a table that exists but cannot be read (damaged or not a Lance
-    table)."""
+    """A :class:`HomeError`: a table exists but cannot be read (damaged, or not Lance)."""
     detail = " ".join(str(exc).split())[:200]
     return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
 
@@ -151,7 +151,7 @@ class LanceStore:
 
         self.config = config
         uri = str(config.home)
-        if "://" not in uri:
+        if not is_uri(uri):
             home = Path(uri)
             if not config.read_only:
                 prepare_folder(home)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from qortex_core.errors import ConfigError
-from qortex_core.storage.store import default_home, home_of
+from qortex_core.storage.store import default_home, home_of, is_uri
 
 DEFAULT = "default"
 TENANTS_DIR = "tenants"
@@ -46,7 +46,7 @@ def tenant_home(home: str | Path | None, tenant: str | None = None) -> Path | st
     base = home_of(home) if home else default_home()
     if name == DEFAULT:
         return base
-    if "://" in str(base):
+    if is_uri(base):
         return str(base).rstrip("/") + f"/{TENANTS_DIR}/{name}"
     return Path(base) / TENANTS_DIR / name
 

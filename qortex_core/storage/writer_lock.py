@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from qortex_core.errors import QortexError
+from qortex_core.storage.store import is_uri
 
 LOCK_NAME = ".writer.lock"
 GUARD_NAME = ".writer.guard"
@@ -103,7 +104,7 @@ def ensure_no_other_writer(home: str | Path) -> None:
     Raises:
         HomeBusyError: another live process holds the writer lock.
     """
-    if "://" in str(home):
+    if is_uri(home):
         return
     holder = current_holder(home)
     if holder is None or holder.host != socket.gethostname():
@@ -137,7 +138,7 @@ def writer_lock(home: str | Path, what: str) -> Iterator[Holder]:
         HomeBusyError: a live process holds the lock; the message names it.
     """
     me = Holder(os.getpid(), process_start(os.getpid()), socket.gethostname(), what, time.time())
-    if "://" in str(home):
+    if is_uri(home):
         yield me
         return
     root = Path(home)

@@ -98,7 +98,7 @@ def test_run_ablation_on_the_toy_home(toy_home, toy_dataset, toy_report, embedde
 
 
 def test_cli_ablation_writes_markdown_and_json(toy_home, toy_dataset, tmp_path):
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     md, js = tmp_path / "a.md", tmp_path / "a.json"
     assert (

@@ -58,7 +58,7 @@ def test_teleports_have_few_phrase_seeds_and_dense_passage_mass():
 def test_bench_ppr_cli_reports_every_engine_against_the_exact_solution(tmp_path, capsys):
     import json
 
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     out = tmp_path / "ppr.json"
     code = main(
@@ -105,7 +105,7 @@ def test_bench_ppr_cli_skips_networkx_above_its_edge_limit_and_rejects_bad_engin
 ):
     import json
 
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     out = tmp_path / "ppr.json"
     assert (
@@ -144,9 +144,9 @@ def test_bench_ppr_times_every_engine_with_its_thread_pools_at_the_thread_limit(
 
     from threadpoolctl import threadpool_info
 
-    from pipelines.cli import main
-    from pipelines.commands import bench_ppr
     from qortex_bench import ppr_bench as pb
+    from qortex_cli.commands.bench import ppr as bench_ppr
+    from qortex_cli.main import main
 
     seen: list[int] = []
     engines = bench_ppr._engines
@@ -178,9 +178,9 @@ def test_bench_ppr_times_every_engine_with_its_thread_pools_at_the_thread_limit(
 def test_bench_ppr_rounds_take_turns_and_report_each_rounds_ratio(tmp_path, monkeypatch, capsys):
     import json
 
-    from pipelines.cli import main
-    from pipelines.commands import bench_ppr
     from qortex_bench import ppr_bench as pb
+    from qortex_cli.commands.bench import ppr as bench_ppr
+    from qortex_cli.main import main
 
     calls: list[str] = []
     engines = bench_ppr._engines

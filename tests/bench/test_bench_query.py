@@ -30,7 +30,7 @@ def test_bench_seed_is_the_retrievers_walk(toy_home, embedder):
 def test_cli_bench_query_reports_latency_and_recall(
     toy_home, toy_dataset, tmp_path, capsys, monkeypatch
 ):
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     out = tmp_path / "bench.json"
     code = main(

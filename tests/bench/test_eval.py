@@ -405,7 +405,7 @@ def test_eval_reruns_on_a_home_that_was_queried(toy_home, toy_dataset, embedder)
 
 def test_cli_eval_writes_the_json_report(toy_dataset, tmp_path, capsys, monkeypatch):
     """``qortex eval ... --json OUT`` (through main, in this process): stdout and OUT hold the same report."""
-    from pipelines import cli
+    from qortex_cli import main as cli
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "report.json"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
 from qortex_bench.locomo import (
     LocomoSetup,
     evidence_recall,
@@ -17,6 +16,7 @@ from qortex_bench.locomo import (
     session_time,
     turn_passage,
 )
+from qortex_cli.main import main
 from qortex_core.errors import DatasetError
 from qortex_core.storage.tenants import tenant_home
 

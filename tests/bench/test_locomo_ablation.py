@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.cli import main
 from qortex_bench.locomo_ablation import locomo_variants
+from qortex_cli.main import main
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.tenants import tenant_home
 

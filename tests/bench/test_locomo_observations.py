@@ -122,7 +122,7 @@ def test_without_observations_nothing_says_who_did_what(chat, tmp_path, embedder
 
 
 def test_cli_eval_replays_observations_unless_offline(chat, tmp_path):
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     def run(*extra: str) -> dict:
         out = tmp_path / f"report{len(extra)}.json"

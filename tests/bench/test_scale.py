@@ -261,7 +261,7 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path, monkeypatch):
     report_file = tmp_path / "report.json"
     report_file.write_text(json.dumps(report | {"workdir": str(tmp_path / "gone")}))
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "bench", "scale", "--requery", report_file],
+        [sys.executable, "-m", "qortex_cli", "bench", "scale", "--requery", report_file],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 2 and "has no snapshot" in proc.stderr
@@ -271,7 +271,7 @@ def test_ladder_runs_every_stage_in_its_own_process(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv", [["--passages", "100,50"], ["--passages", "x"], ["--dim", "1"]])
 def test_cli_rejects_bad_ladder_arguments(tmp_path, argv):
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "bench", "scale", "--workdir", tmp_path, *argv],
+        [sys.executable, "-m", "qortex_cli", "bench", "scale", "--workdir", tmp_path, *argv],
         cwd=REPO,
         capture_output=True,
         text=True,

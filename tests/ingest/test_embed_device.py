@@ -45,7 +45,7 @@ def test_the_int8_model_is_cpu_only() -> None:
 def test_a_bad_device_variable_is_one_line_and_exit_2() -> None:
     env = dict(os.environ, QORTEX_EMBED_DEVICE="gpu", HF_HUB_OFFLINE="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "bench", "embed", "--passages", "8"],
+        [sys.executable, "-m", "qortex_cli", "bench", "embed", "--passages", "8"],
         capture_output=True,
         text=True,
         env=env,

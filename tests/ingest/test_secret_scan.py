@@ -15,7 +15,7 @@ import secret_formats
 from recognition_loopback import RecognitionLoopback
 
 from pipelines.resources import EmbedderResource
-from pipelines.run_local import run_ingest
+from qortex_cli.runs.local import run_ingest
 from qortex_core.agent.api import open_memory
 from qortex_core.embed import OpenAIEmbedder, OpenAIEmbedderConfig
 from qortex_core.errors import ConfigError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.cli import main
+from qortex_cli.main import main
 
 
 def test_cli_write_commands_and_one_line_errors(tmp_path: Path, capsys) -> None:

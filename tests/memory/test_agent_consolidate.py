@@ -15,8 +15,8 @@ from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_contex
 import pipelines.resources as resources
 import qortex_core
 from pipelines.resources import StoreResource
-from pipelines.run_local import run_ingest
 from pipelines.sensors import make_memories_sensor
+from qortex_cli.runs.local import run_ingest
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap
 

@@ -188,7 +188,7 @@ def test_a_table_from_before_the_json_column_is_filtered_then_upgraded(tmp_path)
 @pytest.fixture(scope="module")
 def consolidated(tmp_path_factory):
     """A home with a file corpus and the crowded memories, consolidated by the ingest job."""
-    from pipelines.run_local import run_ingest
+    from qortex_cli.runs.local import run_ingest
 
     root = tmp_path_factory.mktemp("filters")
     with pytest.MonkeyPatch.context() as patch:

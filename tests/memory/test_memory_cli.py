@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.feedback.factors import load_factors
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore

@@ -7,8 +7,8 @@ from dagster import AssetKey, DagsterInstance, RunRequest, SkipReason, build_sen
 
 from pipelines.definitions import build_definitions
 from pipelines.resources import StoreResource
-from pipelines.run_local import materialize_factors
 from pipelines.sensors import make_feedback_sensor
+from qortex_cli.runs.local import materialize_factors
 from qortex_core.feedback.events import QueryLog, ResultTrace, record_feedback
 from qortex_core.feedback.factors import load_factors
 from qortex_core.storage.store import LanceStore

@@ -111,7 +111,7 @@ def test_graph_tier_hides_superseded_passages_after_consolidation(mem, embedder)
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args, "--home", str(home)],
+        [sys.executable, "-m", "qortex_cli", *args, "--home", str(home)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import qortex_core
-from pipelines.cli import main
-from pipelines.run_local import run_ingest
+from qortex_cli.main import main
+from qortex_cli.runs.local import run_ingest
 from qortex_core.embed import make_embedder
 from qortex_core.memory.records import MEMORIES
 from qortex_core.query import modes

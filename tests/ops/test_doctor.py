@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.errors import HomeError
 from qortex_core.ingest import stages as index
 from qortex_core.ingest.extract import OfflineExtractor

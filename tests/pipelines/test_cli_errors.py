@@ -26,7 +26,7 @@ class Outcome:
 def run_subprocess(argv: list, cwd: Path, env: dict) -> Outcome:
     """Run the real CLI entry point in a subprocess."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *map(str, argv)],
+        [sys.executable, "-m", "qortex_cli", *map(str, argv)],
         cwd=cwd,
         env=dict(os.environ, **env),
         capture_output=True,
@@ -38,7 +38,7 @@ def run_subprocess(argv: list, cwd: Path, env: dict) -> Outcome:
 
 @pytest.fixture
 def qortex(tmp_path, monkeypatch, capsys):
-    """Run ``qortex ARGV`` in this process through ``pipelines.cli.main`` (``subprocess=True``: a real process).
+    """Run ``qortex ARGV`` in this process through ``qortex_cli.main.main`` (``subprocess=True``: a real process).
 
     In-process runs keep the many cases fast; an exception escaping ``main`` fails the test just as a
     traceback would. ``$QORTEX_HOME`` points into tmp_path so no test touches a real home.
@@ -53,7 +53,7 @@ def qortex(tmp_path, monkeypatch, capsys):
         full_env = dict(base_env, **(env or {}))
         if subprocess:
             return run_subprocess(list(argv), tmp_path, full_env)
-        from pipelines import cli
+        from qortex_cli import main as cli
 
         with monkeypatch.context() as m:
             m.chdir(tmp_path)

@@ -18,8 +18,8 @@ import pytest
 
 import qortex_core
 import qortex_core.embed as embed
-from pipelines.bars import StageProgress
-from pipelines.commands.query import shown
+from qortex_cli.bars import StageProgress
+from qortex_cli.commands.query import shown
 from qortex_core.query.results import PassageHit, QueryResult
 from qortex_core.query.rules import RuleHit
 
@@ -47,7 +47,7 @@ def hashed(tmp_path_factory):
 @pytest.fixture(scope="module")
 def corpus_home(tmp_path_factory, hashed):
     """One corpus file of 300 entries (the last one long) ingested as a file, not a folder."""
-    from pipelines import cli
+    from qortex_cli import main as cli
 
     root = tmp_path_factory.mktemp("helps")
     rows = [
@@ -216,7 +216,7 @@ def test_a_terminal_gets_bars_with_rate_and_eta_and_a_pipe_gets_lines():
 
 
 def test_the_ingest_log_draws_a_bar_on_a_terminal():
-    from pipelines.progress import _StderrProgress
+    from qortex_cli.runs.loggers import _StderrProgress
 
     stream = io.StringIO()
     handler = _StderrProgress()
@@ -230,7 +230,7 @@ def test_the_ingest_log_draws_a_bar_on_a_terminal():
 
 def test_an_ingest_started_on_a_terminal_draws_bars(capsys, tmp_path, hashed, monkeypatch):
     """The run decides (a step's own stderr is Dagster's capture, never the terminal)."""
-    import pipelines.run_local as run_local
+    import qortex_cli.runs.local as run_local
 
     monkeypatch.setattr(run_local, "terminal", lambda stream: True)
     corpus = tmp_path / "notes.json"

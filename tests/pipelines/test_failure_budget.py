@@ -11,7 +11,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 from openai_loopback import OpenAILoopback, load_recorded
 
 from pipelines.resources import EmbedderResource
-from pipelines.run_local import IngestFailed, run_ingest
+from qortex_cli.runs.local import IngestFailed, run_ingest
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.budget import FailureBudget, is_permanent, judge
 from qortex_core.storage import snapshot as snap

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 
-from pipelines.cli import main
-from pipelines.commands.ui import ui_command
 from pipelines.resources import EmbedderResource
-from pipelines.run_local import run_ingest
+from qortex_cli.commands.ui import ui_command
+from qortex_cli.main import main
+from qortex_cli.runs.local import run_ingest
 from qortex_core.errors import ConfigError
 
 EMBEDDERS: dict[str, object] = {}

@@ -272,6 +272,8 @@ def test_materialize_graph_then_incremental_runs(setup) -> None:
         again["extractions"]["cache_hits"] == 4 and again["graph_snapshot"]["snapshot_version"] == 1
     )
     assert again["graph_snapshot"]["status"] == "unchanged"  # nothing new was published
+    assert [first[a]["mode"] for a in ("synonym_edges", "graph_snapshot")] == ["full", "full"]
+    assert [again[a]["mode"] for a in ("synonym_edges", "graph_snapshot")] == ["unchanged"] * 2
 
     (src / "science" / "warsaw.md").write_text(
         "# Warsaw\n\nWarsaw is the capital of Poland. Chopin lived in Warsaw.\n"
@@ -287,6 +289,10 @@ def test_materialize_graph_then_incremental_runs(setup) -> None:
         "Chopin" in em.texts and "Marie Curie" not in em.texts
     )  # new concept embedded, old ones cached
     assert edited["documents"]["changed_documents"] == 1 and edited["chunks"]["deleted_chunks"] == 1
+    snapshot = edited["graph_snapshot"]  # one passage of four changed: its vectors merged
+    assert snapshot["mode"] == "incremental" and "merged from v000001-" in snapshot["reason"]
+    assert snapshot["rows_added"] > 0 and snapshot["rows_removed"] > 0
+    assert edited["synonym_edges"]["reason"]  # a quarter of the concepts: past the drift bound
 
     bread_chunk = next(p for p in now if p.doc_id == "cooking/bread.md")
     (src / "cooking" / "bread.md").unlink()
@@ -345,7 +351,7 @@ def test_sensor_requests_a_run_only_when_sources_change(setup) -> None:
 def test_repo_dagster_yaml_gives_a_queued_instance_with_pool_limits(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from pipelines.run_local import local_instance
+    from qortex_cli.runs.local import local_instance
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "restored-after-test"))
     instance = local_instance(tmp_path / "dagster")

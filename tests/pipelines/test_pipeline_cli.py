@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pipelines.resources as resources
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.query.retriever import Retriever
 
 
@@ -57,6 +57,27 @@ def test_ingest_json_summary_then_unchanged_rerun(tmp_path: Path, capsys, shared
         .passages
     )
     assert hits[0].title == "Marie Curie"
+
+
+def test_ingest_reads_each_document_once(tmp_path: Path, monkeypatch, shared_model) -> None:
+    """The command checks the source by reading up to its first usable file; the run's
+    ``documents`` asset then reads every file once (not the command a whole pass before it)."""
+    import qortex_core.ingest.documents as documents
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(4):
+        (src / f"note{n}.md").write_text(f"# Note {n}\n\nLighthouse {n} stands on cape {n}.\n")
+    reads: list[str] = []
+    real = documents.read_document
+
+    def counted(path, config, listed=None):
+        reads.append(Path(path).name)
+        return real(path, config, listed)
+
+    monkeypatch.setattr(documents, "read_document", counted)
+    assert main(["ingest", str(src), "--home", str(tmp_path / "home"), "--quiet"]) == 0
+    assert sorted(reads) == ["note0.md", "note0.md", "note1.md", "note2.md", "note3.md"]
 
 
 def test_ingest_missing_source_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -155,7 +176,7 @@ def test_ingest_on_a_bad_dask_address_is_one_line_exit_2(tmp_path: Path, address
     }
     home = tmp_path / "home"
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "ingest", str(src), "--home", str(home)],
+        [sys.executable, "-m", "qortex_cli", "ingest", str(src), "--home", str(home)],
         env=env,
         capture_output=True,
         text=True,

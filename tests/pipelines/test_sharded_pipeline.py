@@ -19,8 +19,9 @@ from dagster._core.execution.api import create_execution_plan
 from snapshot_graph import snapshot_graph
 
 from pipelines.dask_executor import StepArgs, run_step
-from pipelines.definitions import build_definitions, ingest_job
-from pipelines.run_local import local_instance, run_ingest
+from pipelines.definitions import build_definitions
+from qortex_cli.runs.executed import ingest_job
+from qortex_cli.runs.local import local_instance, run_ingest
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.shards import shard_of
 

@@ -10,7 +10,7 @@ import networkx as nx
 import pytest
 import scipy.sparse as sp
 
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.storage import snapshot as snap
 
 

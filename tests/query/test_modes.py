@@ -87,7 +87,7 @@ def test_a_registered_mode_is_served_everywhere(toy_home, embedder, monkeypatch)
     assert result.mode == "titlelength" and lengths == sorted(lengths)
     assert result.passages[0].breakdown["title_length"] == lengths[0]
 
-    from pipelines.cli import build_parser
+    from qortex_cli.main import build_parser
 
     query_help = build_parser()._subparsers._group_actions[0].choices["query"].format_help()
     assert "titlelength" in " ".join(query_help.split())

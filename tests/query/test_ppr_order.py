@@ -102,7 +102,7 @@ def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch)
 def test_bench_ppr_reports_memory_traffic(tmp_path, order):
     import json
 
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     out = tmp_path / "ppr.json"
     argv = ["bench", "ppr", "--nodes", "400", "--edges", "2500", "--queries", "3"]

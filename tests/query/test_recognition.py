@@ -17,8 +17,8 @@ import pytest
 from conftest import BRIDGE_QUESTION, TOY_QUESTIONS
 from recognition_loopback import RecognitionLoopback
 
-from pipelines.cli import main
 from qortex_bench.evaluate import EvalSetup, run_evaluation
+from qortex_cli.main import main
 from qortex_core.errors import ConfigError, RecognitionError
 from qortex_core.llm import LLMConfig
 from qortex_core.query.recognition import (

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import BRIDGE_QUESTION
 
-from pipelines.cli import main
 from qortex_bench.abstention import OFFTOPIC_QUERIES, abstention, load_queries
+from qortex_cli.main import main
 from qortex_core.errors import DatasetError, QueryError
 from qortex_core.query import modes, relevance
 from qortex_core.query.config import RetrievalConfig

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.ingest import stages
 from qortex_core.ingest.chunking import chunk_documents
 from qortex_core.ingest.documents import SourceConfig, load_documents

@@ -30,9 +30,9 @@ class Outcome:
 
 
 def run_cli(capsys, *argv: object) -> Outcome:
-    """``qortex ARGV`` through ``pipelines.cli.main`` in this process (an escaping exception fails
+    """``qortex ARGV`` through ``qortex_cli.main.main`` in this process (an escaping exception fails
     the test just as a traceback would)."""
-    from pipelines import cli
+    from qortex_cli import main as cli
 
     capsys.readouterr()
     code = cli.main([str(a) for a in argv])

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pipelines.parsing import strict_float, strict_int
+from qortex_cli.parsing import strict_float, strict_int
 from qortex_core.errors import ConfigError, SnapshotError
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.tenants import tenant_home, validate_tenant
@@ -47,7 +47,7 @@ def home(_toy_home_session, tmp_path_factory):
 
 def run(capsys, *argv: str):
     """``qortex ARGV`` in this process: (exit code, stderr); argparse's exit is a SystemExit."""
-    from pipelines.cli import main
+    from qortex_cli.main import main
 
     capsys.readouterr()
     try:
@@ -140,7 +140,7 @@ def test_writer_arguments_never_end_in_a_traceback(capsys, home, keep, tenant, q
 
 def numeric_options() -> list[tuple[tuple[str, ...], str, str]]:
     """(subcommand path, option, kind) of every numeric option of every ``qortex`` command."""
-    from pipelines.cli import build_parser
+    from qortex_cli.main import build_parser
 
     found = []
 
@@ -162,7 +162,7 @@ def test_every_numeric_option_is_strict():
     """No numeric option is parsed by Python's lenient ``int``/``float`` through a lambda."""
     options = numeric_options()
     assert len(options) >= 20 and any(o == "--top-k" for _, o, _ in options)
-    from pipelines.cli import build_parser
+    from qortex_cli.main import build_parser
 
     lenient = []
 
@@ -182,7 +182,7 @@ def test_every_numeric_option_is_strict():
 @settings(max_examples=300)
 def test_every_numeric_option_parses_once_or_is_one_line(text, which):
     """Parsing alone (nothing runs): a value is taken only in ASCII digits, else one line."""
-    from pipelines.cli import build_parser
+    from qortex_cli.main import build_parser
 
     options = numeric_options()
     path, option, kind = options[which % len(options)]

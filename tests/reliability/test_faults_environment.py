@@ -127,7 +127,7 @@ def _without_overrides(*argv: object) -> subprocess.CompletedProcess:
     """The real CLI as root without the capabilities that let root ignore file modes."""
     capsh = shutil.which("capsh")
     drop = "cap_dac_override,cap_dac_read_search,cap_fowner"
-    command = " ".join(map(str, (sys.executable, "-m", "pipelines.cli", *argv)))
+    command = " ".join(map(str, (sys.executable, "-m", "qortex_cli", *argv)))
     return subprocess.run(
         [capsh, f"--drop={drop}", "--", "-c", command],
         capture_output=True,

@@ -19,7 +19,7 @@ from faults import run_cli
 import pipelines.resources as resources
 import qortex_core
 import qortex_core.query.retriever as retriever_module
-from pipelines.run_local import run_ingest
+from qortex_cli.runs.local import run_ingest
 from qortex_core.query.retriever import MODES, Retriever
 
 FILES = {

@@ -303,7 +303,7 @@ def test_update_of_a_passage_id_says_which_commands_take_it(toy_home, capsys):
 
 def run_cli_help(capsys, command: str) -> str:
     """``qortex COMMAND --help`` as printed."""
-    from pipelines import cli
+    from qortex_cli import main as cli
 
     capsys.readouterr()
     with pytest.raises(SystemExit):

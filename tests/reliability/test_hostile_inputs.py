@@ -16,7 +16,7 @@ import pytest
 from faults import error_line, run_cli
 from mcp.server.mcpserver.exceptions import ToolError
 
-from pipelines.output import json_text
+from qortex_cli.output import json_text
 from qortex_core.agent.api import Memory
 from qortex_core.embed import make_embedder
 from qortex_core.errors import RecordError

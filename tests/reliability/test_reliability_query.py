@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import BRIDGE_QUESTION
 
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.errors import QueryError, SnapshotError
 from qortex_core.query.retriever import MAX_QUERY_CHARS, MAX_TOP_K, Retriever
 
@@ -107,7 +107,7 @@ def test_cli_invalid_utf8_argv_in_a_real_process(_toy_home_session):
         [
             sys.executable,
             "-m",
-            "pipelines.cli",
+            "qortex_cli.main",
             "query",
             b"Orlan \xff\xfe Vesk",
             "--home",

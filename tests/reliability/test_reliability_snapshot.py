@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import BRIDGE_QUESTION
 
-from pipelines.cli import main
+from qortex_cli.main import main
 from qortex_core.errors import SnapshotError
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.commands.purge import purge_home
-from pipelines.run_local import run_ingest
 from qortex_bench.soak import SoakConfig, run_soak
+from qortex_cli.commands.purge import purge_home
+from qortex_cli.runs.local import run_ingest
 
 
 def test_a_short_soak_loses_nothing_and_nothing_crashes(tmp_path: Path, monkeypatch) -> None:

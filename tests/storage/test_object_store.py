@@ -89,7 +89,7 @@ def _write_source(folder: Path, rows: list[tuple[str, str]]) -> Path:
 
 def _ingest(source: Path, tmp_path: Path, embedder) -> dict:
     from pipelines.resources import EmbedderResource
-    from pipelines.run_local import run_ingest
+    from qortex_cli.runs.local import run_ingest
 
     class Shared(EmbedderResource):
         def get(self):
@@ -143,7 +143,7 @@ def test_ingest_query_feedback_prune_on_s3(s3, tmp_path, embedder):
     assert load_factors(LanceStore.open(HOME))[0] == factors  # feedback survives the prune
 
     listed = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "snapshots", "--home", HOME, "--json"],
+        [sys.executable, "-m", "qortex_cli", "snapshots", "--home", HOME, "--json"],
         cwd=REPO,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         capture_output=True,
@@ -158,7 +158,7 @@ def test_ingest_query_feedback_prune_on_s3(s3, tmp_path, embedder):
 def test_uri_home_without_snapshot_folder_is_a_clear_error(s3, monkeypatch, tmp_path):
     monkeypatch.delenv("QORTEX_SNAPSHOT_HOME")
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "query", "pump", "--home", HOME],
+        [sys.executable, "-m", "qortex_cli", "query", "pump", "--home", HOME],
         cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         capture_output=True,

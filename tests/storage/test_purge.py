@@ -8,9 +8,9 @@ import json
 import secrets
 from pathlib import Path
 
-from pipelines.cli import main
 from pipelines.resources import EmbedderResource
-from pipelines.run_local import run_ingest
+from qortex_cli.main import main
+from qortex_cli.runs.local import run_ingest
 from qortex_core.agent.api import open_memory
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap

@@ -1,0 +1,7 @@
+"""``python -m qortex_cli ...``: the ``qortex`` command."""
+
+import sys
+
+from qortex_cli.main import main
+
+sys.exit(main())

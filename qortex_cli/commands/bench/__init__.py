@@ -1,0 +1,16 @@
+"""``qortex bench ...``: speed and quality measured against a baseline in one run."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser(
+        "bench", help="benchmarks: ppr, query, ingest, scale, memory, soak, mcp, embed"
+    )
+    kinds = bench.add_subparsers(dest="bench", required=True)
+    from qortex_cli.commands.bench import embed, ingest, mcp, memory, ppr, scale, soak
+
+    for kind in (ppr, ingest, scale, memory, soak, mcp, embed):
+        kind.register(kinds)

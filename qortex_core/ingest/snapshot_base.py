@@ -1,0 +1,186 @@
+"""The previous snapshot as the base of the next one: an incremental merge of its vector rows.
+
+A snapshot stays one complete, immutable folder (readers need nothing new). What a run with a
+usable base saves is the passages' and concepts' vectors: a row whose id and embedded text are
+the base's (a passage's id is the digest of its text; a concept's vector is its name's) keeps
+the base's vector, read from the base's memory-mapped file; only the new and changed rows'
+vectors are read from LanceDB, by row offset, and no permutation pass is needed. The facts'
+vectors are streamed as in a full build (their cells need every vector, and without cells the
+stream in stored order costs no more than a merge). The graph arrays and tables are built from
+the stored tables as in a full build, in the same order, so the published snapshot equals a
+full rebuild's.
+
+A base that cannot be used (none published, damaged, another embedding model or width) makes a
+full build, with one log line and the reason in the report; so does a change that passes
+:data:`FULL_FRACTION` of a table's rows (reading every vector in order is then cheaper).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.errors import QortexError
+from qortex_core.ingest import snapshot_vectors as vectors
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import CONCEPTS, PASSAGES, LanceStore
+
+_log = logging.getLogger(__name__)
+FULL_FRACTION = 0.5  # a table whose new or changed rows pass this share is read in full
+_TAKE_ROWS = 65_536  # rows of one read by offset
+
+# the snapshot array of each table's vectors, and the key columns that fix a row's vector
+ARRAYS = {PASSAGES: "passage_vectors", CONCEPTS: "phrase_vectors"}
+KEYS = {PASSAGES: ("id",), CONCEPTS: ("id", "name")}
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """Rows of one run against its base, over passages, concepts and facts."""
+
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+
+    def __add__(self, other: RowChange) -> RowChange:
+        return RowChange(
+            self.added + other.added, self.changed + other.changed, self.removed + other.removed
+        )
+
+
+def log_full(reason: str) -> None:
+    """The one log line of a full build that had a previous snapshot."""
+    _log.info("graph_snapshot: full build: %s", reason)
+
+
+def latest(home: str | Path) -> tuple[snap.Snapshot | None, str]:
+    """The latest published snapshot, verified, or None and why it cannot serve as a base."""
+    try:
+        return snap.load(home), ""
+    except QortexError as exc:
+        if not (snap.snapshots_dir(home) / snap.POINTER).exists():
+            return None, "no previous snapshot"
+        reason = f"previous snapshot unusable: {exc}"
+        _log.warning("graph_snapshot: full build: %s", reason)  # the one line of this build
+        return None, reason
+
+
+@dataclass(frozen=True)
+class Base:
+    """A usable base: its vector arrays and each table's key columns in the base's row order."""
+
+    snapshot: snap.Snapshot
+
+    @classmethod
+    def of(cls, latest: snap.Snapshot | None, embedding_model: str) -> tuple[Base | None, str]:
+        """``latest`` as a base, or None and why not (one log line when it exists)."""
+        if latest is None:
+            return None, ""
+        if latest.manifest.get("embedding_model") != embedding_model:
+            reason = "the embedding model changed"
+            log_full(reason)
+            return None, reason
+        return cls(latest), ""
+
+    def keys(self, name: str) -> pa.Table:
+        """The base's key columns of table ``name``, row i = row i of its vector array."""
+        if name == PASSAGES:
+            return self.snapshot.tables["passages"].select(["id"])
+        nodes = self.snapshot.tables["nodes"].slice(0, self.snapshot.n_phrases)
+        return nodes.select(["id", "name"])
+
+    def vectors(self, name: str) -> np.ndarray:
+        return self.snapshot.arrays[ARRAYS[name]]
+
+
+def _reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowChange]:
+    """(base row of each row or -1, rows whose vector the base holds, the change counts)."""
+    at = pc.index_in(keys["id"], value_set=base["id"])  # (n,) null: a new row
+    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    rows = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    same = found.copy()
+    hit = pa.array(rows[found])
+    for column in keys.column_names[1:]:
+        equal = pc.equal(keys[column].filter(pa.array(found)), base[column].take(hit))
+        same[found] &= equal.fill_null(False).to_numpy(zero_copy_only=False)
+    kept = np.unique(rows[found]).size
+    change = RowChange(int((~found).sum()), int((found & ~same).sum()), base.num_rows - kept)
+    return rows, same, change
+
+
+def _fetch(store: LanceStore, name: str, offsets: np.ndarray, ids: pa.Array) -> np.ndarray:
+    """(len(offsets), d) vectors of the stored rows at ``offsets``, checked against ``ids``
+    (read in offset order, a block at a time, then put in the order asked).
+
+    Raises:
+        SnapshotError: the table changed since the stage read its rows.
+    """
+    from qortex_core.storage.store import arrow_to_vectors
+
+    order = np.argsort(offsets, kind="stable")  # (f,) Lance takes rows in offset order
+    want = ids.take(pa.array(order))
+    parts = []
+    for s in range(0, len(offsets), _TAKE_ROWS):
+        at = offsets[order[s : s + _TAKE_ROWS]]
+        rows = store.take(name, at.tolist(), ["id", "vector"])
+        if not rows["id"].equals(pa.chunked_array([want.slice(s, _TAKE_ROWS)])):
+            raise vectors.changed(name)
+        dim = rows.schema.field("vector").type.list_size
+        parts.append(arrow_to_vectors(rows["vector"], dim))
+    if not parts:
+        return np.zeros((0, 1), np.float32)
+    out = np.empty((len(offsets), parts[0].shape[1]), np.float32)
+    out[order] = np.concatenate(parts)
+    return out
+
+
+def write_merged(
+    store: LanceStore,
+    name: str,
+    keys: pa.Table,
+    offsets: np.ndarray,
+    base: Base,
+    path: Path,
+) -> tuple[RowChange, bool]:
+    """Write table ``name``'s vectors in snapshot order to the ``.npy`` file ``path``: the base's
+    vector for each unchanged row, LanceDB's for the others.
+
+    Args:
+        store: the store.
+        name: passages, concepts or facts.
+        keys: the table's key columns (:data:`KEYS`) in snapshot order.
+        offsets: (n,) each row's offset in the stored table.
+        base: the base snapshot.
+        path: the file to write.
+
+    Returns:
+        The change against the base, and whether the file was written (not when the merge
+        does not pay: the caller reads the table in full).
+    """
+    rows, same, change = _reused(keys, base.keys(name))
+    n, old = keys.num_rows, base.vectors(name)
+    if n and (change.added + change.changed) > FULL_FRACTION * n:
+        return change, False
+    fresh = np.flatnonzero(~same)  # (f,) snapshot rows read from LanceDB
+    got = _fetch(store, name, offsets[fresh], keys["id"].take(pa.array(fresh)).combine_chunks())
+    dim = old.shape[1] if old.ndim == 2 and len(old) else got.shape[1]
+    if len(got) and got.shape[1] != dim:
+        return change, False  # another width: the base's vectors are of no use
+    with open(path, "wb") as fh:
+        vectors.write_header(fh, n, dim if n else 1)
+        step = max(1, vectors.BLOCK_BYTES // max(4 * dim, 1))
+        cursor = 0
+        for s in range(0, n, step):
+            block = np.empty((min(step, n - s), dim), np.float32)
+            keep = same[s : s + step]
+            block[keep] = old[rows[s : s + step][keep]]
+            k = int((~keep).sum())
+            block[~keep] = got[cursor : cursor + k]
+            cursor += k
+            fh.write(block.data.cast("B"))
+    return change, True

@@ -1,0 +1,144 @@
+"""The graph_snapshot stage's reads: the stored tables in snapshot order, and their vectors as
+``.npy`` files, merged from the base snapshot's where the rows are unchanged
+(:mod:`.snapshot_base`) or streamed from LanceDB (:mod:`.snapshot_vectors`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from qortex_core.ingest import snapshot_vectors as vectors
+from qortex_core.ingest.cells import FactCells, fact_cells
+from qortex_core.ingest.graph import GraphConfig, hub_first_orders
+from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange, write_merged
+from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
+
+
+@dataclass
+class Merge:
+    """What one build takes from its base (None: a full build), filled in as tables are read.
+
+    Attributes:
+        base: the base snapshot.
+        change: rows added, changed and removed against the base (tables merged or compared).
+        merged: tables whose vectors were merged from the base.
+        read: tables read in full although there is a base (the change passed the bound).
+        versions: the stored tables' versions when the build began (a merged table must still
+            be at its version once merged: it is not read again, as a full read would check).
+    """
+
+    base: Base | None
+    versions: dict[str, int] = field(default_factory=dict)
+    change: RowChange = RowChange()
+    merged: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The stored tables a snapshot is assembled from (passages, concepts and facts without
+    their vectors, which are numpy arrays in the same row order)."""
+
+    passages: pa.Table
+    concepts: pa.Table
+    facts: pa.Table
+    rules: pa.Table
+    synonyms: pa.Table
+    passage_vectors: np.ndarray
+    concept_vectors: np.ndarray
+    fact_vectors: np.ndarray
+
+
+def _merged(
+    store: LanceStore, name: str, keys: pa.Table, order: np.ndarray | None, path: Path, merge: Merge
+) -> bool:
+    """Write ``name``'s vectors in snapshot order merged from the base; whether it was done."""
+    if merge.base is None:
+        return False
+    offsets = np.arange(keys.num_rows) if order is None else np.asarray(order, np.int64)
+    final = keys if order is None else keys.take(pa.array(order))
+    change, written = write_merged(store, name, final, offsets, merge.base, path)
+    if written and store.versions().get(name) != merge.versions.get(name):
+        raise vectors.changed(name)  # a write between the reads of this build
+    merge.change = merge.change + change
+    (merge.merged if written else merge.read).append(name)
+    return written
+
+
+def staged(
+    store: LanceStore,
+    name: str,
+    keys: pa.Table,
+    order: np.ndarray | None,
+    folder: Path,
+    merge: Merge,
+) -> np.ndarray:
+    """``name``'s vectors, row i = stored row ``order[i]``, as a memory map of a finished
+    ``.npy`` file in ``folder`` (never held whole in memory); ``keys`` holds the table's key
+    columns (:data:`~.snapshot_base.KEYS`, only ``id`` when no merge is wanted)."""
+    final = folder / f"{name}.npy"
+    stored = folder / f"{name}.stored.npy"
+    if not stored.exists() and _merged(store, name, keys, order, final, merge):
+        return vectors.load(final)
+    if not stored.exists():
+        vectors.write_stored(store, name, keys["id"], stored)
+    if order is None:
+        return vectors.load(stored)
+    vectors.write_permuted(stored, order, final)
+    stored.unlink()
+    return vectors.load(final)
+
+
+def read_stored(
+    store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
+) -> tuple[Stored, FactCells | None]:
+    """The stored tables in snapshot order, and the fact index when facts are many; the
+    vectors are memory maps of files written to ``folder``."""
+    # the facts' links only (their texts are read when the tables are made, fact_texts); the
+    # relation column only when relation weights are set
+    links = ["id", "subject_id", "object_id", "passage_ids"]
+    facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
+    # the facts' vectors are streamed in stored order (the fact cells need every one of them,
+    # and without cells the stream is as cheap as a merge): never merged from the base
+    vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
+    # facts cell by cell when they are many: a query scores only its nearest cells' facts
+    with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
+        cells = fact_cells(rows, config.fact_cells, release)
+    order = None if cells is None else cells.order
+    f_vec = staged(store, FACTS, facts.select(["id"]), order, folder, Merge(None))
+    if cells is not None:
+        facts = facts.take(pa.array(cells.order))
+    concepts = store.read_without(CONCEPTS, ["vector"])
+    # hubs first within each node block: locality for the PPR products (ingest/graph.py)
+    c_order, p_order = hub_first_orders(concepts, passages, facts)
+    c_vec = staged(store, CONCEPTS, concepts.select(list(KEYS[CONCEPTS])), c_order, folder, merge)
+    p_vec = staged(store, PASSAGES, passages.select(["id"]), p_order, folder, merge)
+    concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
+    rules, synonyms = store.read(RULES), store.read(SYNONYMS)
+    return Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
+
+
+def fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | None) -> pa.Table:
+    """The facts' ``id``, ``subject``, ``predicate`` and ``object`` in snapshot order (row i =
+    stored row ``order[i]``), reordered a column at a time.
+
+    Raises:
+        SnapshotError: the facts table changed since the stage read its links.
+    """
+    text = store.read_columns(FACTS, ["id", "subject", "predicate", "object"])
+    if text.num_rows != len(ids):
+        raise vectors.changed(FACTS)
+    index = None if order is None else pa.array(order)
+    columns = {}
+    for name in text.column_names:
+        column = text[name]
+        text = text.drop_columns([name])  # the stored-order column goes once reordered
+        columns[name] = column if index is None else column.take(index)
+        del column
+    out = pa.table(columns)
+    if out.num_rows and not out["id"].equals(ids):
+        raise vectors.changed(FACTS)
+    return out
