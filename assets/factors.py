@@ -9,7 +9,7 @@ from dagster import Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import StoreResource
-from qortex_core.memory.factors import concept_names, update_factors
+from qortex_core.feedback.factors import concept_names, update_factors
 
 
 class FactorsRunConfig(Config):

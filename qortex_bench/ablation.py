@@ -13,11 +13,11 @@ import scipy.sparse as sp
 from qortex_bench.datasets import Question, mean_recall
 from qortex_core.embed import Embedder
 from qortex_core.query.lexical import LexicalIndex
-from qortex_core.query.ppr import PPRConfig
+from qortex_core.query.ppr.solve import PPRConfig
 from qortex_core.query.retriever import RetrievalConfig, Retriever
-from qortex_core.query.symmetry import weighted_degree
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore
+from qortex_core.storage.symmetry import weighted_degree
 
 
 @dataclass(frozen=True)

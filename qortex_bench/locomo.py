@@ -22,12 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from qortex_bench.locomo_facts import (
-    Observation,
-    extractor_for,
-    normalize_evidence,
-    read_observations,
-)
+from qortex_bench.locomo_data import Conversation, LocomoQuestion, Turn
+from qortex_bench.locomo_facts import extractor_for, normalize_evidence, read_observations
 from qortex_bench.locomo_score import CATEGORIES, evidence_recall
 from qortex_bench.locomo_score import Tally as _Tally
 from qortex_bench.locomo_score import summary as _summary
@@ -37,46 +33,6 @@ from qortex_core.storage.model import Passage
 
 ADVERSARIAL = 5
 _SESSION = re.compile(r"^session_(\d+)$")
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One dialogue turn: ``dia_id`` like ``D1:3``, the session's time as ISO 8601 UTC."""
-
-    dia_id: str
-    session: int
-    speaker: str
-    text: str
-    caption: str = ""
-    time: str | None = None
-
-    @property
-    def memory_text(self) -> str:
-        """The text stored for this turn: speaker, words, and the caption of a shared photo."""
-        photo = f" [shares a photo: {self.caption}]" if self.caption else ""
-        return f"{self.speaker}: {self.text}{photo}"
-
-
-@dataclass(frozen=True)
-class LocomoQuestion:
-    id: str
-    text: str
-    answer: str
-    evidence: tuple[str, ...]  # turn ids, normalised, only those the conversation has
-    category: int
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """A conversation, its answerable questions and its adversarial ones, kept apart."""
-
-    name: str  # tenant name
-    path: Path
-    turns: tuple[Turn, ...]
-    questions: tuple[LocomoQuestion, ...]  # categories 1-4 with at least one known evidence turn
-    adversarial: tuple[LocomoQuestion, ...]  # category 5
-    no_evidence: int  # answerable questions left out: no evidence turn found in the conversation
-    observations: tuple[Observation, ...] = ()  # those that cite a turn of the conversation
 
 
 def session_time(text: str) -> str:

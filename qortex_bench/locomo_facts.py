@@ -10,24 +10,12 @@ who did what: the attribution check (:mod:`qortex_core.query.attribution`) reads
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:
-    from qortex_bench.locomo import Conversation
+from qortex_bench.locomo_data import Conversation, Observation
 
 _TURN_ID = re.compile(r"^D:?(\d+):(\d+)$")
 _OBSERVATION = re.compile(r"^session_\d+_observation$")
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One of the file's per-speaker observations (``session_N_observation``): a statement
-    about ``speaker`` written from the turns ``evidence`` cites (the dataset's LLM output)."""
-
-    speaker: str
-    text: str
-    evidence: tuple[str, ...]
 
 
 def normalize_evidence(raw: object) -> list[str]:

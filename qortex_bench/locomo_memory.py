@@ -1,7 +1,7 @@
 """LoCoMo through the agent write path: one memory per turn, then consolidation into the graph.
 
 ``qortex eval --locomo FILE... --locomo-via memory``: each conversation's turns are written into
-its tenant with :meth:`~qortex_core.memory.api.Memory.remember_many` (the turn's text as
+its tenant with :meth:`~qortex_core.agent.api.Memory.remember_many` (the turn's text as
 :attr:`~qortex_bench.locomo.Turn.memory_text`, the session's date as event time plus one second
 per turn so the turns keep their order, ``{"dia_id", "conversation"}`` as metadata), then
 consolidated the way the ``documents`` asset does it (near-duplicates merged, one document
@@ -16,10 +16,8 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # locomo imports this module when asked to go through memory
-    from qortex_bench.locomo import Conversation, Turn
+from qortex_bench.locomo_data import Conversation, Turn
 
 SECOND = timedelta(seconds=1)
 
@@ -44,9 +42,9 @@ def _write(conv: Conversation, home: Path, embedder) -> None:
     Raises:
         DatasetError: the tenant holds memories of something else.
     """
+    from qortex_core.agent.api import open_memory
     from qortex_core.errors import DatasetError, HomeError
     from qortex_core.ingest.documents import read_stored_documents
-    from qortex_core.memory.api import open_memory
     from qortex_core.storage.store import LanceStore
     from qortex_core.storage.tenants import tenant_home
 

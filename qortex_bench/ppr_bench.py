@@ -2,7 +2,7 @@
 
 Engines (each prepared once, then timed per query):
 
-- ``qortex``: :func:`qortex_core.query.ppr.personalized_pagerank` on a :class:`SymmetricWalk`;
+- ``qortex``: :func:`qortex_core.query.ppr.solve.personalized_pagerank` on a :class:`SymmetricWalk`;
 - ``qortex_batched``: the same, all queries in one (n, q) call (throughput);
 - ``scipy_power``: plain float32 scipy power iteration to an L1 change of 1e-7;
 - ``igraph_prpack``: ``Graph.personalized_pagerank(..., implementation="prpack")`` as HippoRAG 2
@@ -22,7 +22,12 @@ from typing import Callable, TypeVar
 import numpy as np
 import scipy.sparse as sp
 
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk, walk_matrix
+from qortex_core.query.ppr.solve import (
+    PPRConfig,
+    personalized_pagerank,
+    symmetric_walk,
+    walk_matrix,
+)
 
 T = TypeVar("T")
 
@@ -306,7 +311,7 @@ def memory_traffic(
     loop is ``adjacency @ x`` ``repeats`` times on one float32 vector. Rates use CPU seconds
     (process time), which other load on a shared machine inflates less than wall time.
     """
-    from qortex_core.query.ppr_cg import conjugate_gradient
+    from qortex_core.query.ppr.cg import conjugate_gradient
 
     background = np.zeros(adjacency.shape[0], np.float32)
     background[n_phrases:] = 1.0

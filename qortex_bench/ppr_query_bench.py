@@ -16,9 +16,9 @@ from typing import Sequence
 import numpy as np
 
 from qortex_bench.datasets import Question, recall_at_k
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank, walk_matrix
+from qortex_core.query.ppr.solve import PPRConfig, personalized_pagerank, walk_matrix
 from qortex_core.query.retriever import Retriever
-from qortex_core.query.seeding import cosine, top_indices
+from qortex_core.query.scoring import cosine, top_indices
 
 STEPS = ("embed_ms", "seed_ms", "ppr_ms", "assembly_ms", "end_to_end_ms")
 

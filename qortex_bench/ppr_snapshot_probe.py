@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_bench.bench_graphs import SyntheticGraph
-from qortex_core.query.symmetry import weighted_degree
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
+from qortex_core.storage.symmetry import weighted_degree
 
 
 def publish_synthetic(home: str | Path, graph: SyntheticGraph, dim: int = 384) -> Path:
@@ -98,7 +98,7 @@ def probe(home: str, teleports_path: str, scores_path: str, tol: float, threads:
     ``snapshot_rss_mb`` is what loading the snapshot, wrapping its graph and querying it add
     to an interpreter that has imported qortex. Scores are saved to ``scores_path`` (n, q).
     """
-    from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk
+    from qortex_core.query.ppr.solve import PPRConfig, personalized_pagerank, symmetric_walk
 
     teleports = np.load(teleports_path)
     scores = np.ones_like(teleports)  # touched now, so its pages are in the baseline

@@ -54,9 +54,9 @@ class SoakConfig:
 
 def _worker(config: SoakConfig, index: int, shared: list[str], start, outbox) -> None:
     """One worker: random operations until the deadline; sends (acks, latencies, errors)."""
+    from qortex_core.agent.api import open_memory
     from qortex_core.embed import make_embedder
     from qortex_core.errors import RecordError
-    from qortex_core.memory.api import open_memory
 
     rng = random.Random(config.seed * 1000 + index)
     mem = open_memory(config.home, embedder=make_embedder(config.embedder))
@@ -99,8 +99,8 @@ def run_soak(
     config: SoakConfig, consolidate: Callable[[Path], object], purge: Callable[[Path], object]
 ) -> dict:
     """Run the soak and audit the home; the report (see the module docstring)."""
+    from qortex_core.agent.api import open_memory
     from qortex_core.embed import make_embedder
-    from qortex_core.memory.api import open_memory
 
     mem = open_memory(config.home, embedder=make_embedder(config.embedder))
     shared = [r.id for r in mem.remember_many([f"shared record {i}" for i in range(config.shared)])]
@@ -161,8 +161,8 @@ def _latency(seconds: list[float], wall: float | None = None) -> dict:
 
 
 def _audit(config: SoakConfig, results: list, exitcodes: list[int | None]) -> dict:
+    from qortex_core.agent.api import open_memory
     from qortex_core.embed import make_embedder
-    from qortex_core.memory.api import open_memory
 
     mem = open_memory(config.home, embedder=make_embedder(config.embedder))
     acks = [a for r in results for a in r[0]]

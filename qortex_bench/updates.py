@@ -1,7 +1,7 @@
 """The updates benchmark: does memory answer what is true now, or at the date asked?
 
 ``qortex eval --updates FILE [--home DIR] [--json OUT]``: the file's memories are written with
-:meth:`~qortex_core.memory.api.Memory.remember` in file order (each with its event time), every
+:meth:`~qortex_core.agent.api.Memory.remember` in file order (each with its event time), every
 question is asked top 10 with no relevance cut-off in the default mode (``as_of`` questions
 pass ``as_of=``), first in the fresh tier, then after consolidation in the graph tier. Measures
 per question kind (``current``, ``as_of``, ``unchanged``), as percentages: gold@1 (the top hit
@@ -210,8 +210,8 @@ def run_updates(
     ``as_of``: False asks ``as_of`` questions with ``until=`` instead (the filter alone).
     """
     from qortex_bench.locomo_memory import consolidate_home
+    from qortex_core.agent.api import open_memory
     from qortex_core.ingest.extract import OfflineExtractor
-    from qortex_core.memory.api import open_memory
 
     data = load_updates(path)
     where, tmp = _empty_home(home)

@@ -131,6 +131,13 @@ def add_home(p: argparse.ArgumentParser, nested: bool = False) -> None:
     p.add_argument("--tenant", default=default, help="tenant namespace (default: the home itself)")
 
 
+def add_home_and_json(p: argparse.ArgumentParser, as_json: bool = True) -> None:
+    """``--home``, ``--tenant`` and (unless ``as_json`` is False) ``--json`` to print JSON."""
+    add_home(p)
+    if as_json:
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+
 def home_of(args: argparse.Namespace):
     """The data home ``--home`` and ``--tenant`` name."""
     from qortex_core.storage.tenants import tenant_home

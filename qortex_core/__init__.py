@@ -22,10 +22,10 @@ import typing
 
 # public name -> the module that defines it (add a name here and nowhere else)
 _EXPORTS = {
-    "open": "qortex_core.memory.api:open_memory",
-    "Memory": "qortex_core.memory.api",
-    "open_async": "qortex_core.memory.aio",
-    "AsyncMemory": "qortex_core.memory.aio",
+    "open": "qortex_core.agent.api:open_memory",
+    "Memory": "qortex_core.agent.api",
+    "open_async": "qortex_core.agent.aio",
+    "AsyncMemory": "qortex_core.agent.aio",
     "MemoryRecord": "qortex_core.memory.records",
     "Revision": "qortex_core.memory.records",
     "Retriever": "qortex_core.query.retriever",

@@ -306,7 +306,7 @@ class HashEmbedder:
         import pyarrow.compute as pc
         import scipy.sparse as sp
 
-        from qortex_core.query.arrow_access import string_hashes
+        from qortex_core.storage.arrow_access import string_hashes
 
         words = pc.split_pattern_regex(
             pc.utf8_lower(pa.array(list(texts), pa.string())), pattern=_WORD_BREAK

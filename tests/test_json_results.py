@@ -18,8 +18,8 @@ import pytest
 
 import qortex_core
 from qortex_core.errors import FormatError
+from qortex_core.feedback.events import FeedbackEvent
 from qortex_core.jsonable import JsonRecord
-from qortex_core.memory.feedback import FeedbackEvent
 from qortex_core.ops.archive import ExportReport, export_home
 from qortex_core.ops.archive_import import ImportReport, import_home
 from qortex_core.ops.doctor import Check, DoctorConfig, DoctorReport, diagnose

@@ -1,7 +1,8 @@
 """Structure facts anyone can re-measure: module and function sizes, no import cycle, layering.
 
 Read from the source with ``ast`` (nothing is imported). First-party packages: qortex_core,
-qortex_bench, assets, pipelines, qortex_cli.
+qortex_bench, assets, pipelines, qortex_cli. Imports under ``if TYPE_CHECKING:`` count like any
+other: a cycle or an upward import hidden from the interpreter is still one for a reader.
 """
 
 from __future__ import annotations
@@ -36,23 +37,11 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _type_checking_only(tree: ast.Module) -> set[int]:
-    """Ids of import nodes under ``if TYPE_CHECKING:`` (never executed)."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped |= {id(n) for child in node.body for n in ast.walk(child)}
-    return skipped
-
-
 def imports_of(name: str) -> set[str]:
-    """First-party modules ``name`` imports, at module level or inside functions."""
-    tree = ast.parse(MODULES[name].read_text())
-    skipped = _type_checking_only(tree)
+    """First-party modules ``name`` imports: at module level, inside functions or under
+    ``TYPE_CHECKING``."""
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -141,6 +130,71 @@ def test_qortex_core_imports_nothing_from_the_outer_layers() -> None:
         if name.split(".")[0] == "qortex_core"
     }
     assert {k: v for k, v in found.items() if v} == {}
+
+
+# qortex_core's layers, lowest first: a module may import its own layer and those below it,
+# never one above. Each entry: layer name -> module or package prefixes (longest prefix wins).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("errors", "settings", "redact", "jsonable", "cores")),
+    ("storage", ("storage",)),
+    ("embed/llm", ("embed", "embed_device", "embed_width", "llm")),
+    ("ingest", ("ingest",)),
+    ("memory/feedback", ("memory", "feedback")),
+    ("query", ("query",)),
+    ("agent", ("agent",)),
+    ("ops/serving", ("ops", "serving", "mcp_server")),
+)
+
+
+def layer_of(name: str) -> int | None:
+    """Index in :data:`LAYERS` of a ``qortex_core`` module (``None``: the lazy root package or
+    a module no layer claims)."""
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            full = f"qortex_core.{prefix}"
+            if name == full or name.startswith(full + "."):
+                if best is None or len(full) > best[0]:
+                    best = (len(full), rank)
+    return None if best is None else best[1]
+
+
+def upward_imports() -> list[str]:
+    """``module (layer) -> imported module (higher layer)``, for every qortex_core import that
+    points up the layer order."""
+    found = []
+    for name in MODULES:
+        low = layer_of(name)
+        if low is None:
+            continue
+        for target in sorted(imports_of(name)):
+            high = layer_of(target)
+            if high is not None and high > low:
+                found.append(f"{name} ({LAYERS[low][0]}) -> {target} ({LAYERS[high][0]})")
+    return sorted(found)
+
+
+def test_every_qortex_core_module_has_a_layer() -> None:
+    unplaced = [n for n in MODULES if n.startswith("qortex_core.") and layer_of(n) is None]
+    assert unplaced == []
+
+
+def test_qortex_core_imports_only_down_the_layer_order() -> None:
+    assert upward_imports() == []
+
+
+def test_layer_check_sees_an_upward_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above could fail: storage importing query is reported, query importing
+    storage is not."""
+    fake = {
+        "qortex_core.storage.store": {"qortex_core.query.retriever"},
+        "qortex_core.query.retriever": {"qortex_core.storage.store"},
+    }
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", dict.fromkeys(fake, Path()))
+    monkeypatch.setattr(sys.modules[__name__], "imports_of", lambda name: fake[name])
+    assert upward_imports() == [
+        "qortex_core.storage.store (storage) -> qortex_core.query.retriever (query)"
+    ]
 
 
 def test_resources_are_a_leaf_and_definitions_the_only_root() -> None:

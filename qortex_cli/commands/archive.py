@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from qortex_cli.output import json_text
+from qortex_cli.parsing import add_home_and_json
 
 
 def _home(args: argparse.Namespace):
@@ -62,21 +63,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", help="data home (default: $QORTEX_HOME or ~/.qortex)")
-    p.add_argument("--tenant", help="tenant namespace (default: the home itself)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "export",
         help="write every memory revision, document, feedback event and factor to a JSONL file",
     )
     e.add_argument("out", metavar="OUT", help="the file to write (.jsonl, or .jsonl.gz)")
-    _common(e)
+    add_home_and_json(e)
     e.set_defaults(func=cmd_export)
     i = sub.add_parser("import", help="merge an export file into a home (no duplicates)")
     i.add_argument("file", metavar="FILE", help="a file written by `qortex export`")
-    _common(i)
+    add_home_and_json(i)
     i.set_defaults(func=cmd_import)

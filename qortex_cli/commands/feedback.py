@@ -14,7 +14,7 @@ from qortex_cli.parsing import add_home, home_of
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    from qortex_core.memory.feedback import QueryLog, record_feedback
+    from qortex_core.feedback.events import QueryLog, record_feedback
     from qortex_core.storage.store import LanceStore
     from qortex_core.storage.tenants import validate_tenant
 
@@ -55,7 +55,7 @@ def _fold_with_dagster(home, force: bool) -> dict | None:
 
 
 def cmd_factors_update(args: argparse.Namespace) -> int:
-    from qortex_core.memory.factors import concept_names, update_factors
+    from qortex_core.feedback.factors import concept_names, update_factors
     from qortex_core.storage.store import LanceStore
 
     home = home_of(args)

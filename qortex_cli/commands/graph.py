@@ -1,6 +1,6 @@
 """``qortex graph neighbors|path|entity|export|show``: explore the latest snapshot's graph.
 
-Thin over :class:`~qortex_core.memory.api.Memory` (``neighbors``, ``path``, ``entity``) and
+Thin over :class:`~qortex_core.agent.api.Memory` (``neighbors``, ``path``, ``entity``) and
 :mod:`qortex_core.ops.graph_export`; ``--json`` prints the results' ``to_dict()``.
 """
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from qortex_cli.output import json_text
+from qortex_cli.parsing import add_home_and_json
 
 
 def _memory(args: argparse.Namespace):
@@ -108,13 +109,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser, as_json: bool = True) -> None:
-    p.add_argument("--home", help="data home (default: $QORTEX_HOME or ~/.qortex)")
-    p.add_argument("--tenant", help="tenant namespace (default: the home itself)")
-    if as_json:
-        p.add_argument("--json", action="store_true", help="print JSON")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser("graph", help="explore the graph: neighbours, paths, entities, export")
     verbs = g.add_subparsers(dest="graph_command", required=True)
@@ -122,28 +116,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     n.add_argument("name")
     n.add_argument("--depth", type=int, default=1, help="hops (1..4, default 1)")
     n.add_argument("--limit", type=int, default=30, help="at most this many (default 30)")
-    _common(n)
+    add_home_and_json(n)
     n.set_defaults(func=cmd_neighbors)
     p = verbs.add_parser("path", help="a shortest path between two concepts")
     p.add_argument("source")
     p.add_argument("target")
     p.add_argument("--max-len", type=int, default=4, help="edges at most (1..8, default 4)")
-    _common(p)
+    add_home_and_json(p)
     p.set_defaults(func=cmd_path)
     e = verbs.add_parser("entity", help="the facts about a concept, with their passages")
     e.add_argument("name")
     e.add_argument("--limit", type=int, default=20, help="facts and passages (default 20)")
-    _common(e)
+    add_home_and_json(e)
     e.set_defaults(func=cmd_entity)
     x = verbs.add_parser("export", help="the whole graph as GraphML or JSON")
     x.add_argument("--format", choices=["graphml", "json"], default="json")
     x.add_argument("--out", help="file to write (default: standard output)")
-    _common(x, as_json=False)
+    add_home_and_json(x, as_json=False)
     x.set_defaults(func=cmd_export)
     s = verbs.add_parser("show", help="draw a concept's neighbourhood to a .png or .svg")
     s.add_argument("name")
     s.add_argument("--out", required=True, help="FILE.png or FILE.svg")
     s.add_argument("--depth", type=int, default=2, help="hops (1..4, default 2)")
     s.add_argument("--limit", type=int, default=30, help="concepts drawn (default 30)")
-    _common(s, as_json=False)
+    add_home_and_json(s, as_json=False)
     s.set_defaults(func=cmd_show)

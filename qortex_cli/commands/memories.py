@@ -1,7 +1,7 @@
 """Agent-memory commands: ``qortex remember``, ``update``, ``forget``, ``history``, ``memories``,
 ``consolidate``.
 
-Only ``consolidate`` imports Dagster (when it runs); the others use :mod:`qortex_core.memory.api`.
+Only ``consolidate`` imports Dagster (when it runs); the others use :mod:`qortex_core.agent.api`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from pathlib import Path
 
 from qortex_cli.commands.ingest import plural
 from qortex_cli.output import json_text
+from qortex_cli.parsing import add_home_and_json
 
 
 def _memory(args: argparse.Namespace):
-    from qortex_core.memory.api import Memory, MemoryOptions
+    from qortex_core.agent.api import Memory, MemoryOptions
 
     home = Path(args.home) if args.home else None
     return Memory(home, args.tenant, options=MemoryOptions(channel="cli"))
@@ -148,13 +149,6 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser, as_json: bool = True) -> None:
-    p.add_argument("--home", help="data home (default: $QORTEX_HOME or ~/.qortex)")
-    p.add_argument("--tenant", help="tenant namespace (default: the home itself)")
-    if as_json:
-        p.add_argument("--json", action="store_true", help="print JSON")
-
-
 def _expected_revision(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--expected-revision",
@@ -171,7 +165,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--domain", help="domain (default: default)")
     r.add_argument("--source", help="where the memory came from")
     r.add_argument("--metadata", help="a JSON object stored with the memory")
-    _common(r)
+    add_home_and_json(r)
     r.set_defaults(func=cmd_remember)
 
     u = sub.add_parser("update", help="write a new revision of a memory")
@@ -181,18 +175,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     u.add_argument("text")
     u.add_argument("--time", help="new event time, ISO 8601 (default: keep)")
     _expected_revision(u)
-    _common(u)
+    add_home_and_json(u)
     u.set_defaults(func=cmd_update)
 
     f = sub.add_parser("forget", help="take a memory or a file's passage out of search")
     f.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
     _expected_revision(f)
-    _common(f)
+    add_home_and_json(f)
     f.set_defaults(func=cmd_forget)
 
     h = sub.add_parser("history", help="every revision of a memory")
     h.add_argument("id", help="a memory id (m_...) or a passage id (p_...)")
-    _common(h)
+    add_home_and_json(h)
     h.set_defaults(func=cmd_history)
 
     m = sub.add_parser("memories", help="list live written memories, newest first")
@@ -205,10 +199,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also statements a later one superseded (with the link)",
     )
-    _common(m)
+    add_home_and_json(m)
     m.set_defaults(func=cmd_memories)
 
     c = sub.add_parser("consolidate", help="move written memories into the graph (Dagster job)")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    _common(c)
+    add_home_and_json(c)
     c.set_defaults(func=cmd_consolidate)

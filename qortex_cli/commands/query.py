@@ -40,7 +40,7 @@ def _only_memories(args: argparse.Namespace) -> bool:
 
 def _ask_memories(args: argparse.Namespace, filters: dict | None):
     """The fresh tier's answer before the first snapshot (see :func:`_only_memories`)."""
-    from qortex_core.memory.api import Memory, MemoryOptions
+    from qortex_core.agent.api import Memory, MemoryOptions
 
     memory = Memory(args.home, args.tenant, options=MemoryOptions(channel="cli"))
     return memory.search(
@@ -53,8 +53,8 @@ def _ask_memories(args: argparse.Namespace, filters: dict | None):
 def _ask(args: argparse.Namespace):
     """The query's result: from the latest (or pinned) snapshot and the fresh tier, or from the
     fresh tier alone before the first snapshot."""
+    from qortex_core.agent.current import current_query
     from qortex_core.memory.asked_time import moment_of
-    from qortex_core.memory.current import current_query
     from qortex_core.memory.records import parse_time
     from qortex_core.query.filters import parse_filters
     from qortex_core.query.retriever import Retriever

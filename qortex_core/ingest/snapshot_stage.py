@@ -29,7 +29,6 @@ from qortex_core.ingest.snapshot_read import Merge, fact_texts, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
-from qortex_core.query.symmetry import check_symmetric, weighted_degree
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -41,6 +40,7 @@ from qortex_core.storage.store import (
     SYNONYMS,
     LanceStore,
 )
+from qortex_core.storage.symmetry import check_symmetric, weighted_degree
 
 
 # -- snapshot -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Options of :class:`~qortex_core.memory.api.Memory`."""
+"""Options of :class:`~qortex_core.agent.api.Memory`."""
 
 from __future__ import annotations
 

@@ -2,5 +2,5 @@
 same
 functions).
 
-May import everything in ``qortex_core``.
+The top layer (with ``serving``): may import everything in ``qortex_core``.
 """

@@ -130,8 +130,8 @@ def export_home(home: str | Path, out: Path) -> ExportReport:
 
 def empty_like(name: str, dim: int = 0) -> pa.Schema:
     """The Arrow schema rows of ``name`` are imported with (``dim``: the memories' vectors)."""
-    from qortex_core.memory.factors import FACTOR_SCHEMA
-    from qortex_core.memory.feedback import EVENT_SCHEMA
+    from qortex_core.feedback.events import EVENT_SCHEMA
+    from qortex_core.feedback.factors import FACTOR_SCHEMA
 
     if name == MEMORIES:  # as :func:`~qortex_core.memory.records.revision_rows` writes them
         text = [(c, pa.string()) for c in MEMORY_TEXT]

@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import DatasetError
+from qortex_core.feedback.events import KINDS
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.jsonable import JsonRecord
-from qortex_core.memory.feedback import KINDS
 from qortex_core.memory.records import MEMORIES, MemoryTable
 from qortex_core.memory.timeline import LINK_OP
 from qortex_core.ops.archive import FORMAT, TABLES, VERSION, empty_like, open_text
@@ -263,7 +263,7 @@ def _merge_memories(store: LanceStore, table: pa.Table) -> tuple[int, int, int]:
 
 def _factors(store: LanceStore, table: pa.Table, had_events: bool, added_events: int) -> str:
     """Copy the exported factors into a home without feedback, else re-fold the events."""
-    from qortex_core.memory.factors import update_factors
+    from qortex_core.feedback.factors import update_factors
 
     if not had_events and store.count(FACTORS) == 0:
         if table.num_rows == 0:

@@ -1,6 +1,9 @@
-"""The query path: retriever, modes (one module each, :mod:`.modes`), seeding, PPR, fusion,
-rules, scoring profiles, hit assembly and the recognition filter.
+"""The query path: the retriever, modes (one module each, routing in :mod:`.modes.auto`, the
+graph walk in :mod:`.modes.walk`), seeding (:mod:`.seeding`), scoring helpers
+(:mod:`.scoring`), PPR (:mod:`.ppr`), fusion, rules, scoring profiles, hit assembly, the fresh
+tier (:mod:`.fresh_tier`) and the recognition filter.
 
-May import: ``storage``, ``memory``, ``llm``, ``embed``, ``redact``, ``errors``, ``settings``.
-Never imports ``ingest``.
+Layer: above ``memory`` and ``feedback``. May import ``storage``, ``embed``, ``llm``,
+``ingest``, ``memory``, ``feedback``, ``redact``, ``errors``, ``settings``; never ``agent``,
+``ops`` or ``serving``.
 """

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from qortex_core.query import fusion
 from qortex_core.query.attribution import AttributionConfig
-from qortex_core.query.ppr import PPRConfig, query_threads
+from qortex_core.query.ppr.solve import PPRConfig, query_threads
 from qortex_core.query.relevance import RelevanceConfig
 
 
@@ -100,13 +100,15 @@ class RetrievalConfig:
             graph modes never lose dense retrieval's top hit; when feedback judged that passage
             down, nothing is lifted and the walk ranks (False: rank by the final score alone).
         ppr: damping, tolerance and iteration cap. The certified L1 tolerance is 1e-4, not
-            :class:`~qortex_core.query.ppr.PPRConfig`'s 1e-7: on musique_100 every top-10 is the
-            same down to 3e-4 (1e-3 changes 2 of 100), and at 100k passages the solve takes
-            about 4 matrix products instead of 9. Products of graphs with 200,000 stored
-            edges or more are split over ``query_threads()`` threads (the cores this process
-            may use, at most 4; each row block is computed as a whole product would, so the
-            scores are the same): 408 -> 297 ms p50 for a 300k-passage hipporag query on 2 cores.
-        hybrid: dense + graph fusion and ``auto`` routing (:mod:`qortex_core.query.fusion`).
+            :class:`~qortex_core.query.ppr.solve.PPRConfig`'s 1e-7: on musique_100 every
+            top-10 is the same down to 3e-4 (1e-3 changes 2 of 100), and at 100k passages
+            the solve takes about 4 matrix products instead of 9. Products of graphs with
+            200,000 stored edges or more are split over ``query_threads()`` threads (the
+            cores this process may use, at most 4; each row block is computed as a whole
+            product would, so the scores are the same): 408 -> 297 ms p50 for a 300k-passage
+            hipporag query on 2 cores.
+        hybrid: dense + graph fusion (:mod:`qortex_core.query.fusion`) and ``auto``'s routing
+            threshold (:func:`qortex_core.query.modes.auto.route`).
         fulltext: the lexical (BM25) channel: the ``lexical`` mode, its share in ``hybrid``
             and its teleport mass in the walk (:class:`FullTextConfig`).
         textwalk: the walk seeded by the best text passages (:class:`TextWalkConfig`).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from qortex_core.query.seeding import FactSources, cosine, link_scores, top_indices
+from qortex_core.query.scoring import FactSources, cosine, link_scores, top_indices
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Hybrid retrieval: dense and graph passage scores fused, and the ``auto`` mode's routing."""
+"""Hybrid retrieval: dense and graph passage scores fused.
+
+``auto``'s routing, which reads :class:`FusionConfig`'s threshold, is in :mod:`.modes.auto`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qortex_core.query.seeding import min_max, top_indices
+from qortex_core.query.scoring import min_max, top_indices
 
 
 @dataclass(frozen=True)
@@ -36,28 +39,3 @@ def fuse(
     agree = set(top_indices(dense, k).tolist()) & set(top_indices(graph, k).tolist())
     confidence = len(agree) / k if k else 0.0
     return fused.astype(np.float32), float(confidence)
-
-
-_HOW = {
-    "dense": "dense retrieval",
-    "hybrid": "dense + graph fused",
-    "text": "dense + BM25 fused",
-    "hipporag": "graph walk",
-}
-
-
-def route(
-    best_fact_cosine: float | None,
-    config: FusionConfig = FusionConfig(),
-    weak: str = "hybrid",
-    none: str = "dense",
-) -> tuple[str, str]:
-    """The mode ``auto`` takes and why: the graph walk when the best linked fact reaches
-    ``graph_threshold``, ``weak`` below it, ``none`` when no fact links."""
-    if best_fact_cosine is None:
-        return none, f"auto: no seed fact linked, {_HOW.get(none, none)}"
-    if best_fact_cosine >= config.graph_threshold:
-        at = f"{best_fact_cosine:.2f} >= {config.graph_threshold}"
-        return "hipporag", f"auto: best fact cosine {at}, graph walk"
-    at = f"{best_fact_cosine:.2f} < {config.graph_threshold}"
-    return weak, f"auto: best fact cosine {at}, {_HOW.get(weak, weak)}"

@@ -7,12 +7,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qortex_core.query import profiles
-from qortex_core.query.linking import Seeding
 from qortex_core.query.liveness import Liveness
 from qortex_core.query.modes.base import QueryContext, Ranking, Walked
 from qortex_core.query.results import ConceptHit, PassageHit, Seed
 from qortex_core.query.rules import rank_rules, rule_cosine
-from qortex_core.query.seeding import top_indices
+from qortex_core.query.scoring import top_indices
+from qortex_core.query.seeding import Seeding
 from qortex_core.query.snapshot_view import SnapshotView
 
 

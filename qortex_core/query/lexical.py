@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from qortex_core.query.arrow_access import ArrowStrings, HashLookup
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage import fulltext
+from qortex_core.storage.arrow_access import ArrowStrings, HashLookup
 
 _log = logging.getLogger(__name__)
 

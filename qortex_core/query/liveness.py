@@ -1,7 +1,7 @@
 """What of a snapshot a live passage still backs, once passages are hidden.
 
 Forgetting a memory (or a file passage, or updating a memory past a passage) hides its
-passages at once, before any consolidation (:mod:`qortex_core.memory.tier`). Whatever came
+passages at once, before any consolidation (:mod:`qortex_core.query.fresh_tier`). Whatever came
 only from those passages must go with them: a fact all of whose source passages are hidden
 neither links to a query nor names a seed; a concept no live passage contains (nor any live
 fact names) is not a seed, a result concept or a rule's reason; a rule all of whose source
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qortex_core.query.csr_views import rows_listing
+from qortex_core.query.ppr.csr_views import rows_listing
 from qortex_core.query.snapshot_view import SnapshotView
 
 

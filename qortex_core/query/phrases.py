@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.query.arrow_access import large_strings
 from qortex_core.storage import ids
+from qortex_core.storage.arrow_access import large_strings
 
 _STOP = frozenset(
     """a an the of in on at to for from by with and or is was were are be been who what which

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
 from qortex_core.storage.source_files import load_json, read_bounded
@@ -156,28 +155,6 @@ def get_profile(
 
 
 # -- components ---------------------------------------------------------------------------
-def salience(passage_phrases: sp.csr_matrix) -> np.ndarray:
-    """log-scaled number of concepts in each passage, in [0, 1]."""
-    degree = np.asarray(passage_phrases.getnnz(axis=1), dtype=np.float64)  # (n_passages,)
-    top = float(degree.max()) if degree.size else 0.0
-    return (
-        (np.log1p(degree) / math.log1p(top)).astype(np.float32)
-        if top > 0
-        else np.zeros(degree.size, np.float32)
-    )
-
-
-def preference(
-    passage_phrases: sp.csr_matrix, phrase_factors: np.ndarray, upper: float = 10.0
-) -> np.ndarray:
-    """Mean log learned factor of each passage's concepts mapped to [0, 1]; 0.5 is neutral."""
-    logs = np.log(np.maximum(np.asarray(phrase_factors, dtype=np.float64), 1e-12))  # (n_phrases,)
-    binary = passage_phrases.astype(bool).astype(np.float64)
-    count = np.asarray(binary.sum(axis=1)).ravel()
-    mean = np.divide(binary @ logs, count, out=np.zeros(count.size), where=count > 0)
-    return np.clip(0.5 + mean / (2 * math.log(upper)), 0.0, 1.0).astype(np.float32)
-
-
 def recency(
     timestamps: np.ndarray | None, n: int, half_life_days: float, now: dt.datetime | None = None
 ) -> np.ndarray:

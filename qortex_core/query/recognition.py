@@ -34,7 +34,7 @@ from qortex_core.llm.client import (
     register_secret,
     root_cause,
 )
-from qortex_core.query.seeding import top_indices
+from qortex_core.query.scoring import top_indices
 from qortex_core.redact import redact
 from qortex_core.storage import ids
 

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from qortex_core.embed import Embedder, make_embedder
-from qortex_core.memory.feedback import FeedbackEvent, ResultTrace, now
+from qortex_core.feedback.events import FeedbackEvent, ResultTrace, now
+from qortex_core.feedback.learned import LearnedFeedback, LearnedFeedbackConfig
 from qortex_core.memory.fresh import MemoryState
-from qortex_core.memory.learned import LearnedMemory, MemoryConfig
-from qortex_core.memory.tier import FreshTier
 from qortex_core.query import attribution, hits, modes, profiles, relevance
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.embedder_check import check_embedder
 from qortex_core.query.filters import MetadataFilter, Only, parse_filters
+from qortex_core.query.fresh_tier import FreshTier
 from qortex_core.query.lexical import LexicalIndex
-from qortex_core.query.linking import Seeding
-from qortex_core.query.ppr import fast_walk
+from qortex_core.query.ppr.solve import fast_walk
 from qortex_core.query.results import ConceptHit, PassageHit, QueryResult, Seed
-from qortex_core.query.seeding import cosine
+from qortex_core.query.scoring import cosine
+from qortex_core.query.seeding import Seeding
 from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.query.validation import (
     MAX_QUERY_CHARS,
@@ -84,7 +84,7 @@ class Retriever:
         config: RetrievalConfig = RetrievalConfig(),
         store=None,
         tenant: str = "default",
-        memory: MemoryConfig = MemoryConfig(),
+        memory: LearnedFeedbackConfig = LearnedFeedbackConfig(),
         home: str | Path | None = None,
         recognizer: Recognizer | None = None,
         fresh: FreshTier | None = None,
@@ -101,7 +101,9 @@ class Retriever:
         self.walk = fast_walk(self.view.adjacency, background=background, degree=self.view.degree)
         self.home, self.tenant = home, tenant
         phrase_ids = self.view.node_ids[: self.view.n_phrases]
-        self.memory = LearnedMemory(store, phrase_ids, self.view.passage_phrases(), tenant, memory)
+        self.memory = LearnedFeedback(
+            store, phrase_ids, self.view.passage_phrases(), tenant, memory
+        )
         manifest_path = snapshot.path / "manifest.json" if snapshot.path else None
         self.lexical = LexicalIndex.open(
             getattr(store, "db", None), self.view, snapshot.manifest, manifest_path
@@ -125,7 +127,7 @@ class Retriever:
         version: str | None = None,
         verify: bool = True,
         tenant: str | None = None,
-        memory: MemoryConfig = MemoryConfig(),
+        memory: LearnedFeedbackConfig = LearnedFeedbackConfig(),
         recognizer: Recognizer | None = None,
         state: MemoryState | None = None,
     ) -> "Retriever":
@@ -133,7 +135,7 @@ class Retriever:
 
         A corrupt latest snapshot is skipped for the newest good one before it; ``warning``
         then says so, and every result of :meth:`query` carries it in ``fallback``.
-        ``state``: the memories state of an open :class:`~qortex_core.memory.api.Memory`.
+        ``state``: the memories state of an open :class:`~qortex_core.agent.api.Memory`.
         """
         from qortex_core.storage.store import LanceStore, default_home
         from qortex_core.storage.tenants import tenant_home, validate_tenant

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 import numba
 import numpy as np
 import pyarrow as pa
 
 from qortex_core.jsonable import JsonRecord
-from qortex_core.query.csr_views import rows_listing
-from qortex_core.query.seeding import cosine_at, top_indices
+from qortex_core.query.ppr.csr_views import rows_listing
+from qortex_core.query.scoring import cosine_at, top_indices
 
-if TYPE_CHECKING:
-    from qortex_core.query.liveness import Liveness
+
+class LiveMask(Protocol):
+    """What :func:`rank_rules` reads of a :class:`~qortex_core.query.liveness.Liveness` (named
+    here: liveness reads the snapshot view, which holds this module's :class:`RuleIndex`)."""
+
+    @property
+    def phrases(self) -> np.ndarray: ...
+
+    @property
+    def rules(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,7 @@ def rank_rules(
     top_k: int,
     domains: Sequence[str] | None = None,
     min_relative: float = 0.01,
-    live: Liveness | None = None,
+    live: LiveMask | None = None,
 ) -> list[RuleHit]:
     """The ``top_k`` rules by their best concept's score (ties by confidence), domain-filtered.
 

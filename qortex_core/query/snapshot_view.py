@@ -9,14 +9,14 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from qortex_core.query.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
-from qortex_core.query.csr_views import compressed_view
 from qortex_core.query.fact_index import FactIndex
 from qortex_core.query.phrases import phrase_key, phrase_keys
+from qortex_core.query.ppr.csr_views import compressed_view
 from qortex_core.query.rules import RuleIndex
-from qortex_core.query.seeding import FactSources
+from qortex_core.query.scoring import FactSources
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
+from qortex_core.storage.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
 
 

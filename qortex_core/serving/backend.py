@@ -1,9 +1,9 @@
-"""What the MCP tools call: one :class:`~qortex_core.memory.aio.AsyncMemory` per tenant.
+"""What the MCP tools call: one :class:`~qortex_core.agent.aio.AsyncMemory` per tenant.
 
 The embedder loads on a background thread started with the server (:class:`WarmEmbedder`), so
 ``initialize`` and ``tools/list`` answer at once; the first call that embeds waits for it. Each
 tenant's memory runs its calls one at a time on its own worker thread (a
-:class:`~qortex_core.memory.api.Memory` is not for several threads at once); tenants run in
+:class:`~qortex_core.agent.api.Memory` is not for several threads at once); tenants run in
 parallel and share the one model.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from qortex_core.embed import Embedder
 
 if TYPE_CHECKING:  # the memory API loads on the first call, not at server start
-    from qortex_core.memory.aio import AsyncMemory
+    from qortex_core.agent.aio import AsyncMemory
 
 
 class WarmEmbedder:
@@ -102,8 +102,8 @@ class Tenants:
         return found if found is not None else await asyncio.to_thread(self._open, tenant)
 
     def _open(self, tenant: str) -> AsyncMemory:
-        from qortex_core.memory.aio import AsyncMemory
-        from qortex_core.memory.api import Memory, MemoryOptions
+        from qortex_core.agent.aio import AsyncMemory
+        from qortex_core.agent.api import Memory, MemoryOptions
 
         with self._lock:
             if tenant not in self._memories:

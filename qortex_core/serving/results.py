@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qortex_core.feedback.events import FeedbackEvent
 from qortex_core.jsonable import JsonRecord
-from qortex_core.memory.feedback import FeedbackEvent
 from qortex_core.memory.records import MemoryRecord, Revision
 
 

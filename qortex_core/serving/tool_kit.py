@@ -22,7 +22,7 @@ from qortex_core.jsonable import JsonRecord
 from qortex_core.serving.backend import Tenants
 
 if TYPE_CHECKING:  # the memory API loads on the first call, not at server start
-    from qortex_core.memory.aio import AsyncMemory
+    from qortex_core.agent.aio import AsyncMemory
 
 T = TypeVar("T")
 

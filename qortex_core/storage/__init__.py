@@ -2,5 +2,7 @@
 retention.
 
 May import: ``qortex_core.errors``, ``qortex_core.settings`` and third-party storage libraries.
-Never imports ``ingest``, ``query``, ``memory`` or ``ops``.
+The lowest layer: never imports ``embed``, ``llm``, ``ingest``, ``memory``, ``query`` or
+``ops``. Also holds format-level helpers every layer reads: Arrow column access
+(:mod:`.arrow_access`) and adjacency symmetry checks (:mod:`.symmetry`).
 """

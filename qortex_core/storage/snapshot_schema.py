@@ -12,16 +12,29 @@ Nodes are phrases (concepts) ``[0, n_phrases)`` then passages ``[n_phrases, n_no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
 
-if TYPE_CHECKING:
-    from qortex_core.storage.snapshot import Snapshot
+
+class LoadedSnapshot(Protocol):
+    """What :meth:`SnapshotArrays.of` and :meth:`SnapshotTables.of` read of a loaded
+    :class:`~qortex_core.storage.snapshot.Snapshot` (named here so this module, which that one
+    imports, does not import it back)."""
+
+    @property
+    def arrays(self) -> Mapping[str, np.ndarray]: ...
+
+    @property
+    def tables(self) -> Mapping[str, pa.Table]: ...
+
+    @property
+    def manifest(self) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +88,7 @@ class SnapshotArrays:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def of(cls, snapshot: Snapshot) -> SnapshotArrays:
+    def of(cls, snapshot: LoadedSnapshot) -> SnapshotArrays:
         """The typed arrays of a loaded snapshot (no copy).
 
         Raises:
@@ -108,7 +121,7 @@ class SnapshotTables:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def of(cls, snapshot: Snapshot) -> SnapshotTables:
+    def of(cls, snapshot: LoadedSnapshot) -> SnapshotTables:
         """The typed tables of a loaded snapshot.
 
         Raises:
@@ -147,7 +160,9 @@ COUNT_NAMES = tuple(f.name for f in fields(SnapshotCounts))
 REQUIRED_KEYS = ("name", "version", "embedding_model", "counts", "files")
 
 
-def _pick(found: dict[str, Any], names: tuple[str, ...], what: str, snapshot: Snapshot) -> dict:
+def _pick(
+    found: Mapping[str, Any], names: tuple[str, ...], what: str, snapshot: LoadedSnapshot
+) -> dict:
     missing = [n for n in names if n not in found]
     if missing:
         name = snapshot.manifest.get("name") or "in memory"

@@ -17,8 +17,8 @@ from qortex_bench.ablation import (
 )
 from qortex_bench.datasets import load_questions
 from qortex_core.query.retriever import RetrievalConfig
-from qortex_core.query.symmetry import weighted_degree
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.symmetry import weighted_degree
 
 
 def _snapshot_with_synonyms() -> snap.Snapshot:

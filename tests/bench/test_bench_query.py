@@ -8,7 +8,7 @@ import numpy as np
 from conftest import BRIDGE_QUESTION
 
 from qortex_bench import ppr_query_bench as qb
-from qortex_core.query.ppr import personalized_pagerank
+from qortex_core.query.ppr.solve import personalized_pagerank
 from qortex_core.query.retriever import Retriever
 
 

@@ -10,7 +10,7 @@ import pytest
 from qortex_bench.locomo import LocomoSetup, load_conversation, run_locomo
 from qortex_bench.locomo_memory import turn_times
 from qortex_cli.main import main
-from qortex_core.memory.api import open_memory
+from qortex_core.agent.api import open_memory
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.tenants import tenant_home
 

@@ -16,10 +16,10 @@ from recognition_loopback import RecognitionLoopback
 
 from pipelines.resources import EmbedderResource
 from qortex_cli.runs.local import run_ingest
+from qortex_core.agent.api import open_memory
 from qortex_core.embed import OpenAIEmbedder, OpenAIEmbedderConfig
 from qortex_core.errors import ConfigError
 from qortex_core.llm.client import LLMConfig
-from qortex_core.memory.api import open_memory
 from qortex_core.query.recognition import LLMRecognizer, RecognitionConfig
 from qortex_core.query.retriever import Retriever
 from qortex_core.redact import MARK

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from qortex_cli.main import main
-from qortex_core.memory.factors import load_factors
+from qortex_core.feedback.factors import load_factors
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore
 

@@ -9,8 +9,8 @@ from pipelines.definitions import build_definitions
 from pipelines.resources import StoreResource
 from pipelines.sensors import make_feedback_sensor
 from qortex_cli.runs.local import materialize_factors
-from qortex_core.memory.factors import load_factors
-from qortex_core.memory.feedback import QueryLog, ResultTrace, record_feedback
+from qortex_core.feedback.events import QueryLog, ResultTrace, record_feedback
+from qortex_core.feedback.factors import load_factors
 from qortex_core.storage.store import LanceStore
 
 

@@ -11,21 +11,21 @@ import sys
 import pytest
 
 from qortex_core.errors import ConfigError, QueryError
-from qortex_core.memory.factors import (
-    FactorCache,
-    FactorConfig,
-    extremes,
-    fold,
-    load_factors,
-    update_factors,
-)
-from qortex_core.memory.feedback import (
+from qortex_core.feedback.events import (
     FeedbackConfig,
     FeedbackEvent,
     QueryLog,
     ResultTrace,
     read_events,
     record_feedback,
+)
+from qortex_core.feedback.factors import (
+    FactorCache,
+    FactorConfig,
+    extremes,
+    fold,
+    load_factors,
+    update_factors,
 )
 from qortex_core.storage.store import LanceStore
 
@@ -84,7 +84,7 @@ def test_extremes_split_boosted_and_suppressed():
 
 RECORD_AND_EXIT = """
 import sys
-from qortex_core.memory.feedback import QueryLog, ResultTrace
+from qortex_core.feedback.events import QueryLog, ResultTrace
 from qortex_core.storage.store import LanceStore
 QueryLog(LanceStore.open(sys.argv[1])).record(
     "q_1", "v1", [ResultTrace("p_a", "passage", ("c_x", "c_y")), ResultTrace("r_b", "rule", ("c_z",))])
@@ -196,7 +196,7 @@ def test_appends_from_several_processes_are_all_kept(tmp_path):
 def test_query_log_retention_drops_only_old_traces(tmp_path):
     import pyarrow as pa
 
-    from qortex_core.memory.feedback import LOG_SCHEMA, now
+    from qortex_core.feedback.events import LOG_SCHEMA, now
     from qortex_core.storage.retention import prune_query_log
 
     store = LanceStore.open(tmp_path)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from qortex_core.errors import QueryError
-from qortex_core.memory.factors import load_factors, update_factors
-from qortex_core.memory.feedback import read_events
-from qortex_core.memory.learned import MemoryConfig
+from qortex_core.feedback.events import read_events
+from qortex_core.feedback.factors import load_factors, update_factors
+from qortex_core.feedback.learned import LearnedFeedbackConfig
 from qortex_core.query.retriever import RetrievalConfig, Retriever
 from qortex_core.storage.store import LanceStore
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from memory_corpus import corpus, ingest  # noqa: E402
 
 QUERY = "Who services the Orion Pump?"
-LIVE = MemoryConfig(factor_refresh_s=0.0)  # check the factors table on every query
+LIVE = LearnedFeedbackConfig(factor_refresh_s=0.0)  # check the factors table on every query
 WALK = RetrievalConfig(dense_first=False)  # rank by the walk alone: what the factors move
 
 
@@ -161,7 +161,7 @@ def test_modes_and_profiles(home, embedder):
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from qortex_core.memory.feedback import QueryLog, ResultTrace, record_feedback
+    from qortex_core.feedback.events import QueryLog, ResultTrace, record_feedback
     from qortex_core.storage.store import LanceStore
     store = LanceStore.open(sys.argv[1])
     log = QueryLog(store)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from qortex_core.errors import ConfigError, QueryError
-from qortex_core.memory.factors import load_factors
+from qortex_core.feedback.factors import load_factors
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage.store import LanceStore
 from qortex_core.storage.tenants import list_tenants, tenant_home

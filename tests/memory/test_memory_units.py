@@ -8,7 +8,9 @@ import pytest
 import scipy.sparse as sp
 
 from qortex_core.errors import ConfigError
+from qortex_core.feedback import learned
 from qortex_core.query import fusion, profiles
+from qortex_core.query.modes import auto
 from qortex_core.query.rules import RuleIndex, rank_rules, rule_scores
 
 NODE_IDS = ["c_a", "c_b", "c_c", "c_d"]
@@ -77,8 +79,8 @@ def test_fusion_confidence_is_top_k_agreement():
     assert same == 1.0 and int(np.argmax(fused)) == 19
     _, opposite = fusion.fuse(a, -a, fusion.FusionConfig(agreement_k=5))
     assert opposite == 0.0
-    assert fusion.route(None)[0] == "dense"
-    assert fusion.route(0.9)[0] == "hipporag" and fusion.route(0.3)[0] == "hybrid"
+    assert auto.route(None)[0] == "dense"
+    assert auto.route(0.9)[0] == "hipporag" and auto.route(0.3)[0] == "hybrid"
 
 
 def test_profiles_from_configuration(tmp_path):
@@ -122,7 +124,7 @@ def test_rules_beyond_top_k_are_ranked_as_a_full_sort_would():
 def test_cosine_at_gathers_in_blocks_and_gives_the_products_bits(tmp_path, d):
     from threadpoolctl import threadpool_limits
 
-    from qortex_core.query.seeding import cosine, cosine_at
+    from qortex_core.query.scoring import cosine, cosine_at
 
     rng = np.random.default_rng(d)
     v = rng.standard_normal((30_000, d)).astype(np.float32)
@@ -162,7 +164,7 @@ def test_combine_weights_components():
 
 def test_preference_maps_factors_to_unit_interval():
     passage_phrases = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0]], np.float32))
-    pref = profiles.preference(passage_phrases, np.array([10.0, 10.0, 0.1]), upper=10.0)
+    pref = learned.preference(passage_phrases, np.array([10.0, 10.0, 0.1]), upper=10.0)
     assert pref.tolist() == pytest.approx([1.0, 0.0, 0.5])
 
 

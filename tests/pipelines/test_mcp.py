@@ -11,7 +11,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 
-from qortex_core.memory.feedback import read_events
+from qortex_core.feedback.events import read_events
 from qortex_core.storage.store import LanceStore
 
 sys.path.insert(0, str(Path(__file__).parent))

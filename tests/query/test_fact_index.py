@@ -15,9 +15,9 @@ from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_index, build_snapshot
 from qortex_core.query.fact_index import outside
-from qortex_core.query.linking import link_facts
 from qortex_core.query.retriever import Retriever
-from qortex_core.query.seeding import cosine, min_max
+from qortex_core.query.scoring import cosine, min_max
+from qortex_core.query.seeding import link_facts
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_shapes import shape_problems
 from qortex_core.storage.store import LanceStore

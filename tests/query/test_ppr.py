@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk, walk_matrix
+from qortex_core.query.ppr.solve import (
+    PPRConfig,
+    personalized_pagerank,
+    symmetric_walk,
+    walk_matrix,
+)
 
 HALF = PPRConfig(damping=0.5, tol=1e-9, max_iter=500)
 

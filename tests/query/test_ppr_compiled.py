@@ -11,9 +11,9 @@ import pytest
 import scipy.sparse as sp
 
 from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk
-from qortex_core.query.ppr_cg import conjugate_gradient
-from qortex_core.query.ppr_fused import fused_pagerank
+from qortex_core.query.ppr.cg import conjugate_gradient
+from qortex_core.query.ppr.fused import fused_pagerank
+from qortex_core.query.ppr.solve import PPRConfig, personalized_pagerank, symmetric_walk
 from tests.query.test_ppr_fast import exact_ppr, random_symmetric
 
 NUMPY = PPRConfig(compiled=False)
@@ -95,7 +95,7 @@ def test_the_teleport_is_left_alone_and_zero_teleport_gives_zeros(graph):
 
 def test_importing_the_library_does_not_load_numba():
     code = (
-        "import json, sys, qortex_core, qortex_core.query.ppr, qortex_core.query.ppr_fused\n"
+        "import json, sys, qortex_core, qortex_core.query.ppr.solve, qortex_core.query.ppr.fused\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'numba')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

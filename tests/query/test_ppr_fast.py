@@ -9,14 +9,14 @@ import pytest
 import scipy.sparse as sp
 
 from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
-from qortex_core.query.ppr import (
+from qortex_core.query.ppr.cg import conjugate_gradient
+from qortex_core.query.ppr.solve import (
     PPRConfig,
     SymmetricWalk,
     personalized_pagerank,
     symmetric_walk,
     walk_matrix,
 )
-from qortex_core.query.ppr_cg import conjugate_gradient
 
 
 def exact_ppr(adjacency: np.ndarray, teleport: np.ndarray, damping: float = 0.5) -> np.ndarray:
@@ -178,7 +178,7 @@ def test_threaded_products_equal_single_threaded():
 
 
 def test_fast_walk_picks_the_symmetric_solver_only_for_undirected_graphs():
-    from qortex_core.query.ppr import fast_walk
+    from qortex_core.query.ppr.solve import fast_walk
 
     a = random_symmetric(15, 0.3, 9)
     assert isinstance(fast_walk(sp.csr_matrix(a)), SymmetricWalk)
@@ -247,7 +247,7 @@ def test_sparse_first_product_reads_only_background_and_seed_rows(hippo):
 
 
 def test_row_views_share_the_adjacency_arrays():
-    from qortex_core.query.csr_views import row_blocks
+    from qortex_core.query.ppr.csr_views import row_blocks
 
     graph = synthetic_graph(3000, 120_000, seed=12)
     background = np.zeros(graph.n_nodes, np.float32)
@@ -262,8 +262,8 @@ def test_row_views_share_the_adjacency_arrays():
 
 
 def test_split_products_are_bit_identical_so_the_retriever_may_use_every_core(monkeypatch):
-    from qortex_core.query import ppr
     from qortex_core.query.config import RetrievalConfig
+    from qortex_core.query.ppr import solve as ppr
 
     graph = synthetic_graph(3000, 120_000, seed=9)
     walk = symmetric_walk(graph.adjacency)

@@ -10,7 +10,7 @@ from test_ppr_fast import exact_ppr, random_symmetric
 
 from qortex_bench.bench_graphs import synthetic_graph, synthetic_teleports
 from qortex_core.ingest.graph import hub_first_order, hub_first_tables, permute_symmetric
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk
+from qortex_core.query.ppr.solve import PPRConfig, personalized_pagerank, symmetric_walk
 
 
 @pytest.mark.parametrize("damping", [0.3, 0.5, 0.85])

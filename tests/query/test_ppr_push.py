@@ -11,9 +11,9 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from qortex_core.query import ppr_push
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank, symmetric_walk
-from qortex_core.query.ppr_push import push_pagerank
+from qortex_core.query.ppr import push as ppr_push
+from qortex_core.query.ppr.push import push_pagerank
+from qortex_core.query.ppr.solve import PPRConfig, personalized_pagerank, symmetric_walk
 
 DAMPING = 0.5
 

@@ -7,8 +7,8 @@ import dataclasses
 
 import numpy as np
 
-from qortex_core.query.ppr import PPRConfig, personalized_pagerank
-from qortex_core.query.ppr_cg import conjugate_gradient
+from qortex_core.query.ppr.cg import conjugate_gradient
+from qortex_core.query.ppr.solve import PPRConfig, personalized_pagerank
 from qortex_core.query.retriever import Retriever
 from tests.conftest import TOY_QUESTIONS
 from tests.query.test_ppr_fast import exact_ppr

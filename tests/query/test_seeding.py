@@ -13,7 +13,7 @@ from qortex_core.errors import SnapshotError
 from qortex_core.ingest.graph import fact_passage_csr
 from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.query.retriever import RetrievalConfig, Retriever
-from qortex_core.query.seeding import (
+from qortex_core.query.scoring import (
     FactSources,
     dense_first,
     link_scores,
@@ -238,7 +238,7 @@ def test_verbatim_seeds_use_passage_text_frequency(toy_home, embedder):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_large_cosine_split_over_threads_equals_one_product(threads, monkeypatch):
-    from qortex_core.query import seeding
+    from qortex_core.query import scoring as seeding
 
     rng = np.random.default_rng(threads)
     matrix = rng.standard_normal((140_001, 64)).astype(np.float32)  # >= 2^23 floats: split
@@ -280,7 +280,7 @@ def test_a_seedings_support_holds_every_teleport_non_zero(
 
 
 def test_passage_seeds_keep_the_most_similar_passages_at_their_full_min_max():
-    from qortex_core.query.seeding import min_max, teleport_vector
+    from qortex_core.query.scoring import min_max, teleport_vector
 
     rng = np.random.default_rng(3)
     phrases = rng.random(5).astype(np.float32)
@@ -297,7 +297,7 @@ def test_passage_seeds_keep_the_most_similar_passages_at_their_full_min_max():
 
 @pytest.mark.parametrize("passage_seeds", [0, 6])
 def test_teleport_from_the_seeded_phrases_only_equals_the_full_copy(passage_seeds):
-    from qortex_core.query.seeding import teleport_vector
+    from qortex_core.query.scoring import teleport_vector
 
     rng = np.random.default_rng(4)
     phrases = np.zeros(50, np.float32)

@@ -11,11 +11,11 @@ import pytest
 import scipy.sparse as sp
 
 from qortex_core.errors import SnapshotError
-from qortex_core.query import ppr_cg
-from qortex_core.query.ppr import PPRConfig, fast_walk, personalized_pagerank, symmetric_walk
+from qortex_core.query.ppr import cg as ppr_cg
+from qortex_core.query.ppr.solve import PPRConfig, fast_walk, personalized_pagerank, symmetric_walk
 from qortex_core.query.retriever import Retriever
-from qortex_core.query.symmetry import check_symmetric, weighted_degree
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.symmetry import check_symmetric, weighted_degree
 
 
 def _snapshot_dir(home) -> tuple[snap.Snapshot, object]:

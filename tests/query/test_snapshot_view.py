@@ -13,8 +13,11 @@ import pytest
 import scipy.sparse as sp
 from conftest import BRIDGE_QUESTION
 
-from qortex_core.memory.learned import LearnedMemory, factor_vector
-from qortex_core.query.arrow_access import (
+from qortex_core.feedback.learned import LearnedFeedback, factor_vector
+from qortex_core.query.phrases import lexical_matches, phrase_key, phrase_keys, phrase_lookup
+from qortex_core.query.retriever import Retriever
+from qortex_core.storage import ids
+from qortex_core.storage.arrow_access import (
     ArrowRows,
     ArrowStrings,
     Codes,
@@ -22,9 +25,6 @@ from qortex_core.query.arrow_access import (
     key_hash,
     string_hashes,
 )
-from qortex_core.query.phrases import lexical_matches, phrase_key, phrase_keys, phrase_lookup
-from qortex_core.query.retriever import Retriever
-from qortex_core.storage import ids
 
 QUESTIONS = (BRIDGE_QUESTION, "Who painted the harbour at Ostrania?", "Orlan Vesk")
 
@@ -148,9 +148,12 @@ def test_domain_codes_mask_as_an_object_array_would():
 def test_factors_map_onto_arrow_phrase_ids_as_onto_a_list():
     ids_list = ["c1", "c2", "c3", "c4"]
     block = sp.csr_matrix(np.ones((2, 4), np.float32))
-    arrow = LearnedMemory(None, ArrowStrings(pa.chunked_array([ids_list[:1], ids_list[1:]])), block)
+    arrow = LearnedFeedback(
+        None, ArrowStrings(pa.chunked_array([ids_list[:1], ids_list[1:]])), block
+    )
     assert (
-        arrow.phrase_ids.to_pylist() == LearnedMemory(None, ids_list, block).phrase_ids.to_pylist()
+        arrow.phrase_ids.to_pylist()
+        == LearnedFeedback(None, ids_list, block).phrase_ids.to_pylist()
     )
     factors = {"c3": 2.5, "gone": 9.0, "c1": 0.25}
     at = {cid: i for i, cid in enumerate(ids_list)}  # the dict the Arrow lookup replaced
@@ -213,7 +216,7 @@ def test_column_phrase_keys_equal_phrase_key_of_each_name():
 def test_lookup_hashes_are_stable_across_processes():
     column = pa.array(["Ann Lee", "", "Café", None])
     code = (
-        "import pyarrow as pa; from qortex_core.query.arrow_access import string_hashes;"
+        "import pyarrow as pa; from qortex_core.storage.arrow_access import string_hashes;"
         "print(string_hashes(pa.array(['Ann Lee', '', 'Café', None])).tolist())"
     )
     seen = {

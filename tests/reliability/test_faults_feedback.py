@@ -11,8 +11,7 @@ from conftest import BRIDGE_QUESTION
 from faults import error_line, run_cli
 
 from qortex_core.errors import QueryError
-from qortex_core.memory.factors import load_factors, update_factors
-from qortex_core.memory.feedback import (
+from qortex_core.feedback.events import (
     QueryLog,
     ResultTrace,
     append_events,
@@ -20,6 +19,7 @@ from qortex_core.memory.feedback import (
     read_events,
     record_feedback,
 )
+from qortex_core.feedback.factors import load_factors, update_factors
 from qortex_core.storage.store import LanceStore
 
 

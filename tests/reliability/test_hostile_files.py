@@ -19,11 +19,11 @@ import pytest
 from faults import error_line, run_cli
 
 import qortex_core
+from qortex_core.agent.api import Memory
 from qortex_core.embed import make_embedder
 from qortex_core.errors import ConfigError, RecordError
 from qortex_core.ingest import documents
 from qortex_core.ingest.documents import SourceConfig, load_documents
-from qortex_core.memory.api import Memory
 from qortex_core.query.profiles import get_profile, load_profiles
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap

@@ -17,10 +17,10 @@ from faults import error_line, run_cli
 from mcp.server.mcpserver.exceptions import ToolError
 
 from qortex_cli.output import json_text
+from qortex_core.agent.api import Memory
 from qortex_core.embed import make_embedder
 from qortex_core.errors import RecordError
 from qortex_core.ingest.documents import SourceConfig, load_documents
-from qortex_core.memory.api import Memory
 from qortex_core.memory.records import MemoryTable, Revision, revision_rows
 from qortex_core.redact import MARK
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from qortex_core.agent.api import open_memory
 from qortex_core.embed import make_embedder
 from qortex_core.errors import RecordError, RevisionConflict
-from qortex_core.memory.api import open_memory
 from qortex_core.memory.consolidate import memory_documents
 from qortex_core.memory.records import MEMORIES
 from qortex_core.ops.purge import purge

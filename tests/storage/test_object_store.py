@@ -103,7 +103,7 @@ def _ingest(source: Path, tmp_path: Path, embedder) -> dict:
 
 @pytest.mark.slow
 def test_ingest_query_feedback_prune_on_s3(s3, tmp_path, embedder):
-    from qortex_core.memory.factors import load_factors, update_factors
+    from qortex_core.feedback.factors import load_factors, update_factors
     from qortex_core.query.retriever import Retriever
     from qortex_core.storage.retention import prune_snapshots
 

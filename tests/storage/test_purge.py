@@ -11,7 +11,7 @@ from pathlib import Path
 from pipelines.resources import EmbedderResource
 from qortex_cli.main import main
 from qortex_cli.runs.local import run_ingest
-from qortex_core.memory.api import open_memory
+from qortex_core.agent.api import open_memory
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore

@@ -6,7 +6,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from qortex_cli.output import json_text
+from qortex_cli.output import emit_report
 
 
 def cmd_bench_mcp(args: argparse.Namespace) -> int:
@@ -21,10 +21,7 @@ def cmd_bench_mcp(args: argparse.Namespace) -> int:
     if args.clients < 1 or args.tenants < 1 or args.calls < 1:
         raise ConfigError("--clients, --tenants and --calls must be at least 1")
     config = LoadConfig(home, clients=args.clients, tenants=args.tenants, calls=args.calls)
-    text = json_text(run_mcp_load(config), indent=2)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(text)
+    emit_report(run_mcp_load(config), args.json)
     return 0
 
 

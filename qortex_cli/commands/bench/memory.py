@@ -6,7 +6,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from qortex_cli.output import json_text
+from qortex_cli.output import emit_report
 
 
 def cmd_bench_memory(args: argparse.Namespace) -> int:
@@ -26,10 +26,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
     )
     source = Path(args.snapshot_from) if args.snapshot_from and not reuse else None
     report = run_memory_bench(config, source)
-    text = json_text(report, indent=2)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(text)
+    emit_report(report, args.json)
     return 0
 
 

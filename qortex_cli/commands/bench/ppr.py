@@ -133,7 +133,7 @@ def _engines(names: list[str], graph, config, nx_max: int, skipped: dict) -> lis
 def cmd_bench_ppr(args: argparse.Namespace) -> int:
     from qortex_bench import ppr_bench as pb
     from qortex_core.errors import ConfigError
-    from qortex_core.query.ppr import PPRConfig
+    from qortex_core.query.ppr.solve import PPRConfig
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     unknown = sorted(set(names) - set(ENGINES))

@@ -5,7 +5,7 @@ its test); the CLI help, the MCP enum, query validation and ``qortex eval``'s de
 read :func:`names` and :func:`eval_defaults`. ``auto`` comes first (it is the default);
 the others follow by name.
 
-May import: ``qortex_core.query`` steps (config, linking, seeding, ppr, fusion, ...).
+May import: ``qortex_core.query`` steps (config, seeding, scoring, ppr, fusion, ...).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``auto`` (the default): routes each query to another registered mode and says why.
 
-The policy (:func:`qortex_core.query.fusion.route`) reads how well the query links to
+The policy (:func:`route`) reads how well the query links to
 the graph: a strong fact -> ``hipporag``; a weak one -> ``text`` (dense + BM25), or
 ``hybrid`` when the snapshot has no full-text index or ``fulltext.route_text`` is off;
 none -> ``text``, else ``dense``. A snapshot that is mostly conversation (at least
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from qortex_core.query import fusion, modes
+from qortex_core.query import modes
+from qortex_core.query.fusion import FusionConfig
 from qortex_core.query.modes.base import QueryContext, Ranking, dense_ranking
-from qortex_core.query.walk import NO_FACTS
+from qortex_core.query.modes.walk import NO_FACTS
 
 TEXT = "text"
 TEXTWALK = "textwalk"
@@ -25,6 +26,31 @@ def conversational(ctx: QueryContext) -> bool:
     snapshot."""
     share = ctx.view.sequenced
     return share > 0 and share >= ctx.config.textwalk.route_share and ctx.lexical() is not None
+
+
+_HOW = {
+    "dense": "dense retrieval",
+    "hybrid": "dense + graph fused",
+    "text": "dense + BM25 fused",
+    "hipporag": "graph walk",
+}
+
+
+def route(
+    best_fact_cosine: float | None,
+    config: FusionConfig = FusionConfig(),
+    weak: str = "hybrid",
+    none: str = "dense",
+) -> tuple[str, str]:
+    """The mode ``auto`` takes and why: the graph walk when the best linked fact reaches
+    ``graph_threshold``, ``weak`` below it, ``none`` when no fact links."""
+    if best_fact_cosine is None:
+        return none, f"auto: no seed fact linked, {_HOW.get(none, none)}"
+    if best_fact_cosine >= config.graph_threshold:
+        at = f"{best_fact_cosine:.2f} >= {config.graph_threshold}"
+        return "hipporag", f"auto: best fact cosine {at}, graph walk"
+    at = f"{best_fact_cosine:.2f} < {config.graph_threshold}"
+    return weak, f"auto: best fact cosine {at}, {_HOW.get(weak, weak)}"
 
 
 @dataclass(frozen=True)
@@ -44,7 +70,7 @@ class Auto:
             return dense_ranking(ctx, NO_FACTS)
         seeding = ctx.seeding()
         weak, none = (TEXT, TEXT) if text else ("hybrid", "dense")
-        name, why = fusion.route(seeding.best_cosine, ctx.config.hybrid, weak, none)
+        name, why = route(seeding.best_cosine, ctx.config.hybrid, weak, none)
         ranking = modes.get(name).rank(ctx)
         note = ranking.note or (None if name == TEXT else seeding.note)
         return replace(ranking, route=why, note=note)

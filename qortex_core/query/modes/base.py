@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import numpy as np
 
 from qortex_core.query.config import RetrievalConfig
-from qortex_core.query.linking import Seeding, seed
-from qortex_core.query.seeding import blend_text
+from qortex_core.query.scoring import blend_text
+from qortex_core.query.seeding import Seeding, seed
 from qortex_core.query.snapshot_view import SnapshotView
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qortex_core.query.modes.base import QueryContext, Ranking, dense_ranking
-from qortex_core.query.seeding import add_dense_term, min_max
-from qortex_core.query.walk import graph_ranking, no_walk_note, walked
+from qortex_core.query.modes.walk import graph_ranking, no_walk_note, walked
+from qortex_core.query.scoring import add_dense_term, min_max
 
 
 @dataclass(frozen=True)

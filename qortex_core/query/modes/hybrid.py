@@ -14,8 +14,8 @@ import numpy as np
 
 from qortex_core.query import fusion
 from qortex_core.query.modes.base import QueryContext, Ranking, dense_ranking
-from qortex_core.query.seeding import blend_text
-from qortex_core.query.walk import graph_ranking, no_walk_note, walked
+from qortex_core.query.modes.walk import graph_ranking, no_walk_note, walked
+from qortex_core.query.scoring import blend_text
 
 
 def text_scores(ctx: QueryContext) -> tuple[np.ndarray, np.ndarray | None]:

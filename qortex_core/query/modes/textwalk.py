@@ -25,8 +25,8 @@ import numpy as np
 
 from qortex_core.query.modes.base import QueryContext, Ranking, dense_ranking
 from qortex_core.query.modes.lexical import NO_INDEX
-from qortex_core.query.ppr import personalized_pagerank
-from qortex_core.query.seeding import min_max, top_indices
+from qortex_core.query.ppr.solve import personalized_pagerank
+from qortex_core.query.scoring import min_max, top_indices
 
 
 def text_teleport(

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from qortex_core.query.modes.base import QueryContext, Ranking, Walked
-from qortex_core.query.ppr import personalized_pagerank
-from qortex_core.query.seeding import dense_first
+from qortex_core.query.ppr.solve import personalized_pagerank
+from qortex_core.query.scoring import dense_first
 
 NO_FACTS = "graph has no facts: dense retrieval"
 

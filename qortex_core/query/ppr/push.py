@@ -3,7 +3,7 @@
 On a large graph a query's teleport is a few dozen concepts and a bounded number of passages,
 and its PageRank is concentrated near them: a global solve reads every edge several times
 (about 4 products of ``A``), while the push reads only the edges around the nodes that hold
-mass. For the system ``(I - aW) y = t`` of :mod:`qortex_core.query.ppr_cg` (``W = A D^-1``,
+mass. For the system ``(I - aW) y = t`` of :mod:`qortex_core.query.ppr.cg` (``W = A D^-1``,
 an isolated node keeps its teleport) the push keeps an estimate ``y`` and a residual ``r``
 (``y = 0``, ``r = t`` at the start) with ``y* = y + solution(r)``; pushing node ``u`` moves
 ``r_u`` into ``y_u`` and ``a r_u A_vu / d_u`` to each neighbour's residual. Nodes are pushed
@@ -12,7 +12,7 @@ while ``r_u >= eps d_u``. On an undirected graph the error left is then at most
 and the work at most ``|t|_1 / (eps (1 - a))`` edge reads, whatever the size of the graph.
 
 The result is ``y + r`` (the residual is the next term of the series, never an overestimate)
-normalised to sum 1, as :func:`qortex_core.query.ppr.personalized_pagerank` returns.
+normalised to sum 1, as :func:`qortex_core.query.ppr.solve.personalized_pagerank` returns.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 import numba
 import numpy as np
 
-from qortex_core.query.ppr_cg import SymmetricWalk
+from qortex_core.query.ppr.cg import SymmetricWalk
 
 # Columns of a push's node state: one row per node, so the entries an edge touches (the
 # neighbour's residual, degree and state) share a cache line instead of three arrays' lines.

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from qortex_core.query.csr_views import compressed_view, row_blocks
-from qortex_core.query.symmetry import check_symmetric, weighted_degree
+from qortex_core.query.ppr.csr_views import compressed_view, row_blocks
+from qortex_core.storage.symmetry import check_symmetric, weighted_degree
 
 PARALLEL_MIN_NNZ = 200_000  # below this a product is too short to split across threads
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -41,7 +41,7 @@ class SymmetricWalk:
     """The walk ``A D^-1`` of a symmetric non-negative adjacency, kept as ``A`` and ``D``.
 
     Build with :func:`symmetric_walk`. ``walk @ x`` is one walk step, as with the
-    matrix from :func:`qortex_core.query.ppr.walk_matrix`.
+    matrix from :func:`qortex_core.query.ppr.solve.walk_matrix`.
 
     Attributes:
         adjacency: the (n, n) float32 CSR adjacency, arrays shared with the caller.

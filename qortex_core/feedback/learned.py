@@ -1,6 +1,6 @@
-"""The retriever's memory: learned factors over phrase nodes, the query log and feedback.
+"""What a retriever learns from feedback: factors over phrase nodes, the query log, judgements.
 
-:class:`LearnedMemory` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
+:class:`LearnedFeedback` is what a :class:`~qortex_core.query.retriever.Retriever` keeps beside
 its snapshot: it turns the ``teleportation_factors`` table into a vector over
 phrase nodes (re-read when the table changes, so no restart is needed),
 remembers which concepts each result came through, and records judgements.
@@ -8,6 +8,7 @@ remembers which concepts each result came through, and records judgements.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -17,24 +18,23 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.errors import QueryError
-from qortex_core.memory.factors import FactorCache, FactorConfig, FoldReport, update_factors
-from qortex_core.memory.feedback import (
+from qortex_core.feedback.events import (
     FeedbackConfig,
     FeedbackEvent,
     QueryLog,
     ResultTrace,
     record_feedback,
 )
-from qortex_core.query import profiles
+from qortex_core.feedback.factors import FactorCache, FactorConfig, FoldReport, update_factors
 from qortex_core.storage.store import LanceStore
 
 
 @dataclass(frozen=True)
-class MemoryConfig:
+class LearnedFeedbackConfig:
     """Attributes:
     factor_refresh_s: the factors table's version is checked at most this often.
     feedback: query-log settings.
-    factors: judgement steps used by :meth:`LearnedMemory.update_factors`.
+    factors: judgement steps used by :meth:`LearnedFeedback.update_factors`.
     """
 
     factor_refresh_s: float = 1.0
@@ -62,7 +62,7 @@ def factor_vector(phrase_ids: pa.Array | pa.ChunkedArray, factors: dict[str, flo
     return vector
 
 
-class LearnedMemory:
+class LearnedFeedback:
     """Factors, query log and feedback of one tenant over one snapshot's phrase nodes."""
 
     def __init__(
@@ -71,7 +71,7 @@ class LearnedMemory:
         phrase_ids: Sequence[str],
         passage_phrases: sp.csr_matrix,
         tenant: str = "default",
-        config: MemoryConfig = MemoryConfig(),
+        config: LearnedFeedbackConfig = LearnedFeedbackConfig(),
     ) -> None:
         self.store = store
         self.tenant = tenant
@@ -80,7 +80,7 @@ class LearnedMemory:
         self.passage_phrases = (
             passage_phrases  # (n_passages, n_phrases) CSR, non-zero where a passage has a phrase
         )
-        self.salience = profiles.salience(passage_phrases)
+        self.salience = salience(passage_phrases)
         self.cache = FactorCache(store, config.factor_refresh_s) if store is not None else None
         self.log = QueryLog(store, config.feedback, tenant) if store is not None else None
         self._factors = np.ones(len(self.phrase_ids), np.float32)
@@ -106,9 +106,7 @@ class LearnedMemory:
         """(n_passages,) preference component from the current factors."""
         factors = self.phrase_factors()
         if self._preference is None:
-            self._preference = profiles.preference(
-                self.passage_phrases, factors, self.config.factors.upper
-            )
+            self._preference = preference(self.passage_phrases, factors, self.config.factors.upper)
         return self._preference
 
     def record(self, query_id: str, snapshot: str, traces: Sequence[ResultTrace]) -> None:
@@ -157,3 +155,25 @@ class LearnedMemory:
         if self.cache is not None:
             self.cache.checked = float("-inf")
         return report
+
+
+def salience(passage_phrases: sp.csr_matrix) -> np.ndarray:
+    """log-scaled number of concepts in each passage, in [0, 1]."""
+    degree = np.asarray(passage_phrases.getnnz(axis=1), dtype=np.float64)  # (n_passages,)
+    top = float(degree.max()) if degree.size else 0.0
+    return (
+        (np.log1p(degree) / math.log1p(top)).astype(np.float32)
+        if top > 0
+        else np.zeros(degree.size, np.float32)
+    )
+
+
+def preference(
+    passage_phrases: sp.csr_matrix, phrase_factors: np.ndarray, upper: float = 10.0
+) -> np.ndarray:
+    """Mean log learned factor of each passage's concepts mapped to [0, 1]; 0.5 is neutral."""
+    logs = np.log(np.maximum(np.asarray(phrase_factors, dtype=np.float64), 1e-12))  # (n_phrases,)
+    binary = passage_phrases.astype(bool).astype(np.float64)
+    count = np.asarray(binary.sum(axis=1)).ravel()
+    mean = np.divide(binary @ logs, count, out=np.zeros(count.size), where=count > 0)
+    return np.clip(0.5 + mean / (2 * math.log(upper)), 0.0, 1.0).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Graph exploration on :class:`~qortex_core.memory.api.Memory`: ``mem.neighbors(name)``,
+"""Graph exploration on :class:`~qortex_core.agent.api.Memory`: ``mem.neighbors(name)``,
 ``mem.path(a, b)`` and ``mem.entity(name)`` over the latest snapshot.
 
 A mixin, so the memory API stays one class; the work is :class:`~qortex_core.query.explore.

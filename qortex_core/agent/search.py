@@ -1,4 +1,4 @@
-"""Search for :class:`~qortex_core.memory.api.Memory`: the retriever when a snapshot exists,
+"""Search for :class:`~qortex_core.agent.api.Memory`: the retriever when a snapshot exists,
 else the fresh tier alone (a home that has only written memories, not yet consolidated)."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from qortex_core.memory.current import CurrentConfig, by_recency, rerank, with_validity
+from qortex_core.agent.current import CurrentConfig, by_recency, rerank, with_validity
 from qortex_core.memory.records import parse_time
-from qortex_core.memory.tier import FreshTier
 from qortex_core.query import relevance
 from qortex_core.query.config import RetrievalConfig
 from qortex_core.query.filters import parse_filters
+from qortex_core.query.fresh_tier import FreshTier
 
 
 def search_memory(

@@ -15,9 +15,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from qortex_core.agent.graph_methods import GraphMethods
 from qortex_core.errors import RecordError, SnapshotError
 from qortex_core.memory.fresh import MemoryState, in_window, record_from_row
-from qortex_core.memory.graph_methods import GraphMethods
 from qortex_core.memory.metadata import clean_source
 from qortex_core.memory.options import MemoryOptions
 from qortex_core.memory.passages import doc_hash, passage_record
@@ -325,7 +325,7 @@ class Memory(GraphMethods):
         Raises:
             QueryError: a bad query, top_k, mode, domain or filter; RecordError: a bad time.
         """
-        from qortex_core.memory.search import search_memory
+        from qortex_core.agent.search import search_memory
 
         return search_memory(self, query, top_k, mode, (since, until), domain, profile,
                              min_relevance, (as_of, include_superseded), filters,

@@ -19,7 +19,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from qortex_core.errors import ConfigError
-from qortex_core.memory.feedback import FeedbackEvent, now, read_events
+from qortex_core.feedback.events import FeedbackEvent, now, read_events
 from qortex_core.storage.store import CONCEPTS, FACTORS, LanceStore
 
 FACTOR_SCHEMA = pa.schema(

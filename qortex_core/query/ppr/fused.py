@@ -1,8 +1,8 @@
 """The conjugate-gradient PageRank of one teleport with compiled passes (see ``ppr_kernels``).
 
 The same iteration, start, stopping certificate and result as
-:func:`qortex_core.query.ppr_cg.conjugate_gradient` followed by the normalisation of
-:func:`~qortex_core.query.ppr_cg.symmetric_pagerank`, for a single (n,) teleport; the numpy
+:func:`qortex_core.query.ppr.cg.conjugate_gradient` followed by the normalisation of
+:func:`~qortex_core.query.ppr.cg.symmetric_pagerank`, for a single (n,) teleport; the numpy
 solve stays for batches of teleports (one sparse product then serves them all).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qortex_core.query.ppr_cg import (
+from qortex_core.query.ppr.cg import (
     PARALLEL_MIN_NNZ,
     SymmetricWalk,
     background_solution,
@@ -47,7 +47,7 @@ def _ranges(cuts: np.ndarray, n: int, chunk: int) -> tuple[tuple[int, int], ...]
 
 
 def _plan(walk: SymmetricWalk, threads: int) -> _Plan:
-    from qortex_core.query.ppr_kernels import CHUNK
+    from qortex_core.query.ppr.kernels import CHUNK
 
     key = ("compiled", threads)
     if key not in walk._blocks:
@@ -84,7 +84,7 @@ def _run(plan: _Plan, rows: tuple[tuple[int, int], ...], width: int, kernel, *ar
 def _converged(
     walk: SymmetricWalk, r: np.ndarray, sums: np.ndarray, damping: float, tol: float
 ) -> bool:
-    """The certificate of :func:`~qortex_core.query.ppr_cg.unconverged`, from the pass sums."""
+    """The certificate of :func:`~qortex_core.query.ppr.cg.unconverged`, from the pass sums."""
     _, r_abs, r_sum, y_sum, y_neg = sums.tolist()
     ratio = damping / (1.0 - damping)
     big_e = r_abs * ratio
@@ -97,7 +97,7 @@ def _converged(
 
 def _product(plan: _Plan, walk: SymmetricWalk, p: np.ndarray, ap: np.ndarray, alpha) -> float:
     """``ap = (D - aA) p``; returns ``p . ap``."""
-    from qortex_core.query import ppr_kernels as k
+    from qortex_core.query.ppr import kernels as k
 
     args = (*plan.csr(walk.adjacency), p, walk.degree, alpha, ap)
     return float(_run(plan, plan.product_rows, 1, k.product_pass, *args)[0])
@@ -106,7 +106,7 @@ def _product(plan: _Plan, walk: SymmetricWalk, p: np.ndarray, ap: np.ndarray, al
 def _first_product(plan: _Plan, walk: SymmetricWalk, p: np.ndarray, ap: np.ndarray, alpha) -> float:
     """:func:`_product` for the first direction, reading only the rows of its non-zeros when
     they are few (see :meth:`SymmetricWalk.sparse_rows`)."""
-    from qortex_core.query import ppr_kernels as k
+    from qortex_core.query.ppr import kernels as k
 
     span = walk.sparse_rows(p)
     if span is None:
@@ -123,7 +123,7 @@ def fused_pagerank(
 
     Returns the scores and the number of matrix products taken.
     """
-    from qortex_core.query import ppr_kernels as k
+    from qortex_core.query.ppr import kernels as k
 
     plan, d, dinv = _plan(walk, threads), walk.degree, walk.inv_degree
     alpha, n, rows = np.float32(damping), walk.shape[0], _plan(walk, threads).vector_rows

@@ -1,6 +1,6 @@
 """Compiled loops of the conjugate-gradient PageRank (numba), one pass over memory each.
 
-The numpy solve in :mod:`qortex_core.query.ppr_cg` spends about half of a small graph's query
+The numpy solve in :mod:`qortex_core.query.ppr.cg` spends about half of a small graph's query
 in a dozen whole-vector numpy operations per step (each a separate pass, each allocating or
 writing a temporary) and the rest in scipy's sparse product. Here one step is three passes:
 
@@ -17,7 +17,7 @@ integers and rows are counted unsigned: numba then skips the negative-index wrap
 on every access, which is what lets LLVM vectorise the vector passes and makes the product faster
 than scipy's. Reductions are accumulated in float64.
 
-Only :mod:`qortex_core.query.ppr_fused` imports this module, and only when a solve runs, so
+Only :mod:`qortex_core.query.ppr.fused` imports this module, and only when a solve runs, so
 importing the library does not load numba.
 """
 

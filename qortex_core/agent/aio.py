@@ -1,6 +1,6 @@
 """The agent's memory for asyncio: ``mem = qortex_core.open_async(home)``, then ``await`` each call.
 
-:class:`AsyncMemory` has the methods of :class:`~qortex_core.memory.api.Memory` as coroutines.
+:class:`AsyncMemory` has the methods of :class:`~qortex_core.agent.api.Memory` as coroutines.
 Each call runs on the memory's own worker thread, so the event loop keeps running while LanceDB
 reads and writes, the embedder encodes or the walk runs. A :class:`Memory` keeps in-process
 state (the folded memories table, the loaded snapshot, the query log) that is not meant for
@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from qortex_core.memory.api import Memory, MemoryOptions
+from qortex_core.agent.api import Memory, MemoryOptions
 from qortex_core.memory.records import MemoryRecord, Revision
 
 T = TypeVar("T")

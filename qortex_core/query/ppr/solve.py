@@ -4,9 +4,9 @@ Two walks are accepted:
 
 - a column-stochastic CSR matrix from :func:`walk_matrix` (any graph, directed or
   not): power iteration with preallocated buffers;
-- a :class:`~qortex_core.query.ppr_cg.SymmetricWalk` from :func:`symmetric_walk` (an
+- a :class:`~qortex_core.query.ppr.cg.SymmetricWalk` from :func:`symmetric_walk` (an
   undirected graph, as the retriever's): a preconditioned conjugate-gradient solve
-  on the adjacency itself, with a certified L1 error bound (see :mod:`qortex_core.query.ppr_cg`).
+  on the adjacency itself, with a certified L1 error bound (see :mod:`qortex_core.query.ppr.cg`).
 
 Both return the same vector up to ``config.tol``.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from qortex_core.cores import usable_cores
-from qortex_core.query.ppr_cg import SymmetricWalk, symmetric_pagerank, symmetric_walk
+from qortex_core.query.ppr.cg import SymmetricWalk, symmetric_pagerank, symmetric_walk
 
 __all__ = [
     "PPRConfig",
@@ -44,10 +44,10 @@ class PPRConfig:
         max_iter: cap on iterations (matrix products).
         threads: threads per matrix product of the symmetric solver (scipy releases the GIL).
         compiled: solve a single teleport on a symmetric walk with the compiled passes of
-            :mod:`qortex_core.query.ppr_fused` (same iterates and certificate, fewer passes over
+            :mod:`qortex_core.query.ppr.fused` (same iterates and certificate, fewer passes over
             memory); False keeps the numpy solve, which batches of teleports always take.
         push_min_nodes: on a symmetric walk of at least this many nodes, a single teleport held
-            by at most 1/64 of them is solved by local push (:mod:`qortex_core.query.ppr_push`):
+            by at most 1/64 of them is solved by local push (:mod:`qortex_core.query.ppr.push`):
             it reads the edges around the mass, not the whole graph (0: never).
         push_eps: the push's threshold per unit of weighted degree: the score of a node ``v``
             is then low by at most ``push_eps x degree(v) / (1 - damping)`` before the final
@@ -143,10 +143,10 @@ def _power_iteration(walk: sp.csr_matrix, t: np.ndarray, config: PPRConfig) -> n
 
 
 def _compiled(walk: SymmetricWalk, t: np.ndarray, config: PPRConfig) -> np.ndarray:
-    """One normalised teleport (n,) through :func:`~qortex_core.query.ppr_fused.fused_pagerank`."""
+    """One normalised teleport (n,) through :func:`~qortex_core.query.ppr.fused.fused_pagerank`."""
     if not t.any():
         return t.copy()
-    from qortex_core.query.ppr_fused import fused_pagerank
+    from qortex_core.query.ppr.fused import fused_pagerank
 
     x, _ = fused_pagerank(walk, t, config.damping, config.tol, config.max_iter, config.threads)
     return x
@@ -165,7 +165,7 @@ def _pushed(
         return None
     if np.shape(teleport) != (n,):
         return None
-    from qortex_core.query.ppr_push import push_pagerank
+    from qortex_core.query.ppr.push import push_pagerank
 
     t = np.ascontiguousarray(teleport, dtype=np.float32)
     pushed = push_pagerank(walk, t, config.damping, config.push_eps, n // 64, support)

@@ -93,7 +93,7 @@ def rerank(result, query: str, supersession, tier, embedder, top_k: int,
     subject index); ``tier``: the fresh tier whose state and timeline the hits come from (None:
     no timeline, no index). A hit fits the question as well as the best of the statements it
     superseded: the attribute is its chain's, however the newest statement phrased it."""
-    from qortex_core.memory.tier import relevance_of
+    from qortex_core.query.fresh_tier import relevance_of
 
     hits = list(result.passages)
     named = [_named(query, h.text) for h in hits]
@@ -159,7 +159,7 @@ def by_recency(result, profile, home, as_of: str | None = None):
     recency halves every ``recency_half_life_days`` of event time before the moment asked
     (``as_of``, else the newest event time among the hits: a memory of last year's events
     still tells its newest from its oldest). Hits without a time have recency 0."""
-    from qortex_core.memory.tier import relevance_of
+    from qortex_core.query.fresh_tier import relevance_of
     from qortex_core.query.profiles import get_profile, recency
     from qortex_core.storage.times import to_epoch
 
