@@ -45,7 +45,7 @@ class IngestFailed(QortexError):
     """The ingest run failed (a step raised, or a blocking check failed); nothing was published."""
 
 
-REPO_YAML = Path(__file__).resolve().parents[1] / "dagster.yaml"
+REPO_YAML = Path(__file__).resolve().parents[2] / "dagster.yaml"
 FALLBACK_YAML = """run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator

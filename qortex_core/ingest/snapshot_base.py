@@ -100,6 +100,8 @@ class Base:
 
 def _reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowChange]:
     """(base row of each row or -1, rows whose vector the base holds, the change counts)."""
+    if keys.num_rows == 0:  # every row removed (an empty table may have no column types)
+        return np.zeros(0, np.int64), np.zeros(0, bool), RowChange(0, 0, base.num_rows)
     at = pc.index_in(keys["id"], value_set=base["id"])  # (n,) null: a new row
     found = pc.is_valid(at).to_numpy(zero_copy_only=False)
     rows = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)

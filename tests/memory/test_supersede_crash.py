@@ -40,7 +40,7 @@ def _consolidate_then_die(home: str) -> None:
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    stages.build_synonyms = die
+    stages.sync_synonyms = die
     consolidate_home(Path(home), make_embedder(None), None, OfflineExtractor())
 
 

@@ -73,13 +73,13 @@ def test_hub_first_tables_put_busy_concepts_and_passages_first():
 def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch):
     from memory_corpus import corpus, ingest
 
-    from qortex_core.ingest import snapshot_stage
+    from qortex_core.ingest import snapshot_read
     from qortex_core.query.retriever import Retriever
 
     hub = tmp_path / "hub"
     ingest(hub, corpus(), embedder)
     monkeypatch.setattr(
-        snapshot_stage,
+        snapshot_read,
         "hub_first_orders",
         lambda c, p, f: (np.arange(c.num_rows), np.arange(p.num_rows)),
     )
