@@ -3,46 +3,14 @@ additions, changes and deletions."""
 
 from pathlib import Path
 
-import pyarrow as pa
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from assets.reporting import markdown_table
 from pipelines.resources import SourceResource, StoreResource
-from qortex_core.errors import DatasetError
-from qortex_core.ingest.documents import DocumentSet, sync_documents
-from qortex_core.ingest.source_manifest import (
-    SourceScan,
-    record_manifest,
-    scan_documents,
-    stored_file_ids,
-)
-from qortex_core.memory.consolidate import memory_documents
+from qortex_core.ingest.document_stage import sync_source
+from qortex_core.ingest.documents import Document
+from qortex_core.memory.consolidate import MemoryDocs, memory_documents
 from qortex_core.storage.writer_lock import ensure_no_other_writer
-
-
-def _files(source: SourceResource, db) -> SourceScan:
-    """The source folder's documents (only the files whose stat moved are read); with no folder
-    configured, the file documents stored, kept as they are."""
-    if not source.path:
-        return SourceScan(DocumentSet((), (), stored_file_ids(db)), pa.table({}))
-    scan = scan_documents(db, source.config())
-    found = scan.found
-    if not (found.documents or found.kept):
-        # a missing mount must not wipe the index: publish nothing, change nothing
-        raise DatasetError(
-            f"no usable document under {source.path} ({len(found.skipped)} files skipped); "
-            "nothing was changed"
-        )
-    return scan
-
-
-def _reason(found: DocumentSet, source: SourceResource) -> str:
-    """Why the documents step read what it read (the ``reason`` metadata)."""
-    if not source.path:
-        return "no source folder: the stored file documents kept, written memories synced"
-    if found.kept:
-        return "files whose size, mtime and inode match the manifest were not read"
-    return "no file matched the manifest (first run, or every file changed): every file read"
 
 
 @asset(
@@ -58,11 +26,14 @@ def documents(
     # a run from the UI, a schedule or a sensor stops here while `qortex ingest` writes the home
     ensure_no_other_writer(store.home if "://" in store.home else Path(store.home).expanduser())
     db = store.open()
-    scan = _files(source, db)
-    found = scan.found
-    memories = memory_documents(db)
-    report = sync_documents(db, found.documents + memories.documents, found.kept)
-    record_manifest(db, scan, report.deleted)
+    held: list[MemoryDocs] = []
+
+    def live() -> tuple[Document, ...]:  # after the folder scan: a failed scan merges nothing
+        held.append(memory_documents(db))
+        return held[0].documents
+
+    run = sync_source(db, source.config() if source.path else None, live)
+    found, report, memories = run.found, run.report, held[0]
     for skip in found.skipped:
         context.log.warning(f"skipped {skip.path}: {skip.reason}")
     changes = (
@@ -84,7 +55,7 @@ def documents(
             "files_read": len(found.documents),
             "files_unchanged_by_stat": len(found.kept),
             "mode": "incremental" if found.kept else "full",
-            "reason": _reason(found, source),
+            "reason": run.reason,
             "skipped_files": len(found.skipped),
             "memories": len(memories.documents),
             "merged_memories": len(memories.merged),

@@ -95,18 +95,14 @@ def _records_of_turns(where: Path) -> dict[str, str]:
 def consolidate_home(where: Path, embedder, graph_config, extractor) -> Path:
     """The tenant's memories merged, made documents, chunked and run through every stage;
     the published snapshot's path."""
-    from qortex_core.embed import token_window
     from qortex_core.ingest import stages
-    from qortex_core.ingest.document_chunks import chunk
-    from qortex_core.ingest.documents import read_stored_documents, sync_documents
     from qortex_core.memory.consolidate import memory_documents
     from qortex_core.storage.store import LanceStore
 
     store = LanceStore.open(where)
-    docs = memory_documents(store)
-    sync_documents(store, list(docs.documents))
-    passages, _ = chunk(token_window(embedder), read_stored_documents(store))
-    run = stages.IngestRun(store, where, extractor, embedder, passages)
+    run = stages.IngestRun(
+        store, where, extractor, embedder, memories=lambda: memory_documents(store).documents
+    )
     if graph_config is not None:
         run = replace(run, graph_config=graph_config)
     report = stages.run_stages(run)["graph_snapshot"]

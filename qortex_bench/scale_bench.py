@@ -29,9 +29,9 @@ import numpy as np
 from qortex_bench.box_speed import box_factor, calibrate
 from qortex_bench.scale_report import MODES, growth
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
-from qortex_core.ingest.stages import STAGES as INGEST_STAGES
+from qortex_core.ingest.stages import STAGE_NAMES
 
-STAGES = tuple(stage.name for stage in INGEST_STAGES if stage.run is not None)  # after documents
+STAGES = STAGE_NAMES[1:]  # the synthetic passages are the input: no documents to read
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,25 @@ def _progress(stage: str, done: int, total: int) -> None:
         _say(f"    {stage}: {done}/{total}")
 
 
+def _stage_fields(report: object) -> dict:
+    """What the benchmark keeps of a stage's report (rows, or the embedding report's fields)."""
+    from qortex_core.ingest import stages as st
+
+    if isinstance(report, st.EmbedReport):
+        return asdict(report)
+    if isinstance(report, st.SnapshotReport):
+        return {"snapshot_mb": round(_du(report.path) / 2**20, 2)}
+    if isinstance(report, st.ExtractReport):
+        return {"rows": report.extracted}
+    if isinstance(report, st.SynonymReport):
+        return {"rows": report.edges}
+    assert isinstance(report, st.ChunkReport)
+    return {"rows": report.total}
+
+
 def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dict:
-    """Run one stage on ``home`` in this (fresh) process; seconds and memory of the stage."""
+    """Run one stage (:func:`qortex_core.ingest.stages.run_stage`) on ``home`` in this (fresh)
+    process; seconds and memory of the stage."""
     from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
     from qortex_core.embed import HashEmbedder, HashEmbedderConfig
     from qortex_core.ingest import stages as st
@@ -122,24 +139,15 @@ def _run_stage(stage: str, home: str, passages: int, dim: int, seed: int) -> dic
     store = LanceStore.open(home)
     before = _rss_mb("VmHWM")
     extra: dict = {}
+    docs = []
     if stage == "chunks":  # the corpus is the benchmark's input, not the stage: made off the clock
         made = time.perf_counter()
         docs = SynthCorpus(SynthConfig(passages=passages, seed=seed)).passages()
         extra["generate_s"] = round(time.perf_counter() - made, 3)
+    embedder = HashEmbedder(HashEmbedderConfig(dim))
+    run = st.IngestRun(store, home, OfflineExtractor(), embedder, docs, _progress, 512)
     start = _clock["start"] = time.perf_counter()
-    if stage == "chunks":
-        extra["rows"] = st.sync_chunks(store, docs).total
-    elif stage == "extractions":
-        extra["rows"] = st.extract_chunks(store, OfflineExtractor(), 512, _progress).extracted
-    elif stage == "embeddings":
-        key = OfflineExtractor().cache_key
-        report = st.embed_index(store, HashEmbedder(HashEmbedderConfig(dim)), key, _progress)
-        extra.update(asdict(report))
-    elif stage == "synonym_edges":
-        extra["rows"] = st.build_synonyms(store)
-    elif stage == "graph_snapshot":
-        path = st.build_snapshot(store, home, HashEmbedder(HashEmbedderConfig(dim)).name).path
-        extra["snapshot_mb"] = round(_du(path) / 2**20, 2)
+    extra.update(_stage_fields(st.run_stage(stage, run)))
     out = {
         "seconds": round(time.perf_counter() - start, 3),
         "peak_rss_mb": round(_rss_mb("VmHWM"), 1),

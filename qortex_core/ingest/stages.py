@@ -3,7 +3,8 @@ dependencies, the in-process runner, ``qortex eval``, :func:`build_index` and th
 all read it.
 
 documents -> chunks -> extractions -> embeddings -> synonym_edges -> graph_snapshot; the stage
-functions live in :mod:`.chunk_stage`, :mod:`.embed_stage` and :mod:`.snapshot_stage`. Every
+functions live in :mod:`.document_stage`, :mod:`.document_chunks`, :mod:`.chunk_stage`,
+:mod:`.embed_stage` and :mod:`.snapshot_stage`, and :func:`run_stage` runs one by name. Every
 stage is incremental by content hash.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from qortex_core.embed import Embedder
+from qortex_core.embed import Embedder, token_window
 from qortex_core.ingest.chunk_stage import (
     ChunkReport,
     ExtractReport,
@@ -25,6 +26,9 @@ from qortex_core.ingest.chunk_stage import (
     read_extractions,
     sync_chunks,
 )
+from qortex_core.ingest.document_chunks import chunk_stored
+from qortex_core.ingest.document_stage import DocumentsRun, Memories, sync_source
+from qortex_core.ingest.documents import SourceConfig
 from qortex_core.ingest.embed_stage import EmbedReport, embed_index
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.graph import (
@@ -41,6 +45,7 @@ __all__ = [
     "STAGES",
     "STAGE_NAMES",
     "ChunkReport",
+    "DocumentsRun",
     "EmbedReport",
     "ExtractReport",
     "IngestRun",
@@ -57,6 +62,7 @@ __all__ = [
     "extraction_key",
     "read_chunks",
     "read_extractions",
+    "run_stage",
     "run_stages",
     "sync_chunks",
     "sync_synonyms",
@@ -75,11 +81,17 @@ class IngestRun:
         home: where snapshots are published.
         extractor: the extraction stage's extractor (its ``cache_key`` keys the extractions).
         embedder: the embedding stage's embedder (its ``name`` lands in the manifest).
-        passages: the chunks to index (the chunks table is made to hold exactly these).
+        passages: the chunks to index (the chunks table is made to hold exactly these) when
+            the run has no documents (neither ``source`` nor ``memories``).
         progress: ``(stage, done, total)`` callback of the extraction and embedding stages.
         extract_batch: chunks per extractor call and per extractions upsert.
         graph_config: edge weights of the published graph.
         params: extra manifest parameters.
+        source: the source folder the documents stage reads; None: the stored file documents
+            are kept.
+        memories: the memory documents the documents stage syncs; None: the stored ones are
+            kept. With a source or memories the chunks stage chunks the stored documents
+            (``passages`` unused); with neither the documents stage does nothing.
     """
 
     store: LanceStore
@@ -91,21 +103,32 @@ class IngestRun:
     extract_batch: int = 64
     graph_config: GraphConfig = GraphConfig()
     params: dict | None = None
+    source: SourceConfig | None = None
+    memories: Memories | None = None
+
+    @property
+    def from_documents(self) -> bool:
+        """Whether the run starts from documents (a source or memories), not from passages."""
+        return self.source is not None or self.memories is not None
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One ingestion stage: its name (the Dagster asset's name) and its library function.
-
-    ``run`` is None for ``documents``: reading source files is the asset's own work
-    (:func:`qortex_core.ingest.documents.load_documents`); in-process runs start from passages.
-    """
+    """One ingestion stage: its name (the Dagster asset's name) and its library function."""
 
     name: str
-    run: Callable[[IngestRun], object] | None
+    run: Callable[[IngestRun], object]
+
+
+def _run_documents(run: IngestRun) -> DocumentsRun | None:
+    if not run.from_documents:
+        return None  # the run starts from passages
+    return sync_source(run.store, run.source, run.memories)
 
 
 def _run_chunks(run: IngestRun) -> ChunkReport:
+    if run.from_documents:  # default sizing; forgotten file passages are hidden by the asset only
+        return chunk_stored(run.store, token_window(run.embedder), set()).report
     return sync_chunks(run.store, run.passages)
 
 
@@ -127,7 +150,7 @@ def _run_snapshot(run: IngestRun) -> SnapshotReport:
 
 
 STAGES = (
-    Stage("documents", None),
+    Stage("documents", _run_documents),
     Stage("chunks", _run_chunks),
     Stage("extractions", _run_extractions),
     Stage("embeddings", _run_embeddings),
@@ -149,22 +172,32 @@ def upstream_of(name: str) -> str:
     return STAGE_NAMES[at - 1]
 
 
+def run_stage(name: str, run: IngestRun) -> object:
+    """Run the stage called ``name`` of :data:`STAGES` on ``run``; its report.
+
+    Raises:
+        KeyError: ``name`` is not a stage.
+    """
+    stage = next((s for s in STAGES if s.name == name), None)
+    if stage is None:
+        raise KeyError(f"{name} is not a stage")
+    return stage.run(run)
+
+
 def run_stages(
     run: IngestRun, after: Callable[[str, object], None] | None = None
 ) -> dict[str, object]:
-    """Every library stage of :data:`STAGES` in order; their reports by stage name.
+    """Every stage of :data:`STAGES` in order (:func:`run_stage`); their reports by stage name.
 
     Args:
         run: the inputs.
         after: called with (stage name, report) as each stage finishes (timings, tests).
     """
     reports: dict[str, object] = {}
-    for stage in STAGES:
-        if stage.run is None:
-            continue
-        reports[stage.name] = stage.run(run)
+    for name in STAGE_NAMES:
+        reports[name] = run_stage(name, run)
         if after is not None:
-            after(stage.name, reports[stage.name])
+            after(name, reports[name])
     return reports
 
 
