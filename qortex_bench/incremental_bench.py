@@ -204,8 +204,8 @@ def freshness(
 
     from pipelines.resources import StoreResource
     from pipelines.sensors import make_memories_sensor
-    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
     from qortex_core.agent.api import Memory
+    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
     from qortex_core.memory.records import MemoryTable
 
     env = _env(dim)
