@@ -4,6 +4,8 @@ run with a source chunks the stored documents, and a run from passages is unchan
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,9 @@ def _source(tmp_path: Path) -> Path:
     (root / "people").mkdir(parents=True)
     (root / "people" / "vesk.md").write_text("# Orlan Vesk\n\nOrlan Vesk was born in Ostrania.\n")
     (root / "places.txt").write_text("Ostrania is governed from Velmora.\n")
+    an_hour_ago = time.time() - 3600  # not "racy": a file written just before a read is read again
+    for path in (root / "people" / "vesk.md", root / "places.txt"):
+        os.utime(path, (an_hour_ago, an_hour_ago))
     return root
 
 
