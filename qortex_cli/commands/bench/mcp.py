@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
+from qortex_cli.commands.bench.home import clear_home
 from qortex_cli.output import emit_report
 
 
@@ -14,10 +14,7 @@ def cmd_bench_mcp(args: argparse.Namespace) -> int:
     from qortex_core.errors import ConfigError
 
     home = Path(args.home)
-    if home.exists() and any(home.iterdir()):
-        if not args.fresh_home:
-            raise ConfigError(f"{home} is not empty: use --fresh-home (delete it first)")
-        shutil.rmtree(home)
+    clear_home(home, args.fresh_home)
     if args.clients < 1 or args.tenants < 1 or args.calls < 1:
         raise ConfigError("--clients, --tenants and --calls must be at least 1")
     config = LoadConfig(home, clients=args.clients, tenants=args.tenants, calls=args.calls)

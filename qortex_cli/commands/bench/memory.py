@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
+from qortex_cli.commands.bench.home import clear_home
 from qortex_cli.output import emit_report
+
+REUSE_HINT = "use --fresh-home (delete it) or --reuse (keep its memories)"
 
 
 def cmd_bench_memory(args: argparse.Namespace) -> int:
     from qortex_bench.memory_bench import MemoryBenchConfig, run_memory_bench
-    from qortex_core.errors import ConfigError
 
     home = Path(args.home)
     reuse = home.exists() and any(home.iterdir()) and args.reuse
-    if home.exists() and any(home.iterdir()) and not reuse:
-        if not args.fresh_home:
-            raise ConfigError(
-                f"{home} is not empty: use --fresh-home (delete it) or --reuse (keep its memories)"
-            )
-        shutil.rmtree(home)
+    if not reuse:
+        clear_home(home, args.fresh_home, REUSE_HINT)
     config = MemoryBenchConfig(
         home, writes=args.writes, probes=args.probes, fresh=args.fresh, queries=args.queries
     )

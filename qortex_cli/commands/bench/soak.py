@@ -5,21 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 from pathlib import Path
+
+from qortex_cli.commands.bench.home import clear_home
 
 
 def cmd_bench_soak(args: argparse.Namespace) -> int:
     from qortex_bench.soak import SoakConfig, run_soak
     from qortex_cli.commands.purge import purge_home
     from qortex_cli.runs.local import run_ingest
-    from qortex_core.errors import ConfigError
 
     home = Path(args.home).expanduser()
-    if home.exists() and any(home.iterdir()):
-        if not args.fresh_home:
-            raise ConfigError(f"{home} is not empty: use --fresh-home (delete it first)")
-        shutil.rmtree(home)
+    clear_home(home, args.fresh_home)
     os.environ["QORTEX_EMBEDDER"] = args.embedder  # the consolidation embeds as the workers do
     os.environ.setdefault("QORTEX_EXTRACTOR", "offline")
     config = SoakConfig(home, args.processes, args.seconds, embedder=args.embedder)
