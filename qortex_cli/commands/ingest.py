@@ -74,8 +74,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     outcome = run_ingest(source, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        extra = dict(checks=outcome.checks, step_seconds=outcome.step_seconds)
-        print(json_text(dict(s, **extra, run_id=outcome.run_id)))
+        print(json_text(outcome.report()))
         return 0
     failed_checks = [name for name, ok in outcome.checks.items() if not ok]
     status = " (unchanged)" if s["snapshot_status"] == "unchanged" else ""

@@ -138,8 +138,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     outcome = run_ingest(None, home, progress=not args.quiet)
     s = outcome.summary
     if args.json:
-        extra = dict(checks=outcome.checks, step_seconds=outcome.step_seconds)
-        print(json_text(dict(s, **extra, run_id=outcome.run_id)))
+        print(json_text(outcome.report()))
         return 0
     print(
         f"consolidated {plural(s['memories'], 'memory')} ({s['merged_memories']} merged) beside "

@@ -157,6 +157,11 @@ class IngestOutcome:
     step_seconds: dict[str, float] = field(default_factory=dict)
     run_id: str = ""
 
+    def report(self) -> dict:
+        """What ``--json`` prints: the summary with the checks, step seconds and run id."""
+        extra = dict(checks=self.checks, step_seconds=self.step_seconds, run_id=self.run_id)
+        return dict(self.summary, **extra)
+
 
 def _metadata(result) -> dict[str, dict]:
     out: dict[str, dict] = {}
