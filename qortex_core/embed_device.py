@@ -64,11 +64,13 @@ def choose_placement(choice: str, cpu_batch: int = CPU_BATCH, int8: bool = False
         raise ConfigError(f"QORTEX_EMBED_DEVICE={choice!r} is not one of: auto, cpu, cuda")
     if choice == "cuda" and int8:
         raise ConfigError("QORTEX_EMBED_DEVICE=cuda: the int8 model (minilm-int8) runs on the CPU")
-    if choice == "cuda" and not cuda_available():
-        raise ConfigError("QORTEX_EMBED_DEVICE=cuda but torch sees no CUDA device")
-    if choice == "cpu" or int8 or not cuda_available():
+    if choice == "cpu" or int8:  # torch is not even asked
         return EmbedPlacement("cpu", False, cpu_batch)
-    return EmbedPlacement("cuda", True, _cuda_batch())
+    if cuda_available():
+        return EmbedPlacement("cuda", True, _cuda_batch())
+    if choice == "cuda":
+        raise ConfigError("QORTEX_EMBED_DEVICE=cuda but torch sees no CUDA device")
+    return EmbedPlacement("cpu", False, cpu_batch)
 
 
 def int8_linear(model):
