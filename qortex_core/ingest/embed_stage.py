@@ -1,12 +1,16 @@
 """The embeddings stage: passages, concepts, facts and rules tables with vectors from the
 embedding cache (the synonym edges between close concepts: :mod:`.synonym_stage`).
 
-Incremental: unchanged inputs (by digest) leave the tables as they are."""
+Incremental: unchanged upstream tables leave the tables as they are without a read; otherwise
+the chunks are compared with the record of what the tables were built from
+(:mod:`.embed_inputs`) and only the rows the changed chunks touch are written
+(:mod:`.embed_delta`), or every table is rebuilt (first build, another model, a run stopped
+while writing, many chunks changed). A run records that it is writing before its first write
+and clears it after its last, so a killed run is finished by a rebuild on the next one."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -15,14 +19,30 @@ import pyarrow as pa
 from qortex_core.embed import Embedder
 from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.chunk_stage import (
-    ExtractionJson,
     Progress,
     no_progress,
     read_chunks,
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
+from qortex_core.ingest.embed_delta import (
+    compact,
+    embed_deltas,
+    node_deltas,
+    passage_delta,
+    write_delta,
+)
+from qortex_core.ingest.embed_inputs import (
+    EMBEDDED_CHUNKS,
+    ChunkDiff,
+    Payloads,
+    current_inputs,
+    diff_inputs,
+    empty_inputs,
+    stored_inputs,
+    write_record,
+)
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
-from qortex_core.ingest.stage_inputs import INPUTS_STATE, upstream_marks
+from qortex_core.ingest.stage_inputs import INPUTS_STATE, table_mark, upstream_marks
 from qortex_core.ingest.vector_reuse import MODEL_STATE, OldVectors, embedded_texts
 from qortex_core.storage import ids
 from qortex_core.storage.model import Passage
@@ -50,6 +70,10 @@ class EmbedReport:
     vectors_kept: int = 0  # rows whose id and text were in the old tables: no cache lookup
     mode: str = "full"  # "unchanged" | "incremental" | "full"
     reason: str = ""
+    rows_added: int = 0  # rows of the four tables with an id they did not hold
+    rows_changed: int = 0  # rows rewritten under an id they held
+    rows_removed: int = 0  # rows deleted
+    compacted: tuple[str, ...] = ()  # tables rewritten whole: too many small fragments
 
 
 def _with_vectors(columns: dict[str, list] | pa.Table, vectors: np.ndarray) -> pa.Table:
@@ -129,32 +153,115 @@ def _unchanged(n: list[int]) -> EmbedReport:
     return EmbedReport(n[0], n[1], n[2], n[3], 0, 0, mode="unchanged", reason=reason)
 
 
+OUTPUTS = (PASSAGES, CONCEPTS, FACTS, RULES)
+PENDING_STATE = "embeddings_pending"  # stage-state row: set while a run writes the tables
+MAX_DRIFT = 0.2  # changed chunks, as a share of the recorded ones, past which all is rebuilt
+
+
+def _full_reason(store: LanceStore, embedder: Embedder, built: bool) -> str:
+    """Why every row must be rebuilt ("" when the changed chunks may be applied)."""
+    if not built:
+        return "first build: every row embedded or found in the cache"
+    if store.stage_digest(PENDING_STATE):
+        return "a run stopped while writing the tables: every row rebuilt"
+    if store.stage_digest(MODEL_STATE) != embedder.name:
+        return f"the tables hold no vectors of {embedder.name}: every row rebuilt"
+    if store.open_latest(EMBEDDED_CHUNKS) is None:
+        return "no record of the chunks the tables were built from: every row rebuilt"
+    return ""
+
+
 def embed_index(
-    store: LanceStore, embedder: Embedder, extractor_key: str, progress: Progress = no_progress
+    store: LanceStore,
+    embedder: Embedder,
+    extractor_key: str,
+    progress: Progress = no_progress,
+    max_drift: float = MAX_DRIFT,
 ) -> EmbedReport:
-    """Rebuild the passages, concepts, facts and rules tables with vectors: a row whose id and
-    text the old table holds keeps its vector, the rest come from the embedding cache (only
-    their keys are looked up) or the model."""
-    outputs = (PASSAGES, CONCEPTS, FACTS, RULES)
+    """Bring the passages, concepts, facts and rules tables (with vectors) up to date with the
+    chunks and their extractions.
+
+    Incremental when the tables were built by this model and the chunks added, removed or
+    changed since are at most ``max_drift`` of them (:mod:`.embed_delta`: only the rows those
+    chunks touch are read and written); otherwise every table is rebuilt, a row whose id and
+    text the old table holds keeping its vector. Either way only texts without a vector are
+    looked up in the embedding cache (then the model)."""
     inputs = upstream_marks(store, (CHUNKS, EXTRACTIONS), embedder.name, extractor_key)
-    built = all(store.count(n) or n == RULES for n in outputs)
-    if built and store.stage_digest(INPUTS_STATE) == inputs:  # no table read at all
-        return _unchanged([store.count(name) for name in outputs])
-    chunks = read_chunks(store)
-    payloads = ExtractionJson(store, extractor_key, [p.id for p in chunks])  # read as parsed
-    digest = ids.digest(
-        embedder.name,
-        extractor_key,
-        json.dumps(
-            [[p.id, p.doc_id, p.domain, p.id in payloads, p.time, p.ingested_at] for p in chunks]
-        ),
+    built = all(store.count(n) or n == RULES for n in OUTPUTS)
+    why = _full_reason(store, embedder, built)
+    if not why and store.stage_digest(INPUTS_STATE) == inputs:  # no table read at all
+        return _unchanged([store.count(name) for name in OUTPUTS])
+    current = current_inputs(store, extractor_key)
+    if not why:
+        stored = stored_inputs(store)
+        diff = diff_inputs(current, stored if stored is not None else empty_inputs())
+        if diff.empty:
+            store.set_stage_digest(INPUTS_STATE, inputs)
+            return _unchanged([store.count(name) for name in OUTPUTS])
+        if diff.size <= max_drift * max(len(stored or []), 1):
+            report = _incremental(store, embedder, current, stored, diff, progress)
+            store.set_stage_digest(INPUTS_STATE, inputs)
+            return report
+        why = f"{diff.size} of {len(stored or [])} chunks changed (over {max_drift:.0%}): rebuilt"
+        del stored
+    report = _full(store, embedder, current, progress, why)
+    store.set_stage_digest(INPUTS_STATE, inputs)
+    return report
+
+
+def _incremental(
+    store: LanceStore,
+    embedder: Embedder,
+    current: pa.Table,
+    stored: pa.Table,
+    diff: ChunkDiff,
+    progress: Progress,
+) -> EmbedReport:
+    """Apply ``diff`` to the four tables (:mod:`.embed_delta`)."""
+    before = [store.count(name) for name in OUTPUTS]
+    cached = CachedEmbedder(embedder, LanceVectorCache(store))
+    deltas = [passage_delta(store, current, diff), *node_deltas(store, current, stored, diff)]
+    embed_deltas(deltas, cached, progress)
+    store.set_stage_digest(PENDING_STATE, "incremental")  # before the first write
+    for done, delta in enumerate(deltas, 1):
+        write_delta(store, delta)
+        progress("embed_tables", done, 4)
+    write_record(store, current, diff)
+    compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
+    if deltas[1].rows.num_rows or deltas[1].deleted:  # the synonym stage reads the concepts
+        changed = deltas[1].rows["id"].to_pylist() + deltas[1].deleted
+        store.set_stage_digest(
+            "embeddings", ids.digest(store.stage_digest("embeddings") or "", *changed)
+        )
+    store.set_stage_digest(PENDING_STATE, "")
+    counts = [store.count(name) for name in OUTPUTS]
+    looked_up = sum(int((~d.keep).sum()) for d in deltas)
+    return EmbedReport(
+        *counts,
+        texts_embedded=cached.texts_embedded,
+        cache_hits=cached.cache_hits,
+        vectors_kept=sum(counts) - looked_up,
+        mode="incremental",
+        reason=f"{diff.size} of {sum(before[:1])} chunks changed: only the rows they touch "
+        "were written",
+        rows_added=sum(d.added for d in deltas),
+        rows_changed=sum(d.changed for d in deltas),
+        rows_removed=sum(len(d.deleted) for d in deltas),
+        compacted=tuple(compacted),
     )
-    if store.stage_digest("embeddings") == digest and built:
-        # same chunks, extractions and model as the tables were built from: nothing to write
-        store.set_stage_digest(INPUTS_STATE, inputs)
-        return _unchanged([store.count(name) for name in outputs])
+
+
+def _full(
+    store: LanceStore, embedder: Embedder, current: pa.Table, progress: Progress, why: str
+) -> EmbedReport:
+    """Rebuild the four tables from ``current`` inputs: a row whose id and text the old table
+    holds keeps its vector, the rest come from the embedding cache (only their keys are looked
+    up) or the model."""
+    before = sum(store.count(name) for name in OUTPUTS)
     if store.stage_digest(MODEL_STATE) != embedder.name:  # no old vector is this model's
         store.set_stage_digest(MODEL_STATE, "")
+    store.set_stage_digest(PENDING_STATE, "full")  # before the first write
+    chunks = read_chunks(store)
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
     n_passages = len(chunks)
     # one model call path, a table at a time and a block of rows at a time (each block's texts
@@ -163,7 +270,7 @@ def embed_index(
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
     keys = [ChunkKey(p.id, p.domain) for p in chunks]
     del chunks  # the texts: the node tables need each chunk's id and domain only
-    merged = NodeTables(keys, payloads)  # each table built, written and dropped in turn
+    merged = NodeTables(keys, Payloads(current))  # each table built, written and dropped in turn
     counts = [n_passages]
     for done, (name, build) in enumerate(
         ((CONCEPTS, merged.concepts), (FACTS, merged.facts), (RULES, merged.rules)), 2
@@ -176,10 +283,18 @@ def embed_index(
         del rows
         give_back()  # what the last table freed, before the next one is built
         progress("embed_tables", done, 4)
+    write_record(store, current, None)
     store.set_stage_digest(MODEL_STATE, embedder.name)
-    store.set_stage_digest("embeddings", digest)
-    store.set_stage_digest(INPUTS_STATE, inputs)
-    return _report(counts, cached, sum(o.kept for o in old))
+    store.set_stage_digest("embeddings", ids.digest(embedder.name, table_mark(store, CONCEPTS)))
+    store.set_stage_digest(PENDING_STATE, "")
+    kept = sum(o.kept for o in old)
+    return replace(
+        _report(counts, cached, kept),
+        mode="full",
+        reason=f"{why} ({kept} rows kept their vectors)" if kept else why,
+        rows_added=sum(counts),
+        rows_removed=before,
+    )
 
 
 def _report(counts: list[int], cached: CachedEmbedder, kept: int) -> EmbedReport:

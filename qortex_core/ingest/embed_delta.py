@@ -1,0 +1,243 @@
+"""The embedding stage's incremental path: the four tables brought up to date with the chunks
+that changed (:class:`~.embed_inputs.ChunkDiff`), reading and writing only the rows they touch.
+
+- passages: rows of removed chunks deleted, rows of new and moved chunks written (a moved
+  chunk keeps its vector: its id is the hash of its text);
+- concepts, facts and rules: the node ids that the changed chunks' old and new payloads
+  mention are the touched rows. Each touched row depends only on the chunks that mention
+  it, which are the chunks its stored row lists (less the removed ones) and the changed
+  chunks: the rows are merged again (:class:`~.node_tables.NodeTables`) over just those
+  chunks, so they equal what a full build gives. Touched rows no chunk mentions any more are
+  deleted.
+
+A written row whose id and embedded text its stored row has keeps that row's vector; every
+other text is looked up in the embedding cache (then the model), all tables' texts in one
+lookup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.errors import QortexError
+from qortex_core.ingest.chunk_stage import Progress
+from qortex_core.ingest.embed_cache import CachedEmbedder
+from qortex_core.ingest.embed_inputs import ChunkDiff, rows_of
+from qortex_core.ingest.node_tables import ChunkKey, NodeTables
+from qortex_core.ingest.vector_reuse import TEXT_COLUMNS, embedded_texts
+from qortex_core.storage.store import (
+    CHUNKS,
+    CONCEPTS,
+    FACTS,
+    PASSAGES,
+    RULES,
+    LanceStore,
+    arrow_to_vectors,
+    vectors_to_arrow,
+)
+
+NODE_TABLES = (CONCEPTS, FACTS, RULES)
+
+
+@dataclass
+class TableDelta:
+    """One table's rows to write (without vectors), their embedded texts, the vectors kept
+    from the stored rows (``kept[i]``: row i's, where ``keep[i]``) and the ids to delete."""
+
+    name: str
+    rows: pa.Table
+    texts: list[str]
+    keep: np.ndarray
+    kept: np.ndarray
+    deleted: list[str]
+    added: int = 0  # rows whose id the table did not hold
+    vectors: np.ndarray | None = field(default=None)
+
+    @property
+    def changed(self) -> int:
+        return self.rows.num_rows - self.added
+
+
+def _merged(part: pa.Table) -> NodeTables:
+    """The node tables merged over the chunks of ``part`` (input rows sorted by id)."""
+    keys = [ChunkKey(i, d) for i, d in zip(part["id"].to_pylist(), part["domain"].to_pylist())]
+    payloads = {
+        i: p
+        for i, p in zip(part["id"].to_pylist(), part["payload"].to_pylist())
+        if p is not None
+    }
+    return NodeTables(keys, payloads)
+
+
+def _node_ids(part: pa.Table) -> dict[str, pa.Array]:
+    """The ids of the concepts, facts and rules the chunks of ``part`` mention."""
+    merged = _merged(part)
+    return {
+        CONCEPTS: merged.concepts()["id"].combine_chunks(),
+        FACTS: merged.facts()["id"].combine_chunks(),
+        RULES: merged.rules()["id"].combine_chunks(),
+    }
+
+
+def _stored_rows(store: LanceStore, name: str, wanted: pa.Array, columns: list[str]) -> pa.Table:
+    """``columns`` of the stored rows whose id is in ``wanted`` (the id column is read, the
+    rest fetched by row offset)."""
+    stored = store.read_columns(name, ["id"])
+    if stored.num_rows == 0 or len(wanted) == 0:
+        return pa.table({c: pa.array([], pa.string()) for c in columns}).slice(0, 0)
+    at = pc.index_in(wanted, value_set=stored["id"]).drop_null().to_numpy()
+    got = store.take(name, np.sort(at).tolist(), columns)
+    return got if got.num_rows else stored.slice(0, 0).select(["id"])
+
+
+def _identity(name: str, rows: pa.Table) -> pa.Array:
+    """The id and the columns a row's embedded text is made of, joined."""
+    columns = [pc.cast(rows[c], pa.string()) for c in TEXT_COLUMNS.get(name, ("id", "text"))]
+    if len(columns) == 1:
+        return columns[0]
+    return pc.binary_join_element_wise(*columns, "\0")
+
+
+def _keep_vectors(name: str, rows: pa.Table, stored: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(keep mask, (n, d) kept vectors) for ``rows`` from the ``stored`` rows of the same
+    identity."""
+    if stored.num_rows == 0 or "vector" not in stored.column_names:
+        return np.zeros(rows.num_rows, bool), np.zeros((rows.num_rows, 0), np.float32)
+    at = pc.index_in(_identity(name, rows), value_set=_identity(name, stored))
+    keep = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    width = stored.schema.field("vector").type.list_size
+    vectors = arrow_to_vectors(stored["vector"], width)  # (stored, d)
+    kept = np.zeros((rows.num_rows, width), np.float32)
+    kept[keep] = vectors[at.drop_null().to_numpy()]
+    return keep, kept
+
+
+def node_delta(
+    store: LanceStore, name: str, current: pa.Table, touched: pa.Array, changed: list[str]
+) -> TableDelta:
+    """The rows of node table ``name`` with a ``touched`` id, merged again over the chunks
+    that mention them (those the stored rows list, and the ``changed`` chunks)."""
+    columns = ["id", "passage_ids", *TEXT_COLUMNS.get(name, ("id", "text"))[1:], "vector"]
+    stored = _stored_rows(store, name, touched, list(dict.fromkeys(columns)))
+    listed = pc.list_flatten(stored["passage_ids"]).to_pylist() if stored.num_rows else []
+    part = rows_of(current, sorted({*listed, *changed}))  # every chunk naming a touched id
+    rows = getattr(_merged(part), name)()
+    rows = rows.filter(pc.is_in(rows["id"], value_set=touched))
+    keep, kept = _keep_vectors(name, rows, stored)
+    gone = pc.invert(pc.is_in(touched, value_set=rows["id"]))
+    had = pc.is_in(rows["id"], value_set=stored["id"]) if stored.num_rows else None
+    return TableDelta(
+        name,
+        rows,
+        embedded_texts(name, rows),
+        keep,
+        kept,
+        touched.filter(gone).to_pylist(),
+        added=rows.num_rows - (int(pc.sum(had).as_py() or 0) if had is not None else 0),
+    )
+
+
+def node_deltas(
+    store: LanceStore, current: pa.Table, stored_inputs: pa.Table, diff: ChunkDiff
+) -> list[TableDelta]:
+    """The concepts, facts and rules deltas of ``diff``."""
+    changed = diff.node_chunks()
+    before = _node_ids(rows_of(stored_inputs, changed))
+    after = _node_ids(rows_of(current, changed))
+    out = []
+    for name in NODE_TABLES:
+        touched = pc.unique(pa.concat_arrays([before[name], after[name]]))
+        out.append(node_delta(store, name, current, touched, changed))
+    return out
+
+
+def passage_delta(store: LanceStore, current: pa.Table, diff: ChunkDiff) -> TableDelta:
+    """The passage rows of new and moved chunks (texts read for those only), and the ids of
+    removed chunks."""
+    wanted = sorted({*diff.added, *diff.moved})
+    part = rows_of(current, wanted)
+    text = _chunk_texts(store, part["id"])
+    title = part["title"]
+    full = pc.if_else(
+        pc.equal(pc.fill_null(title, ""), ""), text, pc.binary_join_element_wise(title, text, "\n")
+    )
+    rows = pa.table(
+        {
+            "id": part["id"],
+            "doc_id": part["doc_id"],
+            "title": pc.fill_null(title, ""),
+            "text": text,
+            "domain": part["domain"],
+            "time": part["time"],
+            "ingested_at": part["ingested_at"],
+        }
+    )
+    stored = _stored_rows(store, PASSAGES, rows["id"].combine_chunks(), ["id", "vector"])
+    keep, kept = _keep_vectors(PASSAGES, rows, stored)
+    return TableDelta(
+        PASSAGES, rows, full.to_pylist(), keep, kept, list(diff.removed), added=len(diff.added)
+    )
+
+
+def _chunk_texts(store: LanceStore, wanted: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The stored text of each chunk id in ``wanted`` (in that order)."""
+    if len(wanted) == 0:
+        return pa.array([], pa.string())
+    ids = store.read_columns(CHUNKS, ["id"])
+    at = pc.index_in(wanted, value_set=ids["id"]).drop_null().to_numpy()
+    got = store.take(CHUNKS, np.sort(at).tolist(), ["id", "text"])
+    order = pc.index_in(wanted, value_set=got["id"]) if got.num_rows else None
+    if order is None or order.null_count:
+        raise QortexError("the chunks table changed while it was read: run it again")
+    return got["text"].take(order).combine_chunks()
+
+
+def embed_deltas(
+    deltas: list[TableDelta], cached: CachedEmbedder, progress: Progress
+) -> None:
+    """Fill each delta's vectors: kept ones, and the other rows' texts looked up together."""
+    missing = [np.flatnonzero(~d.keep) for d in deltas]
+    groups = [[d.texts[i] for i in m] for d, m in zip(deltas, missing)]
+    fresh = cached.embed_groups(groups, progress) if any(groups) else []
+    widths = [f.shape[1] for f in fresh if f.size] + [d.kept.shape[1] for d in deltas]
+    width = max(widths, default=1)  # a kept vector is the same model's (the stage checks)
+    for at, (d, m) in enumerate(zip(deltas, missing)):
+        out = np.zeros((d.rows.num_rows, width), np.float32)
+        if d.kept.shape[1] == width:
+            out[d.keep] = d.kept[d.keep]
+        if m.size:
+            out[m] = np.asarray(fresh[at], np.float32)
+        d.vectors = out
+
+
+def write_delta(store: LanceStore, delta: TableDelta) -> None:
+    """Upsert the delta's rows with their vectors (cast to the stored schema) and delete its
+    gone ids."""
+    if delta.rows.num_rows:
+        vectors = delta.vectors if delta.vectors is not None else np.zeros((0, 1), np.float32)
+        rows = delta.rows.append_column("vector", vectors_to_arrow(vectors))
+        table = store.open_latest(delta.name)
+        if table is not None:
+            rows = rows.select(table.schema.names).cast(table.schema)
+        store.upsert(delta.name, rows)
+    store.delete(delta.name, "id", delta.deleted)
+
+
+MAX_FRAGMENTS = 32  # a table written in more pieces than this is rewritten whole
+
+
+def compact(store: LanceStore, names: tuple[str, ...], bound: int = MAX_FRAGMENTS) -> list[str]:
+    """Rewrite each table of ``names`` held in more than ``bound`` fragments as one new
+    version of the same rows (streamed: memory for one batch); returns those rewritten."""
+    done = []
+    for name in names:
+        table = store.open_latest(name)
+        if table is None or table.stats()["fragment_stats"]["num_fragments"] <= bound:
+            continue
+        store.replace_stream(name, table.schema, store.scan(name, table.schema.names))
+        done.append(name)
+    return done

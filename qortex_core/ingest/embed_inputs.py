@@ -1,0 +1,170 @@
+"""What the embedding stage's tables were built from, one row per chunk, and how the current
+chunks differ from it.
+
+The ``embedded_chunks`` table holds, for every chunk the passages, concepts, facts and rules
+tables were last built from, the chunk's columns that reach those tables (``doc_id``,
+``title``, ``domain``, ``time``, ``ingested_at``; the id is the hash of its text) and its
+successful extraction payload under the stage's extractor (null when it had none). The
+current inputs are read column-wise (the chunks table without its texts, the extractions of
+that extractor) and compared with the stored rows by id with Arrow compute: no Python object
+per chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore
+
+EMBEDDED_CHUNKS = "embedded_chunks"  # the stage's record of the chunks its tables hold
+PLACE = ("doc_id", "title", "domain", "time", "ingested_at")  # a passage row's other columns
+COLUMNS = ("id", *PLACE, "payload")
+
+
+def _string_column(rows: pa.Table, name: str) -> pa.Array | pa.ChunkedArray:
+    """``rows[name]`` as strings; nulls when the table predates the column."""
+    if name in rows.column_names:
+        return pc.cast(rows[name], pa.string())
+    return pa.nulls(rows.num_rows, pa.string())
+
+
+def current_inputs(store: LanceStore, extractor_key: str) -> pa.Table:
+    """Every chunk's :data:`COLUMNS` now, sorted by id: its successful payload under
+    ``extractor_key`` or null."""
+    table = store.open_latest(CHUNKS)
+    names = table.schema.names if table is not None else []
+    chunks = store.read_columns(CHUNKS, [c for c in ("id", *PLACE) if c in names])
+    if chunks.num_rows == 0:
+        return empty_inputs()
+    chunks = chunks.take(pc.sort_indices(chunks["id"]))
+    found = store.read_columns(EXTRACTIONS, ["passage_id", "extractor", "status", "payload"])
+    payload = pa.nulls(chunks.num_rows, pa.string())
+    if found.num_rows:
+        ok = pc.and_(pc.equal(found["extractor"], extractor_key), pc.equal(found["status"], "ok"))
+        found = found.filter(ok)
+        at = pc.index_in(chunks["id"], value_set=found["passage_id"])  # null where none
+        payload = found["payload"].take(at)
+    columns = {c: _string_column(chunks, c) for c in ("id", *PLACE)}
+    return pa.table({**columns, "payload": payload})
+
+
+def empty_inputs() -> pa.Table:
+    return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
+
+
+def stored_inputs(store: LanceStore) -> pa.Table | None:
+    """The stored record sorted by id, or None when there is none."""
+    if store.open_latest(EMBEDDED_CHUNKS) is None:
+        return None
+    rows = store.read_columns(EMBEDDED_CHUNKS, list(COLUMNS))
+    return rows.take(pc.sort_indices(rows["id"])) if rows.num_rows else empty_inputs()
+
+
+def _differs(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """(n,) True where the strings differ (two nulls are the same)."""
+    same = pc.fill_null(pc.equal(a, b), False)
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    return ~pc.or_(same, both_null).to_numpy(zero_copy_only=False)
+
+
+@dataclass(frozen=True)
+class ChunkDiff:
+    """The current chunks against the stored record (ids sorted).
+
+    ``added``: chunks not in the record; ``removed``: recorded chunks gone; ``moved``: chunks
+    whose passage row changes (document, title, domain or times); ``reextracted``: chunks whose
+    payload or domain changed (what the concepts, facts and rules tables read of a chunk)."""
+
+    added: list[str]
+    removed: list[str]
+    moved: list[str]
+    reextracted: list[str]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.moved or self.reextracted)
+
+    @property
+    def size(self) -> int:
+        """Chunks that changed in any way."""
+        return len(self.added) + len(self.removed) + len(set(self.moved) | set(self.reextracted))
+
+    def node_chunks(self) -> list[str]:
+        """Chunks whose contribution to the node tables may have changed, sorted."""
+        return sorted({*self.added, *self.removed, *self.reextracted})
+
+
+def diff_inputs(current: pa.Table, stored: pa.Table) -> ChunkDiff:
+    """The chunks added, removed and changed between ``stored`` and ``current``."""
+    at = pc.index_in(current["id"], value_set=stored["id"])
+    new = pc.is_null(at).to_numpy(zero_copy_only=False)  # (current,)
+    gone = ~pc.is_in(stored["id"], value_set=current["id"]).to_numpy(zero_copy_only=False)
+    both = current.filter(pa.array(~new))
+    before = stored.take(pc.drop_null(at))  # (both,) the stored row of each kept chunk
+    moved = np.zeros(both.num_rows, bool)
+    for column in PLACE:
+        moved |= _differs(both[column], before[column])
+    payload = _differs(both["payload"], before["payload"])
+    reextracted = payload | _differs(both["domain"], before["domain"])
+    ids = both["id"]
+    return ChunkDiff(
+        added=current["id"].filter(pa.array(new)).to_pylist(),
+        removed=stored["id"].filter(pa.array(gone)).to_pylist(),
+        moved=ids.filter(pa.array(moved)).to_pylist(),
+        reextracted=ids.filter(pa.array(reextracted)).to_pylist(),
+    )
+
+
+def rows_of(inputs: pa.Table, wanted: list[str]) -> pa.Table:
+    """The rows of ``inputs`` whose id is in ``wanted``, in ``inputs``' order."""
+    if not wanted:
+        return inputs.slice(0, 0)
+    return inputs.filter(pc.is_in(inputs["id"], value_set=pa.array(wanted, pa.string())))
+
+
+class Payloads(Mapping[str, str]):
+    """The payloads of an inputs table by chunk id, turned into Python strings a slice of
+    rows at a time when read in row order (as the node-table merge reads them): memory for
+    one slice's text beside the Arrow column."""
+
+    def __init__(self, inputs: pa.Table, batch: int = 20_000) -> None:
+        self._ids = inputs["id"].to_pylist()
+        self._position = {c: i for i, c in enumerate(self._ids)}
+        self._payload, self._batch = inputs["payload"], max(1, batch)
+        self._has = pc.is_valid(self._payload).to_numpy(zero_copy_only=False)
+        self._loaded: tuple[int, list] = (-1, [])
+
+    def __getitem__(self, chunk_id: str) -> str:
+        at = self._position[chunk_id]
+        if not self._has[at]:
+            raise KeyError(chunk_id)
+        b = at // self._batch
+        if self._loaded[0] != b:
+            self._loaded = (b, self._payload.slice(b * self._batch, self._batch).to_pylist())
+        return self._loaded[1][at - b * self._batch]
+
+    def __contains__(self, chunk_id: object) -> bool:
+        at = self._position.get(chunk_id) if isinstance(chunk_id, str) else None
+        return at is not None and bool(self._has[at])
+
+    def __iter__(self) -> Iterator[str]:
+        return (c for c, h in zip(self._ids, self._has) if h)
+
+    def __len__(self) -> int:
+        return int(self._has.sum())
+
+
+def write_record(store: LanceStore, current: pa.Table, diff: ChunkDiff | None) -> None:
+    """Record ``current`` as what the tables were built from: the whole table (``diff`` None)
+    or only the rows of ``diff``'s chunks."""
+    if diff is None:
+        store.replace(EMBEDDED_CHUNKS, current.select(list(COLUMNS)))
+        return
+    changed = rows_of(current, sorted({*diff.added, *diff.moved, *diff.reextracted}))
+    store.upsert(EMBEDDED_CHUNKS, changed.select(list(COLUMNS)))
+    store.delete(EMBEDDED_CHUNKS, "id", diff.removed)
