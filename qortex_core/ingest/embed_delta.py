@@ -66,9 +66,7 @@ def _merged(part: pa.Table) -> NodeTables:
     """The node tables merged over the chunks of ``part`` (input rows sorted by id)."""
     keys = [ChunkKey(i, d) for i, d in zip(part["id"].to_pylist(), part["domain"].to_pylist())]
     payloads = {
-        i: p
-        for i, p in zip(part["id"].to_pylist(), part["payload"].to_pylist())
-        if p is not None
+        i: p for i, p in zip(part["id"].to_pylist(), part["payload"].to_pylist()) if p is not None
     }
     return NodeTables(keys, payloads)
 
@@ -196,9 +194,7 @@ def _chunk_texts(store: LanceStore, wanted: pa.ChunkedArray | pa.Array) -> pa.Ar
     return got["text"].take(order).combine_chunks()
 
 
-def embed_deltas(
-    deltas: list[TableDelta], cached: CachedEmbedder, progress: Progress
-) -> None:
+def embed_deltas(deltas: list[TableDelta], cached: CachedEmbedder, progress: Progress) -> None:
     """Fill each delta's vectors: kept ones, and the other rows' texts looked up together."""
     missing = [np.flatnonzero(~d.keep) for d in deltas]
     groups = [[d.texts[i] for i in m] for d, m in zip(deltas, missing)]
@@ -230,9 +226,11 @@ def write_delta(store: LanceStore, delta: TableDelta) -> None:
 MAX_FRAGMENTS = 32  # a table written in more pieces than this is rewritten whole
 
 
-def compact(store: LanceStore, names: tuple[str, ...], bound: int = MAX_FRAGMENTS) -> list[str]:
-    """Rewrite each table of ``names`` held in more than ``bound`` fragments as one new
-    version of the same rows (streamed: memory for one batch); returns those rewritten."""
+def compact(store: LanceStore, names: tuple[str, ...], bound: int | None = None) -> list[str]:
+    """Rewrite each table of ``names`` held in more than ``bound`` (:data:`MAX_FRAGMENTS`)
+    fragments as one new version of the same rows (streamed: memory for one batch); returns
+    those rewritten."""
+    bound = MAX_FRAGMENTS if bound is None else bound
     done = []
     for name in names:
         table = store.open_latest(name)
