@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
 from qortex_core.ingest.chunk_stage import Progress
+from qortex_core.ingest.concept_delta import updated_concepts
 from qortex_core.ingest.embed_cache import CachedEmbedder
 from qortex_core.ingest.embed_inputs import ChunkDiff, rows_of
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
@@ -114,19 +115,32 @@ def _keep_vectors(name: str, rows: pa.Table, stored: pa.Table) -> tuple[np.ndarr
     return keep, kept
 
 
-def node_delta(
-    store: LanceStore, name: str, current: pa.Table, touched: pa.Array, changed: list[str]
-) -> TableDelta:
-    """The rows of node table ``name`` with a ``touched`` id, merged again over the chunks
-    that mention them (those the stored rows list, and the ``changed`` chunks)."""
-    columns = ["id", "passage_ids", *TEXT_COLUMNS.get(name, ("id", "text"))[1:], "vector"]
-    stored = _stored_rows(store, name, touched, list(dict.fromkeys(columns)))
-    listed = pc.list_flatten(stored["passage_ids"]).to_pylist() if stored.num_rows else []
-    part = rows_of(current, sorted({*listed, *changed}))  # every chunk naming a touched id
-    rows = getattr(_merged(part), name)()
-    rows = rows.filter(pc.is_in(rows["id"], value_set=touched))
+def _same_as_stored(rows: pa.Table, stored: pa.Table) -> np.ndarray:
+    """(n,) True where the stored row of the same id has every column of ``rows`` equal (the
+    touched rows only: a row-wise compare)."""
+    if stored.num_rows == 0 or not set(rows.column_names) <= set(stored.column_names):
+        return np.zeros(rows.num_rows, bool)
+    at = pc.index_in(rows["id"], value_set=stored["id"])
+    same = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    pos = at.fill_null(0)
+    for column in rows.column_names:
+        old, new = stored[column].take(pos).to_pylist(), rows[column].to_pylist()
+        same &= np.fromiter((a == b for a, b in zip(old, new)), bool, len(new))
+    return same
+
+
+def _stored_of(store: LanceStore, name: str, touched: pa.Array) -> pa.Table:
+    """Every column of the stored rows of ``name`` with a ``touched`` id."""
+    table = store.open_latest(name)
+    return _stored_rows(store, name, touched, table.schema.names if table is not None else ["id"])
+
+
+def _delta(name: str, rows: pa.Table, stored: pa.Table, touched: pa.Array) -> TableDelta:
+    """The delta that makes the ``touched`` rows of ``name`` the new ``rows``: rows equal to
+    their ``stored`` ones are left out, touched ids without a row deleted."""
+    gone = touched.filter(pc.invert(pc.is_in(touched, value_set=rows["id"]))).to_pylist()
+    rows = rows.filter(pa.array(~_same_as_stored(rows, stored)))
     keep, kept = _keep_vectors(name, rows, stored)
-    gone = pc.invert(pc.is_in(touched, value_set=rows["id"]))
     had = pc.is_in(rows["id"], value_set=stored["id"]) if stored.num_rows else None
     return TableDelta(
         name,
@@ -134,23 +148,64 @@ def node_delta(
         embedded_texts(name, rows),
         keep,
         kept,
-        touched.filter(gone).to_pylist(),
+        gone,
         added=rows.num_rows - (int(pc.sum(had).as_py() or 0) if had is not None else 0),
     )
 
 
+def node_delta(
+    store: LanceStore, name: str, current: pa.Table, touched: pa.Array, changed: list[str]
+) -> TableDelta:
+    """The rows of fact or rule table ``name`` with a ``touched`` id, merged again over the
+    chunks that mention them (those the stored rows list, and the ``changed`` chunks)."""
+    stored = _stored_of(store, name, touched)
+    listed = pc.list_flatten(stored["passage_ids"]).to_pylist() if stored.num_rows else []
+    part = rows_of(current, sorted({*listed, *changed}))  # every chunk naming a touched id
+    rows = getattr(_merged(part), name)()
+    return _delta(name, rows.filter(pc.is_in(rows["id"], value_set=touched)), stored, touched)
+
+
+@dataclass
+class NodeDeltas:
+    """The node tables' deltas, and ``listed`` (``id``, ``listed``) of every recorded chunk
+    the record will hold for the changed ones."""
+
+    deltas: list[TableDelta]
+    listed: pa.Table
+
+
 def node_deltas(
     store: LanceStore, current: pa.Table, stored_inputs: pa.Table, diff: ChunkDiff
-) -> list[TableDelta]:
-    """The concepts, facts and rules deltas of ``diff``."""
+) -> NodeDeltas:
+    """The concepts, facts and rules deltas of ``diff``: the concepts updated from their
+    stored rows (:mod:`.concept_delta`), facts and rules merged over their chunks."""
     changed = diff.node_chunks()
     before = _node_ids(rows_of(stored_inputs, changed))
-    after = _node_ids(rows_of(current, changed))
+    now = rows_of(current, sorted({*changed, *diff.moved}))
+    merged = _merged(now)  # the changed chunks' contributions (moved ones add what they did)
+    concepts = merged.concepts()
+    mine = pa.table({"id": now["id"], "listed": merged.listed})
+    unchanged = pc.invert(pc.is_in(stored_inputs["id"], value_set=now["id"]))
+    listed = pa.concat_tables([stored_inputs.filter(unchanged).select(["id", "listed"]), mine])
+    after = {CONCEPTS: concepts, FACTS: merged.facts(), RULES: merged.rules()}
     out = []
     for name in NODE_TABLES:
-        touched = pc.unique(pa.concat_arrays([before[name], after[name]]))
-        out.append(node_delta(store, name, current, touched, changed))
-    return out
+        ids = [before[name], after[name]["id"].combine_chunks()]
+        touched = pc.unique(pa.concat_arrays(ids))
+        if name != CONCEPTS:
+            out.append(node_delta(store, name, current, touched, changed))
+            continue
+        stored = _stored_of(store, name, touched)
+        rows = updated_concepts(
+            stored,
+            concepts,
+            sorted({*changed, *diff.moved}),
+            current,
+            listed,
+            lambda chunks: _merged(rows_of(current, chunks)).concepts(),
+        )
+        out.append(_delta(name, rows, stored, touched))
+    return NodeDeltas(out, listed)
 
 
 def passage_delta(store: LanceStore, current: pa.Table, diff: ChunkDiff) -> TableDelta:
@@ -217,9 +272,10 @@ def write_delta(store: LanceStore, delta: TableDelta) -> None:
         vectors = delta.vectors if delta.vectors is not None else np.zeros((0, 1), np.float32)
         rows = delta.rows.append_column("vector", vectors_to_arrow(vectors))
         table = store.open_latest(delta.name)
-        if table is not None:
-            rows = rows.select(table.schema.names).cast(table.schema)
-        store.upsert(delta.name, rows)
+        if table is None or table.count_rows() == 0:  # an empty table's vectors have no width
+            store.replace(delta.name, rows)
+            return
+        store.upsert(delta.name, rows.select(table.schema.names).cast(table.schema))
     store.delete(delta.name, "id", delta.deleted)
 
 

@@ -4,7 +4,8 @@ chunks differ from it.
 The ``embedded_chunks`` table holds, for every chunk the passages, concepts, facts and rules
 tables were last built from, the chunk's columns that reach those tables (``doc_id``,
 ``title``, ``domain``, ``time``, ``ingested_at``; the id is the hash of its text) and its
-successful extraction payload under the stage's extractor (null when it had none). The
+successful extraction payload under the stage's extractor (null when it had none), and the
+ids of the concepts that payload lists (``listed``: what a concept's domains are made of). The
 current inputs are read column-wise (the chunks table without its texts, the extractions of
 that extractor) and compared with the stored rows by id with Arrow compute: no Python object
 per chunk.
@@ -24,6 +25,7 @@ from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore
 EMBEDDED_CHUNKS = "embedded_chunks"  # the stage's record of the chunks its tables hold
 PLACE = ("doc_id", "title", "domain", "time", "ingested_at")  # a passage row's other columns
 COLUMNS = ("id", *PLACE, "payload")
+LISTED = pa.list_(pa.string())
 
 
 def _string_column(rows: pa.Table, name: str) -> pa.Array | pa.ChunkedArray:
@@ -42,27 +44,46 @@ def current_inputs(store: LanceStore, extractor_key: str) -> pa.Table:
     if chunks.num_rows == 0:
         return empty_inputs()
     chunks = chunks.take(pc.sort_indices(chunks["id"]))
-    found = store.read_columns(EXTRACTIONS, ["passage_id", "extractor", "status", "payload"])
+    found = _payloads(store, extractor_key)
     payload = pa.nulls(chunks.num_rows, pa.string())
     if found.num_rows:
-        ok = pc.and_(pc.equal(found["extractor"], extractor_key), pc.equal(found["status"], "ok"))
-        found = found.filter(ok)
         at = pc.index_in(chunks["id"], value_set=found["passage_id"])  # null where none
         payload = found["payload"].take(at)
     columns = {c: _string_column(chunks, c) for c in ("id", *PLACE)}
     return pa.table({**columns, "payload": payload})
 
 
+def _payloads(store: LanceStore, extractor_key: str) -> pa.Table:
+    """``passage_id`` and ``payload`` of the successful extractions under ``extractor_key``
+    (filtered by Lance: other extractors' payloads are not read)."""
+    table = store.open_latest(EXTRACTIONS)
+    if table is None:
+        return pa.table({"passage_id": pa.array([], pa.string())})
+    quoted = extractor_key.replace("'", "''")
+    query = table.search().where(f"extractor = '{quoted}' AND status = 'ok'")
+    return query.select(["passage_id", "payload"]).limit(None).to_arrow()
+
+
 def empty_inputs() -> pa.Table:
     return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
 
 
+def has_record(store: LanceStore) -> bool:
+    """Whether the record exists (with its ``listed`` column)."""
+    table = store.open_latest(EMBEDDED_CHUNKS)
+    return table is not None and "listed" in table.schema.names
+
+
 def stored_inputs(store: LanceStore) -> pa.Table | None:
-    """The stored record sorted by id, or None when there is none."""
-    if store.open_latest(EMBEDDED_CHUNKS) is None:
+    """The stored record (:data:`COLUMNS` and ``listed``) sorted by id, or None when there is
+    none (or one without the ``listed`` column)."""
+    table = store.open_latest(EMBEDDED_CHUNKS)
+    if table is None or "listed" not in table.schema.names:
         return None
-    rows = store.read_columns(EMBEDDED_CHUNKS, list(COLUMNS))
-    return rows.take(pc.sort_indices(rows["id"])) if rows.num_rows else empty_inputs()
+    rows = store.read_columns(EMBEDDED_CHUNKS, [*COLUMNS, "listed"])
+    if rows.num_rows == 0:
+        return empty_inputs().append_column("listed", pa.array([], LISTED))
+    return rows.take(pc.sort_indices(rows["id"]))
 
 
 def _differs(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -159,12 +180,20 @@ class Payloads(Mapping[str, str]):
         return int(self._has.sum())
 
 
-def write_record(store: LanceStore, current: pa.Table, diff: ChunkDiff | None) -> None:
-    """Record ``current`` as what the tables were built from: the whole table (``diff`` None)
-    or only the rows of ``diff``'s chunks."""
+def write_record(
+    store: LanceStore, current: pa.Table, listed: pa.Table, diff: ChunkDiff | None
+) -> None:
+    """Record ``current`` (with ``listed``: ``id``, ``listed`` of its chunks) as what the
+    tables were built from: the whole table (``diff`` None) or only the rows of ``diff``'s
+    chunks."""
+    wanted = None if diff is None else sorted({*diff.added, *diff.moved, *diff.reextracted})
+    rows = current if wanted is None else rows_of(current, wanted)
+    at = pc.index_in(rows["id"], value_set=listed["id"])
+    if at.null_count:
+        raise ValueError("a recorded chunk has no listed concepts")  # a caller's bug
+    rows = rows.select(list(COLUMNS)).append_column("listed", listed["listed"].take(at))
     if diff is None:
-        store.replace(EMBEDDED_CHUNKS, current.select(list(COLUMNS)))
+        store.replace(EMBEDDED_CHUNKS, rows)
         return
-    changed = rows_of(current, sorted({*diff.added, *diff.moved, *diff.reextracted}))
-    store.upsert(EMBEDDED_CHUNKS, changed.select(list(COLUMNS)))
+    store.upsert(EMBEDDED_CHUNKS, rows)
     store.delete(EMBEDDED_CHUNKS, "id", diff.removed)

@@ -38,6 +38,7 @@ from qortex_core.ingest.embed_inputs import (
     current_inputs,
     diff_inputs,
     empty_inputs,
+    has_record,
     stored_inputs,
     write_record,
 )
@@ -166,7 +167,7 @@ def _full_reason(store: LanceStore, embedder: Embedder, built: bool) -> str:
         return "a run stopped while writing the tables: every row rebuilt"
     if store.stage_digest(MODEL_STATE) != embedder.name:
         return f"the tables hold no vectors of {embedder.name}: every row rebuilt"
-    if store.open_latest(EMBEDDED_CHUNKS) is None:
+    if not has_record(store):
         return "no record of the chunks the tables were built from: every row rebuilt"
     return ""
 
@@ -220,13 +221,14 @@ def _incremental(
     """Apply ``diff`` to the four tables (:mod:`.embed_delta`)."""
     before = [store.count(name) for name in OUTPUTS]
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
-    deltas = [passage_delta(store, current, diff), *node_deltas(store, current, stored, diff)]
+    nodes = node_deltas(store, current, stored, diff)
+    deltas = [passage_delta(store, current, diff), *nodes.deltas]
     embed_deltas(deltas, cached, progress)
     store.set_stage_digest(PENDING_STATE, "incremental")  # before the first write
     for done, delta in enumerate(deltas, 1):
         write_delta(store, delta)
         progress("embed_tables", done, 4)
-    write_record(store, current, diff)
+    write_record(store, current, nodes.listed, diff)
     compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
     if deltas[1].rows.num_rows or deltas[1].deleted:  # the synonym stage reads the concepts
         changed = deltas[1].rows["id"].to_pylist() + deltas[1].deleted
@@ -237,7 +239,10 @@ def _incremental(
     counts = [store.count(name) for name in OUTPUTS]
     looked_up = sum(int((~d.keep).sum()) for d in deltas)
     return EmbedReport(
-        *counts,
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
         texts_embedded=cached.texts_embedded,
         cache_hits=cached.cache_hits,
         vectors_kept=sum(counts) - looked_up,
@@ -268,8 +273,9 @@ def _full(
     # cache-checked and length-sorted together): memory holds one block's texts and vectors
     old = [_write_embedded(store, PASSAGES, n_passages, _passage_block(chunks), cached, progress)]
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
-    keys = [ChunkKey(p.id, p.domain) for p in chunks]
     del chunks  # the texts: the node tables need each chunk's id and domain only
+    ids_ = current["id"].to_pylist()
+    keys = [ChunkKey(i, d) for i, d in zip(ids_, current["domain"].to_pylist())]
     merged = NodeTables(keys, Payloads(current))  # each table built, written and dropped in turn
     counts = [n_passages]
     for done, (name, build) in enumerate(
@@ -283,7 +289,8 @@ def _full(
         del rows
         give_back()  # what the last table freed, before the next one is built
         progress("embed_tables", done, 4)
-    write_record(store, current, None)
+    # each chunk's listed concepts (set by the concepts merge), for the record
+    write_record(store, current, pa.table({"id": current["id"], "listed": merged.listed}), None)
     store.set_stage_digest(MODEL_STATE, embedder.name)
     store.set_stage_digest("embeddings", ids.digest(embedder.name, table_mark(store, CONCEPTS)))
     store.set_stage_digest(PENDING_STATE, "")

@@ -219,7 +219,15 @@ def _concept_domains(g: _Groups, at: np.ndarray, listed: np.ndarray, domains: li
     return np.cumsum(offsets), dom.dictionary.take(pa.array(d_code[keep]))
 
 
-def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
+def _listed(g: _Groups, at: np.ndarray, listed: np.ndarray, n_chunks: int) -> pa.Array:
+    """(chunks,) each chunk's listed concept ids, one per listing, in listing order."""
+    occ = np.flatnonzero(listed)  # listing occurrences, in chunk order
+    offsets = np.zeros(n_chunks + 1, np.int64)
+    offsets[1:] = np.cumsum(np.bincount(at[occ], minlength=n_chunks))
+    return _lists(offsets, g.keys.take(pa.array(g.code[occ])))
+
+
+def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> tuple[pa.Table, pa.Array]:
     n_c, n_f = len(flat.c_at), len(flat.f_at)
     # occurrences: listings, then per fact occurrence its subject and object; src: each one's
     # row in the listing names followed by the subjects and then the objects
@@ -239,7 +247,7 @@ def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
     p_off, p_at = _concept_passages(g, at, listed, len(chunks))
     d_off, d_val = _concept_domains(g, at, listed, [p.domain for p in chunks])
     chunk_ids = pa.array([p.id for p in chunks], pa.string())
-    return pa.table(
+    table = pa.table(
         {
             "id": g.keys,
             "name": names.take(pa.array(first_at)),
@@ -250,6 +258,7 @@ def _concepts(flat: _Flat, chunks: Sequence[Chunk]) -> pa.Table:
             "domains": _lists(d_off, d_val),
         }
     )
+    return table, _listed(g, at, listed, len(chunks))
 
 
 def _occurrence_lists(g: _Groups, at: np.ndarray, chunks: Sequence[Chunk]) -> pa.Array:
@@ -326,12 +335,14 @@ class NodeTables:
 
     def __init__(self, chunks: Sequence[Chunk], payloads: Mapping[str, dict | str]) -> None:
         self.chunks = chunks
+        self.listed: pa.Array | None = None
         self.flat = _flatten(chunks, payloads)
         give_back()  # the parsed payloads' garbage, before the merges allocate
 
     def concepts(self) -> pa.Table:
-        """id, name, description, passage_ids, domains; sorted by id."""
-        out = _concepts(self.flat, self.chunks)
+        """id, name, description, passage_ids, domains; sorted by id. Sets :attr:`listed`:
+        each chunk's listed concept ids (one per listing)."""
+        out, self.listed = _concepts(self.flat, self.chunks)
         empty = pa.array([], pa.string())
         self.flat = replace(self.flat, c_at=np.zeros(0, np.int64), c_name=empty, c_desc=empty)
         give_back()

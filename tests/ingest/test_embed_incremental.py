@@ -58,12 +58,12 @@ def _sorted(store: LanceStore, name: str) -> dict[str, list]:
 
 def _assert_same_as_full_build(store: LanceStore, tmp: Path) -> None:
     """A fresh home given the same chunks and extractions and built in full holds the same
-    rows in every table (order free), and the record equals the current inputs."""
+    rows in every table (order free) and the same record of them."""
     fresh = LanceStore.open(tmp / "full")
     fresh.replace(CHUNKS, store.read(CHUNKS))
     fresh.replace(EXTRACTIONS, store.read(EXTRACTIONS))
     assert embed_index(fresh, EMBED, KEY).mode == "full"
-    for name in TABLES:
+    for name in (*TABLES, EMBEDDED_CHUNKS):
         got, want = _sorted(store, name), _sorted(fresh, name)
         assert got.keys() == want.keys(), name
         for column in want:
@@ -71,8 +71,7 @@ def _assert_same_as_full_build(store: LanceStore, tmp: Path) -> None:
                 np.testing.assert_array_equal(np.array(got[column]), np.array(want[column]))
             else:
                 assert got[column] == want[column], (name, column)
-    record = store.read(EMBEDDED_CHUNKS)
-    assert record.sort_by("id").equals(current_inputs(store, KEY))
+    assert store.read(EMBEDDED_CHUNKS).num_rows == current_inputs(store, KEY).num_rows
 
 
 def _rewrite_payload(store: LanceStore, chunk_id: str, edit) -> None:
@@ -99,8 +98,10 @@ def test_incremental_runs_hold_the_rows_of_a_full_build(tmp_path):
     assert shrunk.mode == "incremental" and shrunk.rows_removed > 0, shrunk
     _assert_same_as_full_build(store, tmp_path / "b")
 
-    # re-extracted: the first chunk (in id order) renames and drops concepts, so concepts
-    # take their name and description from another chunk; another loses every fact
+    # re-extracted: the first chunk (in id order) renames its concepts (their first
+    # occurrence: the rows take the new names) and drops one; another loses every fact; the
+    # chunk of the other domain lists no concept (its concepts are named by facts only, and
+    # that domain leaves their domains)
     first, second = sorted(current_inputs(store, KEY)["id"].to_pylist())[:2]
     _rewrite_payload(
         store,
@@ -108,10 +109,19 @@ def test_incremental_runs_hold_the_rows_of_a_full_build(tmp_path):
         lambda p: {**p, "concepts": [[n.upper(), "renamed"] for n, _ in p["concepts"][1:]]},
     )
     _rewrite_payload(store, second, lambda p: {**p, "facts": []})
+    _rewrite_payload(store, corpus[3].id, lambda p: {**p, "concepts": []})
     changed = embed_index(store, EMBED, KEY, max_drift=1.0)
     assert changed.mode == "incremental" and changed.rows_changed > 0, changed
     assert 0 < changed.texts_embedded + changed.cache_hits < 20  # the renamed concepts
+    names = set(store.read(CONCEPTS)["name"].to_pylist())
+    assert {n.upper() for n in NAMES} & names  # the first chunk names them now
     _assert_same_as_full_build(store, tmp_path / "c")
+
+    # the renaming chunk removed: its concepts take their names from the next chunk
+    corpus = [p for p in corpus if p.id != first] + [_passage(30)]
+    assert _ingest(store, corpus).mode == "incremental"
+    assert not {n.upper() for n in NAMES} & set(store.read(CONCEPTS)["name"].to_pylist())
+    _assert_same_as_full_build(store, tmp_path / "d")
 
     again = embed_index(store, EMBED, KEY, max_drift=1.0)
     assert again.mode == "unchanged" and again.texts_embedded == 0
