@@ -21,7 +21,10 @@ def embedding_metadata(report: EmbedReport, model_name: str) -> dict:
         "texts_embedded": report.texts_embedded,
         "cache_hits": report.cache_hits,  # of the texts looked up in the cache (not the kept)
         "vectors_kept": report.vectors_kept,  # rows whose id and text were stored: not looked up
-        "rows_added": report.texts_embedded + report.cache_hits,  # rows with a new text
+        "rows_added": report.rows_added,  # rows of the four tables under a new id
+        "rows_changed": report.rows_changed,  # rows rewritten under an id they held
+        "rows_removed": report.rows_removed,
+        "compacted": ", ".join(report.compacted) or "none",  # tables rewritten: many fragments
         "mode": report.mode,
         "reason": report.reason,
         "embedding_model": model_name,

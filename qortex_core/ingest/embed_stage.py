@@ -157,6 +157,7 @@ def _unchanged(n: list[int]) -> EmbedReport:
 OUTPUTS = (PASSAGES, CONCEPTS, FACTS, RULES)
 PENDING_STATE = "embeddings_pending"  # stage-state row: set while a run writes the tables
 MAX_DRIFT = 0.2  # changed chunks, as a share of the recorded ones, past which all is rebuilt
+DRIFT_FLOOR = 256  # ... and past this many (fewer cost little either way)
 
 
 def _full_reason(store: LanceStore, embedder: Embedder, built: bool) -> str:
@@ -178,12 +179,13 @@ def embed_index(
     extractor_key: str,
     progress: Progress = no_progress,
     max_drift: float = MAX_DRIFT,
+    drift_floor: int = DRIFT_FLOOR,
 ) -> EmbedReport:
     """Bring the passages, concepts, facts and rules tables (with vectors) up to date with the
     chunks and their extractions.
 
     Incremental when the tables were built by this model and the chunks added, removed or
-    changed since are at most ``max_drift`` of them (:mod:`.embed_delta`: only the rows those
+    changed since are at most ``max_drift`` of them or ``drift_floor`` (:mod:`.embed_delta`: only the rows those
     chunks touch are read and written); otherwise every table is rebuilt, a row whose id and
     text the old table holds keeping its vector. Either way only texts without a vector are
     looked up in the embedding cache (then the model)."""
@@ -199,7 +201,7 @@ def embed_index(
         if diff.empty:
             store.set_stage_digest(INPUTS_STATE, inputs)
             return _unchanged([store.count(name) for name in OUTPUTS])
-        if diff.size <= max_drift * max(len(stored or []), 1):
+        if diff.size <= max(max_drift * len(stored or []), drift_floor):
             report = _incremental(store, embedder, current, stored, diff, progress)
             store.set_stage_digest(INPUTS_STATE, inputs)
             return report

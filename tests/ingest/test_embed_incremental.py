@@ -48,7 +48,7 @@ def _passage(i: int, domain: str = "d") -> Passage:
 def _ingest(store: LanceStore, passages: list[Passage], drift: float = 1.0):
     sync_chunks(store, passages)
     extract_chunks(store, OfflineExtractor())
-    return embed_index(store, EMBED, KEY, max_drift=drift)
+    return embed_index(store, EMBED, KEY, max_drift=drift, drift_floor=0)
 
 
 def _sorted(store: LanceStore, name: str) -> dict[str, list]:
