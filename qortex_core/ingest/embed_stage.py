@@ -185,10 +185,10 @@ def embed_index(
     chunks and their extractions.
 
     Incremental when the tables were built by this model and the chunks added, removed or
-    changed since are at most ``max_drift`` of them or ``drift_floor`` (:mod:`.embed_delta`: only the rows those
-    chunks touch are read and written); otherwise every table is rebuilt, a row whose id and
-    text the old table holds keeping its vector. Either way only texts without a vector are
-    looked up in the embedding cache (then the model)."""
+    changed since are at most ``max_drift`` of them or ``drift_floor`` (:mod:`.embed_delta`:
+    only the rows those chunks touch are read and written); otherwise every table is rebuilt,
+    a row whose id and text the old table holds keeping its vector. Either way only texts
+    without a vector are looked up in the embedding cache (then the model)."""
     inputs = upstream_marks(store, (CHUNKS, EXTRACTIONS), embedder.name, extractor_key)
     built = all(store.count(n) or n == RULES for n in OUTPUTS)
     why = _full_reason(store, embedder, built)
