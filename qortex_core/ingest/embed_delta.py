@@ -6,13 +6,15 @@ that changed (:class:`~.embed_inputs.ChunkDiff`), reading and writing only the r
 - concepts, facts and rules: the node ids that the changed chunks' old and new payloads
   mention are the touched rows. Each touched row depends only on the chunks that mention
   it, which are the chunks its stored row lists (less the removed ones) and the changed
-  chunks: the rows are merged again (:class:`~.node_tables.NodeTables`) over just those
-  chunks, so they equal what a full build gives. Touched rows no chunk mentions any more are
-  deleted.
+  chunks: fact and rule rows are merged again (:class:`~.node_tables.NodeTables`) over just
+  those chunks; concept rows (a common concept is named by a large share of the chunks) are
+  updated from their stored rows (:mod:`.concept_delta`). Either way they equal what a full
+  build gives. Touched rows no chunk mentions any more are deleted; rows equal to their
+  stored ones are not rewritten.
 
 A written row whose id and embedded text its stored row has keeps that row's vector; every
 other text is looked up in the embedding cache (then the model), all tables' texts in one
-lookup.
+lookup. Writes go through the store's upsert and delete (one writer: this stage).
 """
 
 from __future__ import annotations
