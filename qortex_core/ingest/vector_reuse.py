@@ -89,6 +89,7 @@ class OldVectors:
         hit = np.zeros(len(keys), bool)
         out: np.ndarray | None = None
         wanted = np.flatnonzero(rows >= 0)
+        wanted = wanted[np.argsort(rows[wanted], kind="stable")]  # by row: a take keeps order
         for start in range(0, wanted.size, self.batch_rows):
             pos = wanted[start : start + self.batch_rows]
             got = self.store.take(self.name, rows[pos].tolist(), [*self.columns, "vector"])
