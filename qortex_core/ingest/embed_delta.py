@@ -117,17 +117,30 @@ def _keep_vectors(name: str, rows: pa.Table, stored: pa.Table) -> tuple[np.ndarr
     return keep, kept
 
 
+def _comparable(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A column as scalars Arrow can compare: a list of strings joined (``\\x1f``-separated,
+    with its length, so ``["a"]`` and ``["a", ""]`` differ)."""
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        joined = pc.binary_join(column, "\x1f")
+        return pc.binary_join_element_wise(
+            pc.cast(pc.list_value_length(column), pa.string()), joined, ":"
+        )
+    return column
+
+
 def _same_as_stored(rows: pa.Table, stored: pa.Table) -> np.ndarray:
-    """(n,) True where the stored row of the same id has every column of ``rows`` equal (the
-    touched rows only: a row-wise compare)."""
+    """(n,) True where the stored row of the same id has every column of ``rows`` equal
+    (Arrow compares; lists by their joined text)."""
     if stored.num_rows == 0 or not set(rows.column_names) <= set(stored.column_names):
         return np.zeros(rows.num_rows, bool)
     at = pc.index_in(rows["id"], value_set=stored["id"])
     same = pc.is_valid(at).to_numpy(zero_copy_only=False)
     pos = at.fill_null(0)
     for column in rows.column_names:
-        old, new = stored[column].take(pos).to_pylist(), rows[column].to_pylist()
-        same &= np.fromiter((a == b for a, b in zip(old, new)), bool, len(new))
+        old, new = _comparable(stored[column].take(pos)), _comparable(rows[column])
+        equal = pc.fill_null(pc.equal(old, new), False)
+        both_null = pc.and_(pc.is_null(old), pc.is_null(new))
+        same &= pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
     return same
 
 
