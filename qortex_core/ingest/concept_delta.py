@@ -23,17 +23,13 @@ import pyarrow.compute as pc
 _STR_LIST = pa.list_(pa.string())
 
 
-def _entries(rows: pa.Table, keep: pa.Array | None = None) -> pa.Table:
-    """(concept, chunk) per ``passage_ids`` entry of ``rows``; only chunks in ``keep`` (or
-    all)."""
+def _entries(rows: pa.Table) -> pa.Table:
+    """(concept, chunk) per ``passage_ids`` entry of ``rows``, in row then list order."""
     if rows.num_rows == 0:
         return pa.table({"concept": pa.array([], pa.string()), "chunk": pa.array([], pa.string())})
     lists = rows["passage_ids"].combine_chunks()
     parent = pc.list_parent_indices(lists)
-    out = pa.table({"concept": rows["id"].take(parent), "chunk": pc.list_flatten(lists)})
-    if keep is not None:
-        out = out.filter(pc.is_in(out["chunk"], value_set=keep))
-    return out
+    return pa.table({"concept": rows["id"].take(parent), "chunk": pc.list_flatten(lists)})
 
 
 def _lists(offsets: np.ndarray, values: pa.Array) -> pa.Array:
