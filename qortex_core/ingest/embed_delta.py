@@ -84,15 +84,26 @@ def _node_ids(part: pa.Table) -> dict[str, pa.Array]:
     }
 
 
-def _stored_rows(store: LanceStore, name: str, wanted: pa.Array, columns: list[str]) -> pa.Table:
-    """``columns`` of the stored rows whose id is in ``wanted`` (the id column is read, the
-    rest fetched by row offset)."""
-    stored = store.read_columns(name, ["id"])
-    if stored.num_rows == 0 or len(wanted) == 0:
-        return pa.table({c: pa.array([], pa.string()) for c in columns}).slice(0, 0)
-    at = pc.index_in(wanted, value_set=stored["id"]).drop_null().to_numpy()
-    got = store.take(name, np.sort(at).tolist(), columns)
-    return got if got.num_rows else stored.slice(0, 0).select(["id"])
+FILTER_IDS = 4096  # ids asked for by one filtered query
+
+
+def _stored_rows(
+    store: LanceStore, name: str, wanted: pa.Array | pa.ChunkedArray, columns: list[str]
+) -> pa.Table:
+    """``columns`` of the stored rows whose id is in ``wanted``: filtered queries of
+    :data:`FILTER_IDS` ids (Lance reads the id column and only the matching rows, never the
+    whole table in Python)."""
+    table = store.open_latest(name)
+    values = [v for v in dict.fromkeys(pa.chunked_array([wanted]).to_pylist()) if v]
+    if table is None or not values:
+        return pa.table({"id": pa.array([], pa.string())})
+    parts = []
+    for start in range(0, len(values), FILTER_IDS):
+        part = values[start : start + FILTER_IDS]
+        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in part)
+        query = table.search().where(f"id IN ({quoted})").select(columns).limit(None)
+        parts.append(query.to_arrow())
+    return pa.concat_tables(parts)
 
 
 def _identity(name: str, rows: pa.Table) -> pa.Array:
@@ -255,9 +266,7 @@ def _chunk_texts(store: LanceStore, wanted: pa.ChunkedArray | pa.Array) -> pa.Ar
     """The stored text of each chunk id in ``wanted`` (in that order)."""
     if len(wanted) == 0:
         return pa.array([], pa.string())
-    ids = store.read_columns(CHUNKS, ["id"])
-    at = pc.index_in(wanted, value_set=ids["id"]).drop_null().to_numpy()
-    got = store.take(CHUNKS, np.sort(at).tolist(), ["id", "text"])
+    got = _stored_rows(store, CHUNKS, wanted, ["id", "text"])
     order = pc.index_in(wanted, value_set=got["id"]) if got.num_rows else None
     if order is None or order.null_count:
         raise QortexError("the chunks table changed while it was read: run it again")

@@ -36,14 +36,13 @@ def _string_column(rows: pa.Table, name: str) -> pa.Array | pa.ChunkedArray:
 
 
 def current_inputs(store: LanceStore, extractor_key: str) -> pa.Table:
-    """Every chunk's :data:`COLUMNS` now, sorted by id: its successful payload under
+    """Every chunk's :data:`COLUMNS` now (in stored order): its successful payload under
     ``extractor_key`` or null."""
     table = store.open_latest(CHUNKS)
     names = table.schema.names if table is not None else []
     chunks = store.read_columns(CHUNKS, [c for c in ("id", *PLACE) if c in names])
     if chunks.num_rows == 0:
         return empty_inputs()
-    chunks = chunks.take(pc.sort_indices(chunks["id"]))
     found = _payloads(store, extractor_key)
     payload = pa.nulls(chunks.num_rows, pa.string())
     if found.num_rows:
@@ -75,15 +74,15 @@ def has_record(store: LanceStore) -> bool:
 
 
 def stored_inputs(store: LanceStore) -> pa.Table | None:
-    """The stored record (:data:`COLUMNS` and ``listed``) sorted by id, or None when there is
-    none (or one without the ``listed`` column)."""
+    """The stored record (:data:`COLUMNS` and ``listed``, in stored order), or None when
+    there is none (or one without the ``listed`` column)."""
     table = store.open_latest(EMBEDDED_CHUNKS)
     if table is None or "listed" not in table.schema.names:
         return None
     rows = store.read_columns(EMBEDDED_CHUNKS, [*COLUMNS, "listed"])
     if rows.num_rows == 0:
         return empty_inputs().append_column("listed", pa.array([], LISTED))
-    return rows.take(pc.sort_indices(rows["id"]))
+    return rows
 
 
 def _differs(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -142,10 +141,11 @@ def diff_inputs(current: pa.Table, stored: pa.Table) -> ChunkDiff:
 
 
 def rows_of(inputs: pa.Table, wanted: list[str]) -> pa.Table:
-    """The rows of ``inputs`` whose id is in ``wanted``, in ``inputs``' order."""
+    """The rows of ``inputs`` whose id is in ``wanted``, sorted by id (the merge order)."""
     if not wanted:
         return inputs.slice(0, 0)
-    return inputs.filter(pc.is_in(inputs["id"], value_set=pa.array(wanted, pa.string())))
+    rows = inputs.filter(pc.is_in(inputs["id"], value_set=pa.array(wanted, pa.string())))
+    return rows.take(pc.sort_indices(rows["id"]))
 
 
 class Payloads(Mapping[str, str]):

@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.embed import Embedder
 from qortex_core.ingest.allocators import give_back
@@ -276,6 +277,7 @@ def _full(
     old = [_write_embedded(store, PASSAGES, n_passages, _passage_block(chunks), cached, progress)]
     progress("embed_tables", 1, 4)  # tables written so far (a crash here leaves the rest stale)
     del chunks  # the texts: the node tables need each chunk's id and domain only
+    current = current.take(pc.sort_indices(current["id"]))  # the merge order
     ids_ = current["id"].to_pylist()
     keys = [ChunkKey(i, d) for i, d in zip(ids_, current["domain"].to_pylist())]
     merged = NodeTables(keys, Payloads(current))  # each table built, written and dropped in turn
