@@ -133,9 +133,11 @@ def _merged(
 
 
 def _sampled(keys: np.ndarray, rate: int) -> np.ndarray:
-    """Positions of the keys in the sample, ascending by key."""
+    """Positions of the keys in the sample, ascending by key, each key once (the first row of a
+    repeated one: names that make the same id)."""
     at = np.flatnonzero(keys % rate == 0)
-    return at[np.argsort(keys[at], kind="stable")]
+    _, first = np.unique(keys[at], return_index=True)
+    return at[first]
 
 
 def layout_of(v: np.ndarray, keys: np.ndarray, config: SynonymConfig) -> Layout:

@@ -81,8 +81,9 @@ def test_cell_search_finds_the_exact_edges_of_hash_embedded_concepts():
     every = SynonymConfig(top_k=10**6)  # every pair above the threshold: no top-k ties
     exact = synonym_pairs(vectors, names, every)
     # distinct hash-embedded words are random directions: no cluster structure, the worst case
-    # for cells (a real model's vectors reach 0.99 with 2 probes, test_synonyms_minilm.py)
-    cells = SynonymConfig(top_k=10**6, exact_max=0, cell_size=64, probes=8)
+    # for cells (a real model's vectors reach 0.99 with 2 probes, test_synonyms_minilm.py);
+    # names that make the same id are one centroid
+    cells = SynonymConfig(top_k=10**6, exact_max=0, cell_size=256, probes=8)
     found = synonym_pairs(vectors, names, cells)
     recall, extra = _recall(exact, found)
     assert len(names) > 2000 and len(exact[0]) > 100
@@ -137,29 +138,31 @@ def test_a_threshold_that_is_no_cosine_is_refused(threshold):
 
 def _comparisons(monkeypatch, m: int) -> int:
     """Vector-centroid comparisons of the cell search's assignments over m random vectors."""
-    from qortex_core.ingest import synonyms
+    from qortex_core.ingest import synonym_layout
 
     seen = []
-    real = synonyms.nearest_cells
+    real = synonym_layout.nearest_cells
 
     def counting(v, centroids, probes):
         seen.append(v.shape[0] * centroids.shape[0])
         return real(v, centroids, probes)
 
-    monkeypatch.setattr(synonyms, "nearest_cells", counting)
+    monkeypatch.setattr(synonym_layout, "nearest_cells", counting)
     rng = np.random.default_rng(m)
     v = rng.normal(size=(m, 16)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
-    synonym_pairs(v, [f"concept {i}" for i in range(m)], SynonymConfig(exact_max=0, cell_size=8))
+    config = SynonymConfig(exact_max=0, cell_size=64, probes=4, flat_max=100, group_rate=8)
+    synonym_pairs(v, [f"concept {i}" for i in range(m)], config)
     return sum(seen)
 
 
 def test_cell_assignment_grows_as_m_to_the_1_5_not_m_squared(monkeypatch):
-    # one level of fixed-size cells compares every vector with m / cell_size centroids (4x the
-    # vectors: 16x the comparisons); two levels compare it with ~sqrt(m) of them (8x)
+    # one level compares every vector with each of the m / 16 centroids (4x the vectors: 16x
+    # the comparisons); with groups (one centroid in 8) it meets the groups and the centroids
+    # listed in its 3 nearest: ~sqrt(m) of them
     small, large = _comparisons(monkeypatch, 4000), _comparisons(monkeypatch, 16000)
     assert large / small < 10
-    assert large < 16000 * 16000 / 8 / 2  # under half of one level's comparisons at this size
+    assert large < 16000 * (16000 / 16) / 2  # under half of one level's comparisons
 
 
 def test_k_means_sums_equal_add_at_bit_for_bit():
