@@ -27,7 +27,7 @@ from qortex_core.ingest.synonym_stage import sync_synonyms
 from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.query.retriever import MODES, Retriever
 from qortex_core.storage.model import Passage
-from qortex_core.storage.store import LanceStore
+from qortex_core.storage.store import SYNONYMS, LanceStore
 
 EMBED = HashEmbedder(HashEmbedderConfig(64))
 SYNTH = SynthCorpus(SynthConfig(passages=160, seed=5))
@@ -99,6 +99,10 @@ def test_every_mode_answers_as_a_full_rebuild(incremental, tmp_path):
     home, reports = incremental
     rebuilt = _run(tmp_path / "rebuilt", _runs()[-1])
     assert rebuilt["graph_snapshot"].counts == reports[-1]["graph_snapshot"].counts
+
+    edges = [LanceStore.open(h).read(SYNONYMS) for h in (home, tmp_path / "rebuilt")]
+    pairs = [set(map(frozenset, zip(e["a"].to_pylist(), e["b"].to_pylist()))) for e in edges]
+    assert pairs[0] == pairs[1] and len(pairs[1]) > 20  # the synonym edges a rebuild finds
 
     got, want = _answers(home), _answers(tmp_path / "rebuilt")
 
