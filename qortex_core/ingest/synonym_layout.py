@@ -17,7 +17,7 @@ with the groups and then with the centroids listed in its ``group_probes`` most 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +25,25 @@ import pyarrow as pa
 from qortex_core.ingest.cells import members_of, nearest_cells
 from qortex_core.storage import ids
 
-if TYPE_CHECKING:
-    from qortex_core.ingest.synonyms import SynonymConfig
+
+class LayoutSettings(Protocol):
+    """The settings a layout reads (``synonyms.SynonymConfig`` has them)."""
+
+    @property
+    def exact_max(self) -> int: ...
+    @property
+    def rate(self) -> int: ...
+    @property
+    def probes(self) -> int: ...
+    @property
+    def flat_max(self) -> int: ...
+    @property
+    def group_rate(self) -> int: ...
+    @property
+    def group_lists(self) -> int: ...
+    @property
+    def group_probes(self) -> int: ...
+
 
 NO_CELL = -1  # padding of a concept's cells (keys are never negative)
 EXACT = "exact"  # the layout's kind up to exact_max eligible concepts: one cell of every concept
@@ -140,7 +157,7 @@ def _sampled(keys: np.ndarray, rate: int) -> np.ndarray:
     return at[first]
 
 
-def layout_of(v: np.ndarray, keys: np.ndarray, config: SynonymConfig) -> Layout:
+def layout_of(v: np.ndarray, keys: np.ndarray, config: LayoutSettings) -> Layout:
     """The layout of the (m, d) eligible concept vectors ``v`` with keys ``keys``."""
     empty = np.zeros((0, v.shape[1]), np.float32)
     at = _sampled(keys, config.rate) if v.shape[0] > config.exact_max else np.zeros(0, np.int64)

@@ -26,9 +26,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.synonym_layout import NO_CELL, concept_keys, layout_of
-from qortex_core.ingest.synonym_update import padded_cells, reassign, update_edges
-from qortex_core.ingest.synonyms import SynonymConfig, eligible_mask, synonym_search
+from qortex_core.ingest.synonym_layout import NO_CELL, Layout, concept_keys, layout_of
+from qortex_core.ingest.synonym_update import (
+    EdgeUpdate,
+    Eligible,
+    eligible,
+    other_ends,
+    padded_cells,
+    reassign,
+    update_edges,
+)
+from qortex_core.ingest.synonyms import SynonymConfig, synonym_search
 from qortex_core.storage import ids
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
 
@@ -224,36 +232,67 @@ def _drop(store: LanceStore, name: str, keys: tuple[str, ...], gone: list[str]) 
     store.replace(name, rows.filter(keep))
 
 
-def _other_ends(edges: pa.Table, ids: pa.Array) -> pa.Array:
-    """Ids at the other end of the stored edges with an end in ``ids``."""
-    a_in = pc.is_in(edges["a"], value_set=ids)
-    b_in = pc.is_in(edges["b"], value_set=ids)
-    both = pa.chunked_array(
-        edges["b"].filter(a_in).chunks + edges["a"].filter(b_in).chunks, pa.string()
+def _ids(el: Eligible, at: np.ndarray) -> list[str]:
+    return el.ids.take(pa.array(at, pa.int64())).to_pylist()
+
+
+def _edge_update(
+    store: LanceStore,
+    el: Eligible,
+    layout: Layout,
+    cells: np.ndarray,
+    changed: np.ndarray,
+    touch: list[str],
+    config: SynonymConfig,
+) -> EdgeUpdate:
+    """:func:`update_edges` of the ``changed`` rows; ``touch``: ids whose stored edges' other
+    ends are affected (gone, changed, moved)."""
+    edges = store.read_columns(SYNONYMS, ["a", "b"])
+    touched = el.at(other_ends(edges, pa.array(touch, pa.string())))
+
+    def neighbours(at: np.ndarray) -> np.ndarray:
+        return el.at(other_ends(edges, pa.array(_ids(el, at), pa.string())))
+
+    return update_edges(
+        el.vectors,
+        el.keys,
+        cells,
+        layout,
+        changed,
+        touched,
+        neighbours,
+        config.threshold,
+        config.top_k,
     )
-    return pc.unique(both) if len(both) else pa.array([], pa.string())
 
 
-@dataclass(frozen=True)
-class _Eligible:
-    """The eligible concepts: their rows in the concepts table, vectors, keys and ids."""
-
-    rows: np.ndarray
-    vectors: np.ndarray
-    keys: np.ndarray
-    ids: pa.Array
-
-    def at(self, ids: pa.Array) -> np.ndarray:
-        """Positions of the eligible concepts among ``ids`` (others skipped)."""
-        pos = pc.index_in(ids, value_set=self.ids).drop_null()
-        return np.asarray(pos.to_numpy(zero_copy_only=False), np.int64)
-
-
-def _eligible(concepts: _Concepts, config: SynonymConfig) -> _Eligible:
-    rows = np.flatnonzero(eligible_mask(concepts.names, config.min_chars))
-    ids = concepts.ids.take(pa.array(rows, pa.int64())).combine_chunks()
-    v = np.ascontiguousarray(concepts.vectors[rows])
-    return _Eligible(rows, v, concepts.keys[rows], ids)
+def _write(
+    store: LanceStore,
+    state: _State,
+    concepts: _Concepts,
+    el: Eligible,
+    up: EdgeUpdate,
+    change: _Changes,
+    cells: np.ndarray,
+    moved: np.ndarray,
+) -> int:
+    """Drop the edges of the affected and gone concepts, add the new ones, update the basis
+    (pending in between); the number of edges kept."""
+    gone = change.gone
+    moved_ids = _ids(el, moved)
+    drop = gone + _ids(el, up.affected)
+    _record(store, replace(state, pending=True))
+    _drop(store, SYNONYMS, ("a", "b"), sorted(set(drop)))
+    kept = store.count(SYNONYMS)
+    lo, hi = pa.array(up.lo, pa.int64()), pa.array(up.hi, pa.int64())
+    store.append(SYNONYMS, _edges_table(el.ids.take(lo), el.ids.take(hi), up.weights))
+    all_cells = change.cells.copy()
+    all_cells[el.rows] = cells
+    again = np.union1d(change.rows, el.rows[moved])
+    _drop(store, BASIS, ("id",), sorted(set(gone) | set(moved_ids)))
+    store.append(BASIS, _basis_table(concepts, again, all_cells[again]))
+    _record(store, state)
+    return kept
 
 
 def _incremental(
@@ -265,7 +304,7 @@ def _incremental(
     max_drift: float,
 ) -> SynonymReport | str:
     """Update the edges the change reaches; the reason for a full build instead."""
-    el = _eligible(concepts, config)
+    el = eligible(concepts.ids, concepts.names, concepts.vectors, concepts.keys, config.min_chars)
     layout = layout_of(el.vectors, el.keys, config)
     if layout.kind != state.layout:
         return f"cell layout changed ({state.layout.split(':')[0]} -> {layout.kind.split(':')[0]})"
@@ -281,42 +320,10 @@ def _incremental(
     fresh = np.isin(el.rows, rows)  # (m_e,)
     removed = concept_keys(gone)
     cells, moved = reassign(layout, el.vectors, el.keys, change.cells[el.rows], fresh, removed)
-    edges = store.read_columns(SYNONYMS, ["a", "b"])
-    touch = pa.array(gone + el.ids.take(pa.array(moved, pa.int64())).to_pylist(), pa.string())
-    touched = el.at(_other_ends(edges, touch))
-
-    def neighbours(at: np.ndarray) -> np.ndarray:
-        return el.at(_other_ends(edges, el.ids.take(pa.array(at, pa.int64()))))
-
     changed = np.union1d(np.flatnonzero(fresh), moved)
-    up = update_edges(
-        el.vectors,
-        el.keys,
-        cells,
-        layout,
-        changed,
-        touched,
-        neighbours,
-        config.threshold,
-        config.top_k,
-    )
-    drop = gone + el.ids.take(pa.array(up.affected, pa.int64())).to_pylist()
-    _record(store, replace(state, pending=True))
-    _drop(store, SYNONYMS, ("a", "b"), sorted(set(drop)))
-    kept = store.count(SYNONYMS)
-    lo, hi = pa.array(up.lo, pa.int64()), pa.array(up.hi, pa.int64())
-    store.append(SYNONYMS, _edges_table(el.ids.take(lo), el.ids.take(hi), up.weights))
-    all_cells = change.cells.copy()
-    all_cells[el.rows] = cells
-    again = np.union1d(rows, el.rows[moved])
-    _drop(
-        store,
-        BASIS,
-        ("id",),
-        sorted(set(gone) | set(el.ids.take(pa.array(moved, pa.int64())).to_pylist())),
-    )
-    store.append(BASIS, _basis_table(concepts, again, all_cells[again]))
-    _record(store, replace(state, built_from=built_from, drift=drift))
+    up = _edge_update(store, el, layout, cells, changed, gone + _ids(el, moved), config)
+    state = replace(state, built_from=built_from, drift=drift)
+    kept = _write(store, state, concepts, el, up, change, cells, moved)
     reason = f"{len(rows)} concepts new or changed, {len(gone)} gone, {len(moved)} moved"
     return SynonymReport(
         kept + len(up.lo),

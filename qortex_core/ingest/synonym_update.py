@@ -25,6 +25,7 @@ cosines to float rounding).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,7 @@ import pyarrow.compute as pc
 
 from qortex_core.ingest.cells import members_of
 from qortex_core.ingest.synonym_layout import NO_CELL, Layout, cell_members, cell_positions
+from qortex_core.ingest.synonyms import eligible_mask
 
 _BLOCK_FLOATS = 1 << 24  # similarities held at once (64 MB)
 _WORST_SLACK = 1e-5  # a new centroid this close to a concept's worst cell: assign it again
@@ -53,7 +55,9 @@ def padded_cells(lists: pa.ChunkedArray | pa.Array, probes: int) -> np.ndarray:
     return out
 
 
-def _near_new_centroids(v: np.ndarray, cells: np.ndarray, layout: Layout, added: np.ndarray):
+def _near_new_centroids(
+    v: np.ndarray, cells: np.ndarray, layout: Layout, added: np.ndarray
+) -> np.ndarray:
     """(m,) bool: rows a new centroid (positions ``added``) is at least about as similar to as
     their worst cell."""
     worst_at = np.searchsorted(layout.keys, cells[:, -1]).clip(0, len(layout.keys) - 1)
@@ -127,6 +131,44 @@ def candidates(
     return r[first], c[first], w[first]
 
 
+def other_ends(edges: pa.Table, ids: pa.Array) -> pa.Array:
+    """Ids at the other end of the stored edges with an end in ``ids``."""
+    a_in = pc.is_in(edges["a"], value_set=ids)
+    b_in = pc.is_in(edges["b"], value_set=ids)
+    both = pa.chunked_array(
+        edges["b"].filter(a_in).chunks + edges["a"].filter(b_in).chunks, pa.string()
+    )
+    return pc.unique(both) if len(both) else pa.array([], pa.string())
+
+
+@dataclass(frozen=True)
+class Eligible:
+    """The eligible concepts: their rows in the concepts table, vectors, keys and ids."""
+
+    rows: np.ndarray
+    vectors: np.ndarray
+    keys: np.ndarray
+    ids: pa.Array
+
+    def at(self, ids: pa.Array) -> np.ndarray:
+        """Positions of the eligible concepts among ``ids`` (others skipped)."""
+        pos = pc.index_in(ids, value_set=self.ids).drop_null()
+        return np.asarray(pos.to_numpy(zero_copy_only=False), np.int64)
+
+
+def eligible(
+    ids: pa.ChunkedArray,
+    names: pa.ChunkedArray,
+    vectors: np.ndarray,
+    keys: np.ndarray,
+    min_chars: int,
+) -> Eligible:
+    """The eligible ones of the concepts ``ids`` (in table order)."""
+    rows = np.flatnonzero(eligible_mask(names, min_chars))
+    chosen = ids.take(pa.array(rows, pa.int64())).combine_chunks()
+    return Eligible(rows, np.ascontiguousarray(vectors[rows]), keys[rows], chosen)
+
+
 @dataclass(frozen=True)
 class EdgeUpdate:
     """The edges to drop and to add, in rows of the eligible concepts.
@@ -149,7 +191,7 @@ def update_edges(
     layout: Layout,
     changed: np.ndarray,
     touched: np.ndarray,
-    neighbours,
+    neighbours: Callable[[np.ndarray], np.ndarray],
     threshold: float,
     top_k: int,
 ) -> EdgeUpdate:

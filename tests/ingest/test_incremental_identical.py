@@ -11,10 +11,9 @@ concepts), whose cells an incremental run updates.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
-
-import json
 
 import numpy as np
 import pytest

@@ -55,7 +55,8 @@ def _change_vectors(store: LanceStore, count: int, seed: int) -> None:
     mixed = v[other] + 0.3 * rng.standard_normal((count, dim)).astype(np.float32) / np.sqrt(dim)
     v[at] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
     vectors = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), dim)
-    store.replace(CONCEPTS, rows.set_column(rows.schema.get_field_index("vector"), "vector", vectors))
+    at_vector = rows.schema.get_field_index("vector")
+    store.replace(CONCEPTS, rows.set_column(at_vector, "vector", vectors))
     store.set_stage_digest("embeddings", f"changed {seed}")
 
 
