@@ -110,10 +110,14 @@ def _stale(store: LanceStore, state: _State | None, config: SynonymConfig) -> st
 
 
 def fingerprints(vectors: np.ndarray) -> np.ndarray:
-    """(n,) float64 fingerprint of each row: its product with a fixed random direction (two
-    vectors that differ in any bit almost surely differ here)."""
-    probe = np.random.default_rng(_PROBE_SEED).standard_normal(vectors.shape[1])  # (d,)
-    return np.asarray(vectors, np.float64) @ probe
+    """(n,) int64 fingerprint of each float32 row: the bits of its floats times fixed random
+    odd numbers, summed with 64-bit wrap-around. Integer arithmetic: a row's fingerprint is the
+    same in any table (a float product's last bit can depend on the matrix around the row),
+    and two rows that differ in any bit almost surely differ here."""
+    bits = np.ascontiguousarray(vectors, np.float32).view(np.uint32).astype(np.uint64)
+    rng = np.random.default_rng(_PROBE_SEED)
+    odd = rng.integers(0, 1 << 62, vectors.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    return (bits * odd).sum(axis=1, dtype=np.uint64).view(np.int64)
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ class _Concepts:
     ids: pa.ChunkedArray
     names: pa.ChunkedArray
     vectors: np.ndarray  # (m, d) float32
-    prints: np.ndarray  # (m,) float64
+    prints: np.ndarray  # (m,) int64
     keys: np.ndarray  # (m,) int64 keys of the ids (synonym_layout.concept_keys)
 
 
@@ -132,7 +136,7 @@ def _read_concepts(store: LanceStore) -> _Concepts:
     if rows.num_rows == 0:
         empty = pa.chunked_array([], pa.string())
         return _Concepts(
-            empty, empty, np.zeros((0, 1), np.float32), np.zeros(0), np.zeros(0, np.int64)
+            empty, empty, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)
         )
     dim = rows.schema.field("vector").type.list_size
     vectors = np.ascontiguousarray(arrow_to_vectors(rows["vector"], dim), np.float32)

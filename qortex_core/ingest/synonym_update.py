@@ -106,13 +106,18 @@ def reassign(
 
 
 def candidates(
-    v: np.ndarray, cells: np.ndarray, layout: Layout, rows: np.ndarray, threshold: float
+    v: np.ndarray,
+    cells: np.ndarray,
+    layout: Layout,
+    members: list[np.ndarray],
+    rows: np.ndarray,
+    threshold: float,
 ) -> _Pairs:
-    """Directed pairs (i, j, cosine) of each of ``rows`` with the members of its cells at cosine
-    >= threshold (self excluded), each once."""
+    """Directed pairs (i, j, cosine) of each of ``rows`` with the members of its cells (
+    ``members``: :func:`cell_members` of ``cells``) at cosine >= threshold (self excluded),
+    each once."""
     from qortex_core.ingest.pair_kernels import above
 
-    members = cell_members(cells, layout)
     count = len(members)
     pos = cell_positions(cells[rows], layout)  # (rows, probes)
     parts = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))]
@@ -208,11 +213,12 @@ def update_edges(
     """
     from qortex_core.ingest.synonyms import top_k_per_row
 
-    near = candidates(v, cells, layout, changed, threshold)[1]
+    members = cell_members(cells, layout)
+    near = candidates(v, cells, layout, members, changed, threshold)[1]
     affected = np.unique(np.concatenate([changed, near, touched]).astype(np.int64))
     around = np.setdiff1d(neighbours(affected), affected)  # B
     rows = np.concatenate([affected, around])
-    r, c, w = candidates(v, cells, layout, np.sort(rows), threshold)
+    r, c, w = candidates(v, cells, layout, members, np.sort(rows), threshold)
     order = np.lexsort((c, r))
     r, c, w = top_k_per_row(r[order], c[order], w[order], top_k + 1, keys)
     keep = np.isin(r, affected) | np.isin(c, affected)
