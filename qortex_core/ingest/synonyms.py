@@ -233,8 +233,13 @@ def synonym_search(
     if not layout.keys.size:
         pairs = _exact_pairs(v, config, keys[idx])
     else:
+        from threadpoolctl import threadpool_limits
+
         cells[idx] = layout.assign(v)
-        pairs = _cell_pairs(v, config, keys[idx], cell_members(cells[idx], layout))
+        # a cell's bands are small products: BLAS threads spin more than they help there
+        # (53k concepts on 2 busy cores: 0.9-2.1 s with one thread, 14-17 s with two)
+        with threadpool_limits(limits=1, user_api="blas"):
+            pairs = _cell_pairs(v, config, keys[idx], cell_members(cells[idx], layout))
     lo, hi, w = _undirected(*pairs, idx.size)
     return SynonymSearch(idx[lo].astype(np.int32), idx[hi].astype(np.int32), w, cells, layout)
 
