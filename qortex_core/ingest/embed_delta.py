@@ -14,7 +14,9 @@ that changed (:class:`~.embed_inputs.ChunkDiff`), reading and writing only the r
 
 A written row whose id and embedded text its stored row has keeps that row's vector; every
 other text is looked up in the embedding cache (then the model), all tables' texts in one
-lookup. Writes go through the store's upsert and delete (one writer: this stage).
+lookup. Writes go through the store's upsert and delete (one writer: this stage). After an
+incremental run the tables hold a full build's rows but not in its order (upserted rows come
+last): a reader that needs a canonical order sorts by id.
 """
 
 from __future__ import annotations
