@@ -11,9 +11,18 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.ingest import snapshot_vectors as vectors
-from qortex_core.ingest.cells import FactCells, fact_cells
+from qortex_core.ingest.cells import FactCells, FactCellsConfig
 from qortex_core.ingest.graph import GraphConfig, hub_first_orders
-from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange, write_merged
+from qortex_core.ingest.snapshot_base import (
+    FULL_FRACTION,
+    KEYS,
+    Base,
+    RowChange,
+    fetch,
+    reused,
+    write_merged,
+)
+from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cells
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
@@ -92,23 +101,47 @@ def staged(
     return vectors.load(final)
 
 
+def _fact_cells(
+    store: LanceStore, facts: pa.Table, config: FactCellsConfig, folder: Path, merge: Merge
+) -> FactCells | None:
+    """The fact index (:mod:`.snapshot_cells`): from the base's cells when it has them in this
+    layout and the change is within the merge's bound, else from every vector, streamed in
+    stored order to ``folder`` (where :func:`staged` then permutes them)."""
+    if facts.num_rows < max(config.min_facts, 2):
+        return None
+    bounds = None if merge.base is None else merge.base.fact_bounds(layout_of(config))
+    if bounds is not None and merge.base is not None:
+        base = merge.base
+        keys = facts.select(list(KEYS[FACTS]))
+        rows, same, _ = reused(keys, base.keys(FACTS))
+        if (~same).sum() <= FULL_FRACTION * facts.num_rows:
+            new = np.flatnonzero(~same)
+            ids = keys["id"].take(pa.array(new)).combine_chunks()
+            fresh = fetch(store, FACTS, new, ids)
+            base_ids = base.keys(FACTS)["id"]
+            base_row = np.where(same, rows, -1)
+            return merged_cells(
+                keys["id"], base_row, fresh, base_ids, base.vectors(FACTS), bounds, config
+            )
+    stored = folder / f"{FACTS}.stored.npy"
+    vectors.write_stored(store, FACTS, facts["id"], stored)
+    with vectors.mapped(stored) as (rows_map, release):
+        return full_cells(facts["id"], rows_map, config, release)
+
+
 def read_stored(
     store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
 ) -> tuple[Stored, FactCells | None]:
     """The stored tables in snapshot order, and the fact index when facts are many; the
     vectors are memory maps of files written to ``folder``."""
-    # the facts' links only (their texts are read when the tables are made, fact_texts); the
-    # relation column only when relation weights are set
-    links = ["id", "subject_id", "object_id", "passage_ids"]
+    # the facts' links and texts (the texts key a merged vector, and make the facts table);
+    # the relation column only when relation weights are set
+    links = [*KEYS[FACTS], "subject_id", "object_id", "passage_ids"]
     facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
-    # the facts' vectors are streamed in stored order (the fact cells need every one of them,
-    # and without cells the stream is as cheap as a merge): never merged from the base
-    vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
-    with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
-        cells = fact_cells(rows, config.fact_cells, release)
+    cells = _fact_cells(store, facts, config.fact_cells, folder, merge)
     order = None if cells is None else cells.order
-    f_vec = staged(store, FACTS, facts.select(["id"]), order, folder, Merge(None))
+    f_vec = staged(store, FACTS, facts.select(list(KEYS[FACTS])), order, folder, merge)
     if cells is not None:
         facts = facts.take(pa.array(cells.order))
     concepts = store.read_without(CONCEPTS, ["vector"])
@@ -119,26 +152,3 @@ def read_stored(
     concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
     rules, synonyms = store.read(RULES), store.read(SYNONYMS)
     return Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
-
-
-def fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | None) -> pa.Table:
-    """The facts' ``id``, ``subject``, ``predicate`` and ``object`` in snapshot order (row i =
-    stored row ``order[i]``), reordered a column at a time.
-
-    Raises:
-        SnapshotError: the facts table changed since the stage read its links.
-    """
-    text = store.read_columns(FACTS, ["id", "subject", "predicate", "object"])
-    if text.num_rows != len(ids):
-        raise vectors.changed(FACTS)
-    index = None if order is None else pa.array(order)
-    columns = {}
-    for name in text.column_names:
-        column = text[name]
-        text = text.drop_columns([name])  # the stored-order column goes once reordered
-        columns[name] = column if index is None else column.take(index)
-        del column
-    out = pa.table(columns)
-    if out.num_rows and not out["id"].equals(ids):
-        raise vectors.changed(FACTS)
-    return out

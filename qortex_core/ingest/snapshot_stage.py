@@ -25,7 +25,9 @@ from qortex_core.ingest.graph import (
     phrase_passage_counts,
 )
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
-from qortex_core.ingest.snapshot_read import Merge, fact_texts, read_stored
+from qortex_core.ingest.snapshot_base import KEYS
+from qortex_core.ingest.snapshot_cells import layout_of
+from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
 from qortex_core.ingest.text_frequency import phrase_text_frequency
@@ -312,11 +314,9 @@ def _assemble(
     stored, cells = read_stored(store, passages, graph_config, folder, merge)
     give_back()  # what reading freed, before the graph is built
     arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
-    fact_ids = stored.facts["id"] if stored.facts.num_rows else pa.chunked_array([], pa.string())
+    facts = stored.facts.select(list(KEYS[FACTS])) if stored.facts.num_rows else pa.table({})
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
-    give_back()
-    facts = fact_texts(store, fact_ids, None if cells is None else cells.order)
-    give_back()  # the stored-order texts, before the tables are assembled
+    give_back()  # the links, before the tables are assembled
     tables = snapshot_tables(stored.concepts, stored.passages, facts, stored.rules)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
@@ -333,6 +333,8 @@ def _assemble(
         "counts": counts.as_dict(),
         "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
+    if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
+        manifest["fact_cells"] = layout_of(graph_config.fact_cells)
     return _publish(home, arrays, tables, manifest, verify), counts
 
 

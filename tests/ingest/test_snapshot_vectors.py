@@ -162,20 +162,3 @@ def test_fact_texts_read_after_the_graph_match_their_rows(home):
             want["predicate"],
             want["object"],
         )
-
-
-def test_facts_changed_between_links_and_texts_is_a_snapshot_error(home, monkeypatch):
-    path, store = home
-    latest = snap.latest_name(path)
-    read_columns = store.read_columns
-
-    def shuffled_texts(name, columns):  # another writer rewrote the facts in between
-        rows = read_columns(name, columns)
-        if name == FACTS and "subject" in columns:
-            return rows.take(pa.array(np.roll(np.arange(rows.num_rows), 1)))
-        return rows
-
-    monkeypatch.setattr(store, "read_columns", shuffled_texts)
-    with pytest.raises(SnapshotError, match="facts changed"):
-        build_snapshot(store, path, "hash3-16", INDEXED, force=True)
-    assert snap.latest_name(path) == latest
