@@ -124,7 +124,9 @@ def reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowC
     for column in keys.column_names[1:]:
         equal = pc.equal(keys[column].filter(pa.array(found)), base[column].take(hit))
         same[found] &= equal.fill_null(False).to_numpy(zero_copy_only=False)
-    kept = np.unique(rows[found]).size
+    held = np.zeros(base.num_rows, bool)  # a mask, not np.unique: no sort of every row
+    held[rows[found]] = True
+    kept = int(held.sum())
     change = RowChange(int((~found).sum()), int((found & ~same).sum()), base.num_rows - kept)
     return rows, same, change
 
