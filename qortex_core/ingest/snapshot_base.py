@@ -164,6 +164,7 @@ def write_merged(
     offsets: np.ndarray,
     base: Base,
     path: Path,
+    known: tuple[np.ndarray, np.ndarray, RowChange] | None = None,
 ) -> tuple[RowChange, bool]:
     """Write table ``name``'s vectors in snapshot order to the ``.npy`` file ``path``: the base's
     vector for each unchanged row, LanceDB's for the others.
@@ -175,12 +176,13 @@ def write_merged(
         offsets: (n,) each row's offset in the stored table.
         base: the base snapshot.
         path: the file to write.
+        known: :func:`reused` of ``keys`` when the caller has it already.
 
     Returns:
         The change against the base, and whether the file was written (not when the merge
         does not pay: the caller reads the table in full).
     """
-    rows, same, change = reused(keys, base.keys(name))
+    rows, same, change = reused(keys, base.keys(name)) if known is None else known
     n, old = keys.num_rows, base.vectors(name)
     if n and (change.added + change.changed) > FULL_FRACTION * n:
         return change, False

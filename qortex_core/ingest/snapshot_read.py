@@ -37,6 +37,8 @@ class Merge:
         read: tables read in full although there is a base (the change passed the bound).
         versions: the stored tables' versions when the build began (a merged table must still
             be at its version once merged: it is not read again, as a full read would check).
+        reuse: a table's :func:`~.snapshot_base.reused` in stored row order, where already
+            computed (the facts', by their cells).
     """
 
     base: Base | None
@@ -44,6 +46,7 @@ class Merge:
     change: RowChange = RowChange()
     merged: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
+    reuse: dict[str, tuple[np.ndarray, np.ndarray, RowChange]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,10 @@ def _merged(
         return False
     offsets = np.arange(keys.num_rows) if order is None else np.asarray(order, np.int64)
     final = keys if order is None else keys.take(pa.array(order))
-    change, written = write_merged(store, name, final, offsets, merge.base, path)
+    known = merge.reuse.get(name)
+    if known is not None:  # the stored-order match, put in snapshot order
+        known = (known[0][offsets], known[1][offsets], known[2])
+    change, written = write_merged(store, name, final, offsets, merge.base, path, known)
     if written and store.versions().get(name) != merge.versions.get(name):
         raise vectors.changed(name)  # a write between the reads of this build
     merge.change = merge.change + change
@@ -113,7 +119,8 @@ def _fact_cells(
     if bounds is not None and merge.base is not None:
         base = merge.base
         keys = facts.select(list(KEYS[FACTS]))
-        rows, same, _ = reused(keys, base.keys(FACTS))
+        rows, same, change = reused(keys, base.keys(FACTS))
+        merge.reuse[FACTS] = (rows, same, change)
         if (~same).sum() <= FULL_FRACTION * facts.num_rows:
             new = np.flatnonzero(~same)
             ids = keys["id"].take(pa.array(new)).combine_chunks()
