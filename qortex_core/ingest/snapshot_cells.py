@@ -3,9 +3,10 @@ full one.
 
 Centroids are the vectors of the facts whose id hash falls below ``2**64 / cell_size`` (about
 one fact in ``cell_size``; the least hash when none does), in hash order; every fact belongs to
-its most similar centroid (:func:`nearest_cell`). Both depend only on the facts (ids and
-vectors), never on the order they were stored in or on the builds before, so a build that
-starts from the previous snapshot's cells (:func:`merged_cells`) gives what a full build
+its most similar centroid (:func:`nearest_cell`, exact: the cell size doubles as the facts
+grow past :data:`~.cells.EXACT_CELLS` cells, :func:`cell_size`). Both depend only on the facts
+(ids and vectors), never on the order they were stored in or on the builds before, so a build
+that starts from the previous snapshot's cells (:func:`merged_cells`) gives what a full build
 (:func:`full_cells`) gives:
 
 - a kept fact keeps its cell unless its centroid is gone or a new centroid is about as similar
@@ -22,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from qortex_core.ingest.cells import FactCells, FactCellsConfig
+from qortex_core.ingest.cells import EXACT_CELLS, FactCells, FactCellsConfig
 from qortex_core.ingest.snapshot_tables import contiguous
 
 LAYOUT = "sampled-ids/1"  # the manifest's name for this layout: a base of another is not merged
@@ -35,9 +36,19 @@ def _nothing() -> None:
     return None
 
 
-def layout_of(config: FactCellsConfig) -> dict:
-    """The manifest entry that says which layout and cell size a snapshot's cells have."""
-    return {"layout": LAYOUT, "cell_size": int(config.cell_size)}
+def cell_size(n: int, config: FactCellsConfig) -> int:
+    """The cell size of ``n`` facts: ``config.cell_size``, doubled until there are at most
+    :data:`~.cells.EXACT_CELLS` cells (a fact is compared with every centroid; a size that
+    changes lays the cells out anew, once per doubling of the facts)."""
+    size = max(int(config.cell_size), 1)
+    while n > size * EXACT_CELLS:
+        size *= 2
+    return size
+
+
+def layout_of(n: int, config: FactCellsConfig) -> dict:
+    """The manifest entry that says which layout and cell size the cells of ``n`` facts have."""
+    return {"layout": LAYOUT, "cell_size": cell_size(n, config)}
 
 
 def id_hashes(ids: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -111,7 +122,7 @@ def full_cells(
     n = len(ids)
     if n < max(config.min_facts, 2):
         return None
-    rows = centroid_rows(id_hashes(ids), config.cell_size)
+    rows = centroid_rows(id_hashes(ids), cell_size(n, config))
     centroids = np.asarray(vectors[rows], np.float32).copy()  # (cells, d)
     home = np.empty(n, np.int64)
     for s in range(0, n, _BLOCK):
@@ -152,13 +163,14 @@ def merged_cells(
         out[~old] = fresh[fresh_at[rows[~old]]]
         return out
 
-    rows = centroid_rows(id_hashes(ids), config.cell_size)  # (cells,) current centroids
+    size = cell_size(n, config)  # the base's too (the caller compared the layouts)
+    rows = centroid_rows(id_hashes(ids), size)  # (cells,) current centroids
     centroids = vectors_of(rows)
     cell_of_row = np.full(n, -1, np.int64)
     cell_of_row[rows] = np.arange(len(rows))
     current_of_base = np.full(nb, -1, np.int64)
     current_of_base[base_row[kept]] = kept
-    old_rows = centroid_rows(id_hashes(base_ids), config.cell_size)  # base rows, cell order
+    old_rows = centroid_rows(id_hashes(base_ids), size)  # base rows, in cell order
     moved = current_of_base[old_rows]
     old_to_new = np.where(moved >= 0, cell_of_row[np.maximum(moved, 0)], -1)  # (old cells,)
     base_cell = np.repeat(np.arange(len(base_bounds) - 1), np.diff(base_bounds))  # (nb,)

@@ -115,7 +115,8 @@ def _fact_cells(
     stored order to ``folder`` (where :func:`staged` then permutes them)."""
     if facts.num_rows < max(config.min_facts, 2):
         return None
-    bounds = None if merge.base is None else merge.base.fact_bounds(layout_of(config))
+    layout = layout_of(facts.num_rows, config)  # a base of another layout or size: anew
+    bounds = None if merge.base is None else merge.base.fact_bounds(layout)
     if bounds is not None and merge.base is not None:
         base = merge.base
         keys = facts.select(list(KEYS[FACTS]))

@@ -333,7 +333,7 @@ def _assemble(
         "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
     if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
-        manifest["fact_cells"] = layout_of(graph_config.fact_cells)
+        manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
     return _publish(home, arrays, tables, manifest, verify, words), counts
 
 

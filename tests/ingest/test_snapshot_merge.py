@@ -9,13 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
-from qortex_core.ingest import snapshot_read, snapshot_words
+from qortex_core.ingest import snapshot_cells, snapshot_read, snapshot_words
 from qortex_core.ingest import stages as index
-from qortex_core.ingest.cells import FactCellsConfig
+from qortex_core.ingest.cells import EXACT_CELLS, FactCellsConfig
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.snapshot_stage import build_snapshot
@@ -88,3 +89,29 @@ def test_merged_snapshot_equals_a_full_build_of_the_same_tables(built, tmp_path)
         assert got.equals(want), name
     assert merged.manifest["counts"] == rebuilt.manifest["counts"]
     assert merged.manifest["fact_cells"] == rebuilt.manifest["fact_cells"]
+
+
+def test_cells_are_a_function_of_the_fact_set_not_of_the_stored_order():
+    rng = np.random.default_rng(3)
+    v = rng.normal(size=(600, 16)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    ids = pa.chunked_array([pa.array([f"f_{i:05d}" for i in range(600)])])
+    config = FactCellsConfig(min_facts=0, cell_size=16)
+    shuffle = rng.permutation(600)
+    a = snapshot_cells.full_cells(ids, v, config)
+    b = snapshot_cells.full_cells(ids.take(pa.array(shuffle)), v[shuffle], config)
+    assert a is not None and b is not None and len(a.bounds) > 20
+    np.testing.assert_array_equal(a.centroids, b.centroids)
+    np.testing.assert_array_equal(a.bounds, b.bounds)
+    cells_a = [set(a.order[a.bounds[c] : a.bounds[c + 1]]) for c in range(len(a.bounds) - 1)]
+    cells_b = [
+        set(shuffle[b.order[b.bounds[c] : b.bounds[c + 1]]]) for c in range(len(b.bounds) - 1)
+    ]
+    assert cells_a == cells_b
+
+
+def test_the_cell_size_doubles_so_a_fact_is_compared_with_every_centroid():
+    config = FactCellsConfig(cell_size=1024)
+    assert snapshot_cells.cell_size(1_450_000, config) == 1024  # 100k passages' facts
+    assert snapshot_cells.cell_size(14_500_000, config) == 4096  # 1M passages'
+    assert 14_500_000 / 4096 <= EXACT_CELLS
