@@ -65,17 +65,24 @@ class Stored:
 
 
 def _merged(
-    store: LanceStore, name: str, keys: pa.Table, order: np.ndarray | None, path: Path, merge: Merge
+    store: LanceStore,
+    name: str,
+    keys: pa.Table,
+    order: np.ndarray | None,
+    path: Path,
+    merge: Merge,
+    ordered: pa.Table | None = None,
 ) -> bool:
     """Write ``name``'s vectors in snapshot order merged from the base; whether it was done."""
     if merge.base is None:
         return False
     offsets = np.arange(keys.num_rows) if order is None else np.asarray(order, np.int64)
-    final = keys if order is None else keys.take(pa.array(order))
+    if ordered is None:
+        ordered = keys if order is None else keys.take(pa.array(order))
     known = merge.reuse.get(name)
     if known is not None:  # the stored-order match, put in snapshot order
         known = (known[0][offsets], known[1][offsets], known[2])
-    change, written = write_merged(store, name, final, offsets, merge.base, path, known)
+    change, written = write_merged(store, name, ordered, offsets, merge.base, path, known)
     if written and store.versions().get(name) != merge.versions.get(name):
         raise vectors.changed(name)  # a write between the reads of this build
     merge.change = merge.change + change
@@ -90,13 +97,15 @@ def staged(
     order: np.ndarray | None,
     folder: Path,
     merge: Merge,
+    ordered: pa.Table | None = None,
 ) -> np.ndarray:
     """``name``'s vectors, row i = stored row ``order[i]``, as a memory map of a finished
     ``.npy`` file in ``folder`` (never held whole in memory); ``keys`` holds the table's key
-    columns (:data:`~.snapshot_base.KEYS`, only ``id`` when no merge is wanted)."""
+    columns (:data:`~.snapshot_base.KEYS`, only ``id`` when no merge is wanted), ``ordered``
+    the same in snapshot order when the caller has them (not taken again)."""
     final = folder / f"{name}.npy"
     stored = folder / f"{name}.stored.npy"
-    if not stored.exists() and _merged(store, name, keys, order, final, merge):
+    if not stored.exists() and _merged(store, name, keys, order, final, merge, ordered):
         return vectors.load(final)
     if not stored.exists():
         vectors.write_stored(store, name, keys["id"], stored)
@@ -149,14 +158,37 @@ def read_stored(
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
     cells = _fact_cells(store, facts, config.fact_cells, folder, merge)
     order = None if cells is None else cells.order
-    f_vec = staged(store, FACTS, facts.select(list(KEYS[FACTS])), order, folder, merge)
+    stored_facts = facts.select(list(KEYS[FACTS]))
     if cells is not None:
         facts = facts.take(pa.array(cells.order))
+    f_keys = facts.select(list(KEYS[FACTS]))
+    f_vec = staged(store, FACTS, stored_facts, order, folder, merge, f_keys)
+    del stored_facts, f_keys
     concepts = store.read_without(CONCEPTS, ["vector"])
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     c_order, p_order = hub_first_orders(concepts, passages, facts)
-    c_vec = staged(store, CONCEPTS, concepts.select(list(KEYS[CONCEPTS])), c_order, folder, merge)
-    p_vec = staged(store, PASSAGES, passages.select(["id"]), p_order, folder, merge)
+    stored_concepts, stored_passages = concepts, passages
     concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
+    c_keys = list(KEYS[CONCEPTS])
+    c_vec = staged(
+        store,
+        CONCEPTS,
+        stored_concepts.select(c_keys),
+        c_order,
+        folder,
+        merge,
+        concepts.select(c_keys),
+    )
+    del stored_concepts
+    p_vec = staged(
+        store,
+        PASSAGES,
+        stored_passages.select(["id"]),
+        p_order,
+        folder,
+        merge,
+        passages.select(["id"]),
+    )
+    del stored_passages
     rules, synonyms = store.read(RULES), store.read(SYNONYMS)
     return Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
