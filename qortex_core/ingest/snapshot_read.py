@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.ingest.cells import FactCells, FactCellsConfig
-from qortex_core.ingest.graph import GraphConfig, hub_first_orders
+from qortex_core.ingest.graph import GraphConfig, fact_endpoints, hub_first_orders
 from qortex_core.ingest.snapshot_base import (
     FULL_FRACTION,
     KEYS,
@@ -62,6 +62,14 @@ class Stored:
     passage_vectors: np.ndarray
     concept_vectors: np.ndarray
     fact_vectors: np.ndarray
+    fact_ends: np.ndarray | None = None  # (facts, 2) subject, object rows of ``concepts``
+
+
+def _renumbered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``rows`` (old row numbers, -1 none) as rows of the table reordered by ``order``."""
+    new = np.empty(len(order), np.int64)
+    new[order] = np.arange(len(order))
+    return np.where(rows >= 0, new[np.maximum(rows, 0)], -1)
 
 
 def _merged(
@@ -166,7 +174,11 @@ def read_stored(
     del stored_facts, f_keys
     concepts = store.read_without(CONCEPTS, ["vector"])
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
-    c_order, p_order = hub_first_orders(concepts, passages, facts)
+    ends = None  # (facts, 2) the facts' concept rows, -1 unknown: once for both uses
+    if facts.num_rows and concepts.num_rows:
+        ends = fact_endpoints(facts, concepts["id"])
+    c_order, p_order = hub_first_orders(concepts, passages, facts, ends)
+    ends = None if ends is None else _renumbered(ends, c_order)  # snapshot concept rows
     stored_concepts, stored_passages = concepts, passages
     concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
     c_keys = list(KEYS[CONCEPTS])
@@ -191,4 +203,5 @@ def read_stored(
     )
     del stored_passages
     rules, synonyms = store.read(RULES), store.read(SYNONYMS)
-    return Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
+    stored = Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec, ends)
+    return stored, cells

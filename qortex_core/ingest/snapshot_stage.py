@@ -141,8 +141,14 @@ def _fact_edges(
     facts, concept_ids = stored.facts, stored.concepts["id"] if stored.concepts.num_rows else None
     if facts.num_rows == 0 or concept_ids is None:
         return np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32), None
-    ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
-    fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
+    if stored.fact_ends is None:
+        ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
+        fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
+    elif (stored.fact_ends < 0).any():
+        unknown = int((stored.fact_ends < 0).any(axis=1).sum())
+        raise SnapshotError(f"{unknown} facts name a concept or passage that is not stored")
+    else:
+        fact_nodes = stored.fact_ends.astype(np.int32)  # (facts, 2)
     counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
     fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
     weighted = graph_config.relation_weights and "relation" in facts.schema.names
