@@ -142,12 +142,11 @@ def _fact_cells(
         if (~same).sum() <= FULL_FRACTION * facts.num_rows:
             new = np.flatnonzero(~same)
             ids = keys["id"].take(pa.array(new)).combine_chunks()
-            fresh = fetch(store, FACTS, new, ids)
-            base_ids = base.keys(FACTS)["id"]
-            base_row = np.where(same, rows, -1)
-            return merged_cells(
-                keys["id"], base_row, fresh, base_ids, base.vectors(FACTS), bounds, config
-            )
+            fresh, old = fetch(store, FACTS, new, ids), base.vectors(FACTS)
+            if not len(fresh) or fresh.shape[1:] == old.shape[1:]:  # else: another width
+                base_row = np.where(same, rows, -1)
+                base_ids = base.keys(FACTS)["id"]
+                return merged_cells(keys["id"], base_row, fresh, base_ids, old, bounds, config)
     stored = folder / f"{FACTS}.stored.npy"
     vectors.write_stored(store, FACTS, facts["id"], stored)
     with vectors.mapped(stored) as (rows_map, release):
