@@ -171,14 +171,28 @@ def permute_symmetric(adjacency: sp.csr_matrix, order: np.ndarray) -> sp.csr_mat
     return out
 
 
+def fact_endpoints(facts: pa.Table, concept_ids: pa.ChunkedArray) -> np.ndarray:
+    """(n_facts, 2) int64 row in ``concept_ids`` of each fact's subject and object; -1 for a
+    concept that is not among them."""
+    out = np.full((facts.num_rows, 2), -1, np.int64)
+    if facts.num_rows == 0:
+        return out
+    for k, column in enumerate(("subject_id", "object_id")):
+        at = pc.index_in(facts[column], value_set=concept_ids)
+        known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+        out[known, k] = at.drop_null().to_numpy(zero_copy_only=False)
+    return out
+
+
 def hub_first_orders(
-    concepts: pa.Table, passages: pa.Table, facts: pa.Table
+    concepts: pa.Table, passages: pa.Table, facts: pa.Table, ends: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(concept order, passage order) by :func:`hub_first_order` (new row i = old row order[i]).
 
     A concept weighs the passages containing it plus its fact-endpoint occurrences (one per
     passage a fact came from); a passage weighs the concepts it contains: the edges each node
-    will get in :func:`build_adjacency`, counted without building it.
+    will get in :func:`build_adjacency`, counted without building it. ``ends``: the facts'
+    :func:`fact_endpoints` in ``concepts``, when the caller has them.
     """
     if concepts.num_rows == 0 or passages.num_rows == 0:
         return np.arange(concepts.num_rows), np.arange(passages.num_rows)
@@ -186,12 +200,10 @@ def hub_first_orders(
     c_weight = c_weight.astype(np.float64)  # (concepts,)
     if facts.num_rows:
         per_fact = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
-        for column in ("subject_id", "object_id"):
-            at = pc.index_in(facts[column], value_set=concepts["id"]).to_numpy(zero_copy_only=False)
-            known = ~np.isnan(at.astype(np.float64))  # (facts,)
-            c_weight += np.bincount(
-                at[known].astype(np.int64), weights=per_fact[known], minlength=len(c_weight)
-            )
+        ends = fact_endpoints(facts, concepts["id"]) if ends is None else ends
+        for at in (ends[:, 0], ends[:, 1]):
+            known = at >= 0  # (facts,)
+            c_weight += np.bincount(at[known], weights=per_fact[known], minlength=len(c_weight))
     contained = pc.index_in(pc.list_flatten(concepts["passage_ids"]), value_set=passages["id"])
     hits = contained.drop_null().to_numpy().astype(np.int64)  # (contains,)
     p_weight = np.bincount(hits, minlength=passages.num_rows).astype(np.float64)

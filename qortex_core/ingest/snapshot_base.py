@@ -1,14 +1,14 @@
 """The previous snapshot as the base of the next one: an incremental merge of its vector rows.
 
 A snapshot stays one complete, immutable folder (readers need nothing new). What a run with a
-usable base saves is the passages' and concepts' vectors: a row whose id and embedded text are
-the base's (a passage's id is the digest of its text; a concept's vector is its name's) keeps
-the base's vector, read from the base's memory-mapped file; only the new and changed rows'
-vectors are read from LanceDB, by row offset, and no permutation pass is needed. The facts'
-vectors are streamed as in a full build (their cells need every vector, and without cells the
-stream in stored order costs no more than a merge). The graph arrays and tables are built from
-the stored tables as in a full build, in the same order, so the published snapshot equals a
-full rebuild's.
+usable base saves is the vectors and the fact index: a passage, concept or fact row whose id and
+embedded text are the base's (a passage's id is the digest of its text; a concept's vector is
+its name's, a fact's its subject, predicate and object) keeps the base's vector, read from the
+base's memory-mapped file; only the new and changed rows' vectors are read from LanceDB, by row
+offset, and no permutation pass is needed. The fact cells are a function of the fact set
+(:mod:`.snapshot_cells`), so the base's cells are updated rather than computed again. The graph
+arrays and tables are built from the stored tables as in a full build, in the same order, so
+the published snapshot equals a full rebuild's.
 
 A base that cannot be used (none published, damaged, another embedding model or width) makes a
 full build, with one log line and the reason in the report; so does a change that passes
@@ -28,15 +28,19 @@ import pyarrow.compute as pc
 from qortex_core.errors import QortexError
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import CONCEPTS, PASSAGES, LanceStore
+from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, LanceStore
 
 _log = logging.getLogger(__name__)
 FULL_FRACTION = 0.5  # a table whose new or changed rows pass this share is read in full
 _TAKE_ROWS = 65_536  # rows of one read by offset
 
 # the snapshot array of each table's vectors, and the key columns that fix a row's vector
-ARRAYS = {PASSAGES: "passage_vectors", CONCEPTS: "phrase_vectors"}
-KEYS = {PASSAGES: ("id",), CONCEPTS: ("id", "name")}
+ARRAYS = {PASSAGES: "passage_vectors", CONCEPTS: "phrase_vectors", FACTS: "fact_vectors"}
+KEYS = {
+    PASSAGES: ("id",),
+    CONCEPTS: ("id", "name"),
+    FACTS: ("id", "subject", "predicate", "object"),  # a fact's vector is of its three parts
+}
 
 
 @dataclass(frozen=True)
@@ -91,14 +95,24 @@ class Base:
         """The base's key columns of table ``name``, row i = row i of its vector array."""
         if name == PASSAGES:
             return self.snapshot.tables["passages"].select(["id"])
+        if name == FACTS:
+            return self.snapshot.tables["facts"].select(list(KEYS[FACTS]))
         nodes = self.snapshot.tables["nodes"].slice(0, self.snapshot.n_phrases)
         return nodes.select(["id", "name"])
 
     def vectors(self, name: str) -> np.ndarray:
         return self.snapshot.arrays[ARRAYS[name]]
 
+    def fact_bounds(self, layout: dict) -> np.ndarray | None:
+        """The base's fact cell bounds when its cells have ``layout`` (:mod:`.snapshot_cells`),
+        else None (no cells, or cells of another layout or size: they are built in full)."""
+        bounds = self.snapshot.arrays.get("fact_cell_bounds")
+        if self.snapshot.manifest.get("fact_cells") != layout or bounds is None:
+            return None
+        return np.asarray(bounds) if len(bounds) > 1 else None
 
-def _reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowChange]:
+
+def reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowChange]:
     """(base row of each row or -1, rows whose vector the base holds, the change counts)."""
     if keys.num_rows == 0:  # every row removed (an empty table may have no column types)
         return np.zeros(0, np.int64), np.zeros(0, bool), RowChange(0, 0, base.num_rows)
@@ -110,12 +124,14 @@ def _reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, Row
     for column in keys.column_names[1:]:
         equal = pc.equal(keys[column].filter(pa.array(found)), base[column].take(hit))
         same[found] &= equal.fill_null(False).to_numpy(zero_copy_only=False)
-    kept = np.unique(rows[found]).size
+    held = np.zeros(base.num_rows, bool)  # a mask, not np.unique: no sort of every row
+    held[rows[found]] = True
+    kept = int(held.sum())
     change = RowChange(int((~found).sum()), int((found & ~same).sum()), base.num_rows - kept)
     return rows, same, change
 
 
-def _fetch(store: LanceStore, name: str, offsets: np.ndarray, ids: pa.Array) -> np.ndarray:
+def fetch(store: LanceStore, name: str, offsets: np.ndarray, ids: pa.Array) -> np.ndarray:
     """(len(offsets), d) vectors of the stored rows at ``offsets``, checked against ``ids``
     (read in offset order, a block at a time, then put in the order asked).
 
@@ -148,6 +164,7 @@ def write_merged(
     offsets: np.ndarray,
     base: Base,
     path: Path,
+    known: tuple[np.ndarray, np.ndarray, RowChange] | None = None,
 ) -> tuple[RowChange, bool]:
     """Write table ``name``'s vectors in snapshot order to the ``.npy`` file ``path``: the base's
     vector for each unchanged row, LanceDB's for the others.
@@ -159,17 +176,18 @@ def write_merged(
         offsets: (n,) each row's offset in the stored table.
         base: the base snapshot.
         path: the file to write.
+        known: :func:`reused` of ``keys`` when the caller has it already.
 
     Returns:
         The change against the base, and whether the file was written (not when the merge
         does not pay: the caller reads the table in full).
     """
-    rows, same, change = _reused(keys, base.keys(name))
+    rows, same, change = reused(keys, base.keys(name)) if known is None else known
     n, old = keys.num_rows, base.vectors(name)
     if n and (change.added + change.changed) > FULL_FRACTION * n:
         return change, False
     fresh = np.flatnonzero(~same)  # (f,) snapshot rows read from LanceDB
-    got = _fetch(store, name, offsets[fresh], keys["id"].take(pa.array(fresh)).combine_chunks())
+    got = fetch(store, name, offsets[fresh], keys["id"].take(pa.array(fresh)).combine_chunks())
     dim = old.shape[1] if old.ndim == 2 and len(old) else got.shape[1]
     if len(got) and got.shape[1] != dim:
         return change, False  # another width: the base's vectors are of no use

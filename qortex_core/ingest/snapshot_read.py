@@ -11,9 +11,18 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.ingest import snapshot_vectors as vectors
-from qortex_core.ingest.cells import FactCells, fact_cells
-from qortex_core.ingest.graph import GraphConfig, hub_first_orders
-from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange, write_merged
+from qortex_core.ingest.cells import FactCells, FactCellsConfig
+from qortex_core.ingest.graph import GraphConfig, fact_endpoints, hub_first_orders
+from qortex_core.ingest.snapshot_base import (
+    FULL_FRACTION,
+    KEYS,
+    Base,
+    RowChange,
+    fetch,
+    reused,
+    write_merged,
+)
+from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cells
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
@@ -28,6 +37,8 @@ class Merge:
         read: tables read in full although there is a base (the change passed the bound).
         versions: the stored tables' versions when the build began (a merged table must still
             be at its version once merged: it is not read again, as a full read would check).
+        reuse: a table's :func:`~.snapshot_base.reused` in stored row order, where already
+            computed (the facts', by their cells).
     """
 
     base: Base | None
@@ -35,6 +46,7 @@ class Merge:
     change: RowChange = RowChange()
     merged: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
+    reuse: dict[str, tuple[np.ndarray, np.ndarray, RowChange]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,17 +62,35 @@ class Stored:
     passage_vectors: np.ndarray
     concept_vectors: np.ndarray
     fact_vectors: np.ndarray
+    fact_ends: np.ndarray | None = None  # (facts, 2) subject, object rows of ``concepts``
+
+
+def _renumbered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``rows`` (old row numbers, -1 none) as rows of the table reordered by ``order``."""
+    new = np.empty(len(order), np.int64)
+    new[order] = np.arange(len(order))
+    return np.where(rows >= 0, new[np.maximum(rows, 0)], -1)
 
 
 def _merged(
-    store: LanceStore, name: str, keys: pa.Table, order: np.ndarray | None, path: Path, merge: Merge
+    store: LanceStore,
+    name: str,
+    keys: pa.Table,
+    order: np.ndarray | None,
+    path: Path,
+    merge: Merge,
+    ordered: pa.Table | None = None,
 ) -> bool:
     """Write ``name``'s vectors in snapshot order merged from the base; whether it was done."""
     if merge.base is None:
         return False
     offsets = np.arange(keys.num_rows) if order is None else np.asarray(order, np.int64)
-    final = keys if order is None else keys.take(pa.array(order))
-    change, written = write_merged(store, name, final, offsets, merge.base, path)
+    if ordered is None:
+        ordered = keys if order is None else keys.take(pa.array(order))
+    known = merge.reuse.get(name)
+    if known is not None:  # the stored-order match, put in snapshot order
+        known = (known[0][offsets], known[1][offsets], known[2])
+    change, written = write_merged(store, name, ordered, offsets, merge.base, path, known)
     if written and store.versions().get(name) != merge.versions.get(name):
         raise vectors.changed(name)  # a write between the reads of this build
     merge.change = merge.change + change
@@ -75,13 +105,15 @@ def staged(
     order: np.ndarray | None,
     folder: Path,
     merge: Merge,
+    ordered: pa.Table | None = None,
 ) -> np.ndarray:
     """``name``'s vectors, row i = stored row ``order[i]``, as a memory map of a finished
     ``.npy`` file in ``folder`` (never held whole in memory); ``keys`` holds the table's key
-    columns (:data:`~.snapshot_base.KEYS`, only ``id`` when no merge is wanted)."""
+    columns (:data:`~.snapshot_base.KEYS`, only ``id`` when no merge is wanted), ``ordered``
+    the same in snapshot order when the caller has them (not taken again)."""
     final = folder / f"{name}.npy"
     stored = folder / f"{name}.stored.npy"
-    if not stored.exists() and _merged(store, name, keys, order, final, merge):
+    if not stored.exists() and _merged(store, name, keys, order, final, merge, ordered):
         return vectors.load(final)
     if not stored.exists():
         vectors.write_stored(store, name, keys["id"], stored)
@@ -92,53 +124,83 @@ def staged(
     return vectors.load(final)
 
 
+def _fact_cells(
+    store: LanceStore, facts: pa.Table, config: FactCellsConfig, folder: Path, merge: Merge
+) -> FactCells | None:
+    """The fact index (:mod:`.snapshot_cells`): from the base's cells when it has them in this
+    layout and the change is within the merge's bound, else from every vector, streamed in
+    stored order to ``folder`` (where :func:`staged` then permutes them)."""
+    if facts.num_rows < max(config.min_facts, 2):
+        return None
+    layout = layout_of(facts.num_rows, config)  # a base of another layout or size: anew
+    bounds = None if merge.base is None else merge.base.fact_bounds(layout)
+    if bounds is not None and merge.base is not None:
+        base = merge.base
+        keys = facts.select(list(KEYS[FACTS]))
+        rows, same, change = reused(keys, base.keys(FACTS))
+        merge.reuse[FACTS] = (rows, same, change)
+        if (~same).sum() <= FULL_FRACTION * facts.num_rows:
+            new = np.flatnonzero(~same)
+            ids = keys["id"].take(pa.array(new)).combine_chunks()
+            fresh, old = fetch(store, FACTS, new, ids), base.vectors(FACTS)
+            if not len(fresh) or fresh.shape[1:] == old.shape[1:]:  # else: another width
+                base_row = np.where(same, rows, -1)
+                base_ids = base.keys(FACTS)["id"]
+                return merged_cells(keys["id"], base_row, fresh, base_ids, old, bounds, config)
+    stored = folder / f"{FACTS}.stored.npy"
+    vectors.write_stored(store, FACTS, facts["id"], stored)
+    with vectors.mapped(stored) as (rows_map, release):
+        return full_cells(facts["id"], rows_map, config, release)
+
+
 def read_stored(
     store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
 ) -> tuple[Stored, FactCells | None]:
     """The stored tables in snapshot order, and the fact index when facts are many; the
     vectors are memory maps of files written to ``folder``."""
-    # the facts' links only (their texts are read when the tables are made, fact_texts); the
-    # relation column only when relation weights are set
-    links = ["id", "subject_id", "object_id", "passage_ids"]
+    # the facts' links and texts (the texts key a merged vector, and make the facts table);
+    # the relation column only when relation weights are set
+    links = [*KEYS[FACTS], "subject_id", "object_id", "passage_ids"]
     facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
-    # the facts' vectors are streamed in stored order (the fact cells need every one of them,
-    # and without cells the stream is as cheap as a merge): never merged from the base
-    vectors.write_stored(store, FACTS, facts["id"], folder / f"{FACTS}.stored.npy")
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
-    with vectors.mapped(folder / f"{FACTS}.stored.npy") as (rows, release):
-        cells = fact_cells(rows, config.fact_cells, release)
+    cells = _fact_cells(store, facts, config.fact_cells, folder, merge)
     order = None if cells is None else cells.order
-    f_vec = staged(store, FACTS, facts.select(["id"]), order, folder, Merge(None))
+    stored_facts = facts.select(list(KEYS[FACTS]))
     if cells is not None:
         facts = facts.take(pa.array(cells.order))
+    f_keys = facts.select(list(KEYS[FACTS]))
+    f_vec = staged(store, FACTS, stored_facts, order, folder, merge, f_keys)
+    del stored_facts, f_keys
     concepts = store.read_without(CONCEPTS, ["vector"])
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
-    c_order, p_order = hub_first_orders(concepts, passages, facts)
-    c_vec = staged(store, CONCEPTS, concepts.select(list(KEYS[CONCEPTS])), c_order, folder, merge)
-    p_vec = staged(store, PASSAGES, passages.select(["id"]), p_order, folder, merge)
+    ends = None  # (facts, 2) the facts' concept rows, -1 unknown: once for both uses
+    if facts.num_rows and concepts.num_rows:
+        ends = fact_endpoints(facts, concepts["id"])
+    c_order, p_order = hub_first_orders(concepts, passages, facts, ends)
+    ends = None if ends is None else _renumbered(ends, c_order)  # snapshot concept rows
+    stored_concepts, stored_passages = concepts, passages
     concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
+    c_keys = list(KEYS[CONCEPTS])
+    c_vec = staged(
+        store,
+        CONCEPTS,
+        stored_concepts.select(c_keys),
+        c_order,
+        folder,
+        merge,
+        concepts.select(c_keys),
+    )
+    del stored_concepts
+    p_vec = staged(
+        store,
+        PASSAGES,
+        stored_passages.select(["id"]),
+        p_order,
+        folder,
+        merge,
+        passages.select(["id"]),
+    )
+    del stored_passages
     rules, synonyms = store.read(RULES), store.read(SYNONYMS)
-    return Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec), cells
-
-
-def fact_texts(store: LanceStore, ids: pa.ChunkedArray, order: np.ndarray | None) -> pa.Table:
-    """The facts' ``id``, ``subject``, ``predicate`` and ``object`` in snapshot order (row i =
-    stored row ``order[i]``), reordered a column at a time.
-
-    Raises:
-        SnapshotError: the facts table changed since the stage read its links.
-    """
-    text = store.read_columns(FACTS, ["id", "subject", "predicate", "object"])
-    if text.num_rows != len(ids):
-        raise vectors.changed(FACTS)
-    index = None if order is None else pa.array(order)
-    columns = {}
-    for name in text.column_names:
-        column = text[name]
-        text = text.drop_columns([name])  # the stored-order column goes once reordered
-        columns[name] = column if index is None else column.take(index)
-        del column
-    out = pa.table(columns)
-    if out.num_rows and not out["id"].equals(ids):
-        raise vectors.changed(FACTS)
-    return out
+    stored = Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec, ends)
+    return stored, cells

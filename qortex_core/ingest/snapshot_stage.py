@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import SnapshotError
-from qortex_core.ingest import snapshot_base
+from qortex_core.ingest import snapshot_base, snapshot_words
 from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.cells import FactCells
 from qortex_core.ingest.graph import (
@@ -25,10 +25,11 @@ from qortex_core.ingest.graph import (
     phrase_passage_counts,
 )
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
-from qortex_core.ingest.snapshot_read import Merge, fact_texts, read_stored
+from qortex_core.ingest.snapshot_base import KEYS
+from qortex_core.ingest.snapshot_cells import layout_of
+from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
-from qortex_core.ingest.text_frequency import phrase_text_frequency
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -140,8 +141,14 @@ def _fact_edges(
     facts, concept_ids = stored.facts, stored.concepts["id"] if stored.concepts.num_rows else None
     if facts.num_rows == 0 or concept_ids is None:
         return np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32), None
-    ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
-    fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
+    if stored.fact_ends is None:
+        ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
+        fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
+    elif (stored.fact_ends < 0).any():
+        unknown = int((stored.fact_ends < 0).any(axis=1).sum())
+        raise SnapshotError(f"{unknown} facts name a concept or passage that is not stored")
+    else:
+        fact_nodes = stored.fact_ends.astype(np.int32)  # (facts, 2)
     counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
     fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
     weighted = graph_config.relation_weights and "relation" in facts.schema.names
@@ -187,14 +194,6 @@ def _fact_passages(stored: _Stored) -> tuple[np.ndarray, np.ndarray]:
     return indptr, passage.astype(np.int32)
 
 
-def _text_frequency(stored: _Stored) -> np.ndarray:
-    """(n_phrases,) the least passage-text document frequency of each phrase's words."""
-    p, c = stored.passages, stored.concepts
-    if p.num_rows == 0 or c.num_rows == 0:
-        return np.zeros(c.num_rows, np.float32)
-    return phrase_text_frequency(pc.binary_join_element_wise(p["title"], p["text"], " "), c["name"])
-
-
 def _sequence_edges(
     stored: _Stored, graph_config: GraphConfig
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,10 +208,14 @@ def _sequence_edges(
 
 
 def _graph_arrays(
-    stored: _Stored, graph_config: GraphConfig, cells: FactCells | None = None
-) -> tuple[SnapshotArrays, int, int, dict[str, int]]:
-    """Every array of the snapshot, the number of undirected edges and of passage links, and
-    the sequence counts (``edges``, ``passages`` in a sequence)."""
+    stored: _Stored,
+    graph_config: GraphConfig,
+    cells: FactCells | None = None,
+    base: snapshot_base.Base | None = None,
+) -> tuple[SnapshotArrays, int, int, dict[str, int], pa.Table]:
+    """Every array of the snapshot, the number of undirected edges and of passage links, the
+    sequence counts (``edges``, ``passages`` in a sequence) and the passages' word frequencies
+    (counted on the change from ``base``'s, :mod:`.snapshot_words`)."""
     n_phr, n_pas = stored.concepts.num_rows, stored.passages.num_rows
     fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, graph_config)
     contains = _contains(stored)  # (n_links, 2) passage index, phrase index
@@ -227,6 +230,7 @@ def _graph_arrays(
     except ValueError as exc:
         raise SnapshotError(f"the built graph cannot be published: {exc}") from None
     indptr, indices = _fact_passages(stored)
+    text_frequency, words = snapshot_words.text_frequency(stored.passages, stored.concepts, base)
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64),
@@ -238,7 +242,7 @@ def _graph_arrays(
         fact_nodes=fact_nodes,
         phrase_vectors=stored.concept_vectors,
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
-        phrase_text_frequency=_text_frequency(stored),
+        phrase_text_frequency=text_frequency,
         fact_passage_indptr=indptr,
         fact_passage_indices=indices,
         synonym_pairs=np.stack([synonyms[0], synonyms[1]], axis=1).astype(np.int32).reshape(-1, 2),
@@ -250,7 +254,8 @@ def _graph_arrays(
         ),
     )
     linked = len(np.union1d(sequence[0], sequence[1]))
-    return arrays, int(adj.nnz // 2), len(contains), {"edges": len(sequence[0]), "passages": linked}
+    counted = {"edges": len(sequence[0]), "passages": linked}
+    return arrays, int(adj.nnz // 2), len(contains), counted, words
 
 
 def build_snapshot(
@@ -311,12 +316,12 @@ def _assemble(
     from ``merge``'s base where it has one)."""
     stored, cells = read_stored(store, passages, graph_config, folder, merge)
     give_back()  # what reading freed, before the graph is built
-    arrays, edges, contains, sequence = _graph_arrays(stored, graph_config, cells)
-    fact_ids = stored.facts["id"] if stored.facts.num_rows else pa.chunked_array([], pa.string())
+    arrays, edges, contains, sequence, words = _graph_arrays(
+        stored, graph_config, cells, merge.base
+    )
+    facts = stored.facts.select(list(KEYS[FACTS])) if stored.facts.num_rows else pa.table({})
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
-    give_back()
-    facts = fact_texts(store, fact_ids, None if cells is None else cells.order)
-    give_back()  # the stored-order texts, before the tables are assembled
+    give_back()  # the links, before the tables are assembled
     tables = snapshot_tables(stored.concepts, stored.passages, facts, stored.rules)
     counts = SnapshotCounts(
         phrases=stored.concepts.num_rows,
@@ -333,7 +338,9 @@ def _assemble(
         "counts": counts.as_dict(),
         "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }
-    return _publish(home, arrays, tables, manifest, verify), counts
+    if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
+        manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
+    return _publish(home, arrays, tables, manifest, verify, words), counts
 
 
 def _publish(
@@ -342,6 +349,7 @@ def _publish(
     tables: SnapshotTables,
     manifest: dict,
     verify: Callable[[str], None] | None = None,
+    words: pa.Table | None = None,
 ) -> Path:
     """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
     vectors, :func:`.snapshot_read.staged`) are linked in rather than written again."""
@@ -352,5 +360,6 @@ def _publish(
         if isinstance(a, np.memmap) and a.filename is not None
     }
     kept = {name: a for name, a in data.items() if name not in files}
-    published = snap.Snapshot(arrays=kept, tables=tables.as_dict(), manifest=manifest)
+    extra = {} if words is None else {snapshot_words.WORDS: words}  # the next build's base
+    published = snap.Snapshot(arrays=kept, tables={**tables.as_dict(), **extra}, manifest=manifest)
     return snap.publish(home, published, files=files, check=verify)

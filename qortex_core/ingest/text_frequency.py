@@ -96,6 +96,42 @@ def document_frequency(texts: Sequence[str] | pa.Array | pa.ChunkedArray) -> pa.
     return pa.table({"word": merged["word"], "df": merged["df_sum"]})
 
 
+def updated_frequency(
+    df: pa.Table,
+    removed: Sequence[str] | pa.Array | pa.ChunkedArray,
+    added: Sequence[str] | pa.Array | pa.ChunkedArray,
+) -> pa.Table:
+    """(word, df) of a text collection from its earlier ``df``, less the ``removed`` texts'
+    counts, plus the ``added`` texts': what :func:`document_frequency` of the new collection
+    gives (as a set of rows: counts are integers), words counted 0 dropped."""
+    gone, new = document_frequency(removed), document_frequency(added)
+    if gone.num_rows == 0 and new.num_rows == 0:
+        return df
+    negated = pa.table({"word": gone["word"], "df": pc.negate(gone["df"])})
+    parts = [t.cast(df.schema) for t in (df, negated, new)]
+    merged = pa.concat_tables(parts).group_by("word").aggregate([("df", "sum")])
+    kept = merged.filter(pc.greater(merged["df_sum"], 0))
+    return pa.table({"word": kept["word"], "df": kept["df_sum"]})
+
+
+def phrase_frequency(
+    df: pa.Table, phrase_names: Sequence[str] | pa.Array | pa.ChunkedArray
+) -> np.ndarray:
+    """(n_phrases,) float32: the least ``df`` among each phrase's words (0: none counted)."""
+    words = _words(_as_strings(phrase_names))  # (phrases,) lists of words
+    at = pc.index_in(pc.list_flatten(words), value_set=df["word"])  # (words,) row in df or null
+    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    counts = df["df"].to_numpy()
+    per_word = np.zeros(len(known), np.float64)  # unknown words count 0
+    per_word[known] = counts[at.drop_null().to_numpy()]
+    offsets = words.offsets.to_numpy()  # (phrases+1,)
+    out = np.zeros(len(words), np.float32)
+    filled = np.flatnonzero(offsets[1:] > offsets[:-1])  # phrases with at least one word
+    if len(filled):
+        out[filled] = np.minimum.reduceat(per_word, offsets[filled])
+    return out
+
+
 def phrase_text_frequency(
     passage_texts: Sequence[str] | pa.Array | pa.ChunkedArray,
     phrase_names: Sequence[str] | pa.Array | pa.ChunkedArray,
@@ -109,16 +145,4 @@ def phrase_text_frequency(
     Returns:
         (n_phrases,) float32.
     """
-    df = document_frequency(passage_texts)
-    words = _words(_as_strings(phrase_names))  # (phrases,) lists of words
-    at = pc.index_in(pc.list_flatten(words), value_set=df["word"])  # (words,) row in df or null
-    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    counts = df["df"].to_numpy()
-    per_word = np.zeros(len(known), np.float64)  # unknown words count 0
-    per_word[known] = counts[at.drop_null().to_numpy()]
-    offsets = words.offsets.to_numpy()  # (phrases+1,)
-    out = np.zeros(len(words), np.float32)
-    filled = np.flatnonzero(offsets[1:] > offsets[:-1])  # phrases with at least one word
-    if len(filled):
-        out[filled] = np.minimum.reduceat(per_word, offsets[filled])
-    return out
+    return phrase_frequency(document_frequency(passage_texts), phrase_names)

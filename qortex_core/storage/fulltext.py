@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 PASSAGE_TEXT = "passage_text"
 _KEEP_VERSIONS = dt.timedelta(days=36500)  # optimize() must not clean versions snapshots pin
 _DELETE_BATCH = 500
+_TIE_MARGIN = 32  # hits read past the limit, so passages tied at the limit are ranked by id
 
 _log = logging.getLogger(__name__)
 
@@ -77,7 +78,21 @@ def sync(db, passages: pa.Table) -> int:
         table.delete(f"id IN ({quoted})")
     if new.num_rows or gone:
         table.optimize(cleanup_older_than=_KEEP_VERSIONS)  # index the new rows, compact
+        _reindex_if_stale(table)
     return int(table.version)
+
+
+def _reindex_if_stale(table) -> None:
+    """Rebuild the index when it does not cover exactly the table's rows (deleted rows still
+    counted, or rows left unindexed): its BM25 statistics would then differ from those of an
+    index built on the same passages at once."""
+    from lancedb.index import FTS
+
+    stats = table.index_stats(table.list_indices()[0].name)
+    if stats.num_unindexed_rows == 0 and stats.num_indexed_rows == table.count_rows():
+        return
+    _log.info("passage_text: the full-text index is rebuilt (its statistics drifted)")
+    table.create_index("text", config=FTS(with_position=False), replace=True)
 
 
 def open_pinned(db, version: int):
@@ -111,8 +126,19 @@ def search(table, text: str, limit: int) -> tuple[list[str], np.ndarray]:
     hits = (
         # pydantic dataclass: the other fields have defaults that mypy (no pydantic plugin) misses
         table.search(MatchQuery(text, "text"), query_type="fts")  # type: ignore[call-arg]
-        .limit(limit)
+        .limit(limit + _TIE_MARGIN)
         .select(["id", "_score"])
         .to_arrow()
     )
-    return hits["id"].to_pylist(), np.asarray(hits["_score"].to_numpy(), dtype=np.float32)
+    return ranked(hits["id"].to_pylist(), hits["_score"].to_numpy(), limit)
+
+
+def ranked(ids: list[str], scores: np.ndarray, limit: int) -> tuple[list[str], np.ndarray]:
+    """The best ``limit`` of (id, score) hits, by score then id.
+
+    LanceDB orders equal scores by where the rows lie, which differs between a table synced
+    step by step and one written at once; by id the order is a function of the passage set.
+    """
+    score = np.asarray(scores, dtype=np.float32)
+    order = np.lexsort((np.asarray(ids, dtype=str), -score))[:limit]
+    return [ids[i] for i in order], score[order]

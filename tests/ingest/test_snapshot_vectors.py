@@ -15,10 +15,12 @@ import pytest
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
 from qortex_core.errors import SnapshotError
+from qortex_core.ingest import snapshot_cells
 from qortex_core.ingest import snapshot_vectors as sv
-from qortex_core.ingest.cells import FactCellsConfig, fact_cells
+from qortex_core.ingest.cells import FactCellsConfig
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.graph import GraphConfig
+from qortex_core.ingest.snapshot_cells import full_cells
 from qortex_core.ingest.stages import build_index, build_snapshot
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import CONCEPTS, FACTS, LanceStore
@@ -81,16 +83,18 @@ def test_an_order_that_is_not_a_permutation_is_a_snapshot_error(tmp_path, order)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src.npy"]
 
 
-def test_cells_from_a_mapped_file_equal_cells_from_memory(home, tmp_path):
+def test_cells_from_a_mapped_file_equal_cells_from_memory(home, tmp_path, monkeypatch):
     _, store = home
-    _, want = _stored_vectors(store, FACTS)
+    ids, want = _stored_vectors(store, FACTS)
     path = tmp_path / "facts.npy"
     np.save(path, want)
     config = FactCellsConfig(min_facts=0, cell_size=16)
+    monkeypatch.setattr(snapshot_cells, "_BLOCK", 32)  # several blocks, a release after each
     calls = []
+    keys = pa.chunked_array([pa.array(ids, pa.string())])
     with sv.mapped(path) as (rows, release):
-        mapped_cells = fact_cells(rows, config, lambda: (calls.append(1), release()))
-    memory_cells = fact_cells(want, config)
+        mapped_cells = full_cells(keys, rows, config, lambda: (calls.append(1), release()))
+    memory_cells = full_cells(keys, want, config)
     assert mapped_cells is not None and memory_cells is not None and calls
     assert np.array_equal(mapped_cells.order, memory_cells.order)
     assert np.array_equal(mapped_cells.centroids, memory_cells.centroids)
@@ -162,20 +166,3 @@ def test_fact_texts_read_after_the_graph_match_their_rows(home):
             want["predicate"],
             want["object"],
         )
-
-
-def test_facts_changed_between_links_and_texts_is_a_snapshot_error(home, monkeypatch):
-    path, store = home
-    latest = snap.latest_name(path)
-    read_columns = store.read_columns
-
-    def shuffled_texts(name, columns):  # another writer rewrote the facts in between
-        rows = read_columns(name, columns)
-        if name == FACTS and "subject" in columns:
-            return rows.take(pa.array(np.roll(np.arange(rows.num_rows), 1)))
-        return rows
-
-    monkeypatch.setattr(store, "read_columns", shuffled_texts)
-    with pytest.raises(SnapshotError, match="facts changed"):
-        build_snapshot(store, path, "hash3-16", INDEXED, force=True)
-    assert snap.latest_name(path) == latest

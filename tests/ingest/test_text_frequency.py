@@ -10,7 +10,12 @@ import pyarrow as pa
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.ingest import text_frequency
 from qortex_core.ingest.extract import OfflineExtractor
-from qortex_core.ingest.text_frequency import phrase_text_frequency
+from qortex_core.ingest.text_frequency import (
+    document_frequency,
+    phrase_frequency,
+    phrase_text_frequency,
+    updated_frequency,
+)
 from qortex_core.storage import ids
 
 
@@ -79,3 +84,17 @@ def test_a_slice_counts_only_its_own_texts_and_a_null_text_has_no_words():
     texts = pa.array(["alpha beta", None, "beta gamma", "gamma delta", "alpha alpha"])
     got = phrase_text_frequency(texts.slice(1, 3), ["alpha", "beta", "gamma", "delta", "beta x"])
     assert got.tolist() == [0, 1, 2, 1, 0]
+
+
+def test_frequencies_updated_by_removed_and_added_texts_equal_a_full_count():
+    texts = ["The river Thames", "thames barrier", "A river in Río", "barrier reef", "Reef fish"]
+    before = document_frequency(texts[:4])
+    after = updated_frequency(before, removed=[texts[1], texts[2]], added=[texts[4], "río"])
+    final = [texts[0], texts[3], texts[4], "río"]
+    want = document_frequency(final)
+    assert after.sort_by("word").equals(want.sort_by("word").cast(after.schema))
+    assert "in" not in after["word"].to_pylist()  # counted 0 now: dropped
+    phrases = ["river thames", "barrier", "reef fish", "rio"]
+    np.testing.assert_array_equal(
+        phrase_frequency(after, phrases), phrase_text_frequency(final, phrases)
+    )

@@ -81,7 +81,7 @@ def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch)
     monkeypatch.setattr(
         snapshot_read,
         "hub_first_orders",
-        lambda c, p, f: (np.arange(c.num_rows), np.arange(p.num_rows)),
+        lambda c, p, f, *ends: (np.arange(c.num_rows), np.arange(p.num_rows)),
     )
     plain = tmp_path / "plain"
     ingest(plain, corpus(), embedder)

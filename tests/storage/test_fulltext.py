@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from qortex_core.storage import fulltext
@@ -66,3 +67,31 @@ def test_a_missing_pinned_version_falls_back_to_the_latest(tmp_path):
     table, exact = fulltext.open_pinned(db, version + 50)
     assert table is not None and not exact and _search(table, "lighthouse") == ["p_a"]
     assert fulltext.open_pinned(db, 0) == (None, False)
+
+
+def _corpus(n: int) -> list[tuple[str, str, str]]:
+    """Short texts over a small vocabulary: many passages tie on a query's BM25 score."""
+    words = "harbour lighthouse ship quartz orchard apple river bridge stone castle".split()
+    return [
+        (f"p_{i:04d}", "", " ".join(words[(i * 7 + k * 3) % len(words)] for k in range(2 + i % 4)))
+        for i in range(n)
+    ]
+
+
+def test_after_adds_and_deletes_search_equals_a_full_build(tmp_path):
+    rows = _corpus(240)
+    db = LanceStore.open(tmp_path / "steps").db
+    fulltext.sync(db, _passages(rows[:150]))
+    fulltext.sync(db, _passages(rows[:200]))  # added
+    fulltext.sync(db, _passages(rows[40:200]))  # deleted
+    final = rows[40:120] + rows[160:240]  # deleted and added
+    steps, _ = fulltext.open_pinned(db, fulltext.sync(db, _passages(final)))
+    whole = LanceStore.open(tmp_path / "whole").db
+    rebuilt, _ = fulltext.open_pinned(whole, fulltext.sync(whole, _passages(final)))
+
+    queries = ["harbour", "ship stone", "apple river bridge", "castle quartz", "orchard"]
+    for text in queries:
+        got, want = fulltext.search(steps, text, 10), fulltext.search(rebuilt, text, 10)
+        assert got[0] == want[0], text  # equal scores ranked by id, not by where rows lie
+        np.testing.assert_array_equal(got[1], want[1])
+        assert len(set(want[1].tolist())) < len(want[1])  # the query has ties to rank

@@ -1,0 +1,72 @@
+"""The snapshot's phrase text frequencies, counted on the change when there is a base.
+
+A snapshot stores its passages' word document frequencies (table :data:`WORDS`, ``word``,
+``df``). The next build starts from them: the texts of the passages it removed are subtracted,
+those it added are counted, and only the phrases' words are looked up again. Counts are
+integers, so the frequencies are those a full count of the new passages gives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.ingest.snapshot_base import FULL_FRACTION, Base
+from qortex_core.ingest.text_frequency import (
+    document_frequency,
+    phrase_frequency,
+    updated_frequency,
+)
+
+WORDS = "passage_words"  # the snapshot table of the passages' word document frequencies
+
+
+def passage_texts(passages: pa.Table) -> pa.ChunkedArray:
+    """Each passage's counted text: title, a space, text."""
+    return pc.binary_join_element_wise(passages["title"], passages["text"], " ")
+
+
+def _kept(passages: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) True where a passage is the base's (same id, title and text); (n_base,) True where
+    a base passage is kept so."""
+    at = pc.index_in(passages["id"], value_set=base["id"])
+    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    rows = np.asarray(at.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    same = found.copy()
+    hit = pa.array(rows[found])
+    for column in ("title", "text"):
+        equal = pc.equal(passages[column].filter(pa.array(found)), base[column].take(hit))
+        same[found] &= equal.fill_null(False).to_numpy(zero_copy_only=False)
+    used = np.zeros(base.num_rows, bool)
+    used[rows[same]] = True
+    return same, used
+
+
+def _base_words(base: Base | None) -> tuple[pa.Table, pa.Table] | None:
+    """The base's passages and word frequencies, when it stored them."""
+    if base is None or WORDS not in base.snapshot.tables:
+        return None
+    return base.snapshot.tables["passages"], base.snapshot.tables[WORDS]
+
+
+def text_frequency(
+    passages: pa.Table, concepts: pa.Table, base: Base | None
+) -> tuple[np.ndarray, pa.Table]:
+    """(n_phrases,) the least passage-text document frequency of each phrase's words, and the
+    (word, df) table of the passages (from the base's when it has one and little changed)."""
+    known = _base_words(base) if passages.num_rows else None
+    df = None
+    if known is not None:
+        old, old_df = known
+        same, used = _kept(passages, old)
+        if (~same).sum() + (~used).sum() <= FULL_FRACTION * passages.num_rows:
+            added = passage_texts(passages.filter(pa.array(~same)))
+            removed = passage_texts(old.filter(pa.array(~used)))
+            df = updated_frequency(old_df, removed, added)
+    if df is None:
+        texts = passage_texts(passages) if passages.num_rows else pa.array([], pa.string())
+        df = document_frequency(texts)
+    if concepts.num_rows == 0:
+        return np.zeros(0, np.float32), df
+    return phrase_frequency(df, concepts["name"]), df

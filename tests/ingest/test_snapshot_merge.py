@@ -1,0 +1,117 @@
+"""A sequence of incremental snapshot builds (passages added, removed, one changed) publishes,
+array by array and table by table, what a full build of the same final tables publishes, with
+the fact index on: fact vectors merged from the base, the fact cells updated from the base's
+(never computed from every vector again), word frequencies updated by the change."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+from qortex_core.ingest import snapshot_cells, snapshot_read, snapshot_words
+from qortex_core.ingest import stages as index
+from qortex_core.ingest.cells import EXACT_CELLS, FactCellsConfig
+from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.ingest.graph import GraphConfig
+from qortex_core.ingest.snapshot_stage import build_snapshot
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import LanceStore
+
+EMBED = HashEmbedder(HashEmbedderConfig(32))
+CELLS = GraphConfig(fact_cells=FactCellsConfig(min_facts=0, cell_size=8))
+FILES = SynthCorpus(SynthConfig(passages=170, seed=7)).passages()
+
+
+def _runs() -> list[list]:
+    """Each run's corpus: a first build, files added, files removed and one changed, then
+    files removed and added together."""
+    first = FILES[:120]
+    added = FILES[:145]
+    changed = replace(FILES[5], text=FILES[5].text + " The ferry left at dawn.")
+    edited = [changed if p == FILES[5] else p for p in added if p not in FILES[20:30]]
+    mixed = [p for p in edited if p not in FILES[60:70]] + FILES[145:170]
+    return [first, added, edited, mixed]
+
+
+def _run(store: LanceStore, home: Path, corpus: list) -> dict[str, object]:
+    run = index.IngestRun(store, home, OfflineExtractor(), EMBED, corpus, graph_config=CELLS)
+    return index.run_stages(run)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, LanceStore, list[dict[str, object]]]:
+    home = tmp_path_factory.mktemp("merged")
+    store = LanceStore.open(home)
+    reports = [_run(store, home, _runs()[0])]
+    with pytest.MonkeyPatch.context() as mp:  # later builds must not lay out the cells anew
+        mp.setattr(snapshot_read, "full_cells", _refuse)
+        reports += [_run(store, home, corpus) for corpus in _runs()[1:]]
+    return home, store, reports
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("the fact cells were computed from every vector")
+
+
+def test_each_later_build_merged_the_fact_vectors_and_cells(built):
+    _, _, reports = built
+    for report in reports[1:]:
+        made = report["graph_snapshot"]
+        assert made.mode == "incremental" and "facts" in made.reason, made
+    assert reports[2]["graph_snapshot"].rows_removed > 0
+
+
+def test_merged_snapshot_equals_a_full_build_of_the_same_tables(built, tmp_path):
+    home, store, reports = built
+    merged = snap.load(home)
+    model = merged.manifest["embedding_model"]
+    params = {k: v for k, v in merged.manifest["params"].items() if k != "graph"}
+    full = build_snapshot(store, tmp_path / "full", model, CELLS, params)  # no base: full
+    assert full.mode == "full"
+    rebuilt = snap.load(tmp_path / "full")
+
+    assert sorted(merged.arrays) == sorted(rebuilt.arrays)
+    assert len(merged.arrays["fact_cell_bounds"]) > 10  # many cells, some new, some removed
+    for name, want in rebuilt.arrays.items():
+        got = merged.arrays[name]
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+    assert sorted(merged.tables) == sorted(rebuilt.tables)
+    for name, want in rebuilt.tables.items():
+        got = merged.tables[name]
+        if name == snapshot_words.WORDS:  # the same counts, in another row order
+            got, want = got.sort_by("word"), want.sort_by("word")
+        assert got.equals(want), name
+    assert merged.manifest["counts"] == rebuilt.manifest["counts"]
+    assert merged.manifest["fact_cells"] == rebuilt.manifest["fact_cells"]
+
+
+def test_cells_are_a_function_of_the_fact_set_not_of_the_stored_order():
+    rng = np.random.default_rng(3)
+    v = rng.normal(size=(600, 16)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    ids = pa.chunked_array([pa.array([f"f_{i:05d}" for i in range(600)])])
+    config = FactCellsConfig(min_facts=0, cell_size=16)
+    shuffle = rng.permutation(600)
+    a = snapshot_cells.full_cells(ids, v, config)
+    b = snapshot_cells.full_cells(ids.take(pa.array(shuffle)), v[shuffle], config)
+    assert a is not None and b is not None and len(a.bounds) > 20
+    np.testing.assert_array_equal(a.centroids, b.centroids)
+    np.testing.assert_array_equal(a.bounds, b.bounds)
+    cells_a = [set(a.order[a.bounds[c] : a.bounds[c + 1]]) for c in range(len(a.bounds) - 1)]
+    cells_b = [
+        set(shuffle[b.order[b.bounds[c] : b.bounds[c + 1]]]) for c in range(len(b.bounds) - 1)
+    ]
+    assert cells_a == cells_b
+
+
+def test_the_cell_size_doubles_so_a_fact_is_compared_with_every_centroid():
+    config = FactCellsConfig(cell_size=1024)
+    assert snapshot_cells.cell_size(1_450_000, config) == 1024  # 100k passages' facts
+    assert snapshot_cells.cell_size(14_500_000, config) == 4096  # 1M passages'
+    assert 14_500_000 / 4096 <= EXACT_CELLS
