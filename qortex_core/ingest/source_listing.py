@@ -88,9 +88,8 @@ def _suffix(name: str) -> str:
 def _entry_problem(entry: os.DirEntry, real_root: Path, suffixes: tuple[str, ...]) -> str | None:
     """:func:`_file_problem` from a directory entry: a plain regular file costs no system call
     (its type came with the directory read); a symlink is checked as before."""
-    suffix = _suffix(entry.name)
-    if suffix.lower() not in suffixes:
-        return f"unsupported file type {suffix or '(none)'}"
+    if not entry.name.lower().endswith(suffixes):  # a hidden name (".md") never gets here
+        return f"unsupported file type {_suffix(entry.name) or '(none)'}"
     if entry.is_symlink():
         return _file_problem(Path(entry.path), real_root, suffixes)
     return None if entry.is_file(follow_symlinks=False) else "not a regular file"
@@ -120,49 +119,64 @@ def _is_folder(entry: os.DirEntry) -> bool:
         return False
 
 
-def _entries(folder: str) -> list[os.DirEntry]:
-    """The folder's entries (none when it cannot be read: as ``os.walk`` skips it)."""
+def _entries(folder: str) -> Iterator[os.DirEntry]:
+    """The folder's entries sorted by name (none when it cannot be read: as ``os.walk`` skips
+    it)."""
     try:
         with os.scandir(folder) as it:
-            return list(it)
+            found = list(it)
     except OSError:
-        return []
+        return iter(())
+    found.sort(key=_name)
+    return iter(found)
+
+
+def _name(entry: os.DirEntry) -> str:
+    return entry.name
+
+
+def _valid_name(rel: str) -> bool:
+    """True when ``rel`` is valid UTF-8 (a name that is not was decoded with surrogates)."""
+    return rel.isascii() or rel == rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def walk(root: Path, suffixes: tuple[str, ...]) -> Iterator[Listed | Skipped]:
-    """Every entry under ``root`` as a candidate file or a skipped one, folder by folder (not
-    sorted); hidden files and folders are left out, symlinked folders skipped, not followed."""
+    """Every entry under ``root`` as a candidate file or a skipped one, in the order
+    :class:`pathlib.Path` sorts paths (each folder's entries by name, a subfolder's files at its
+    name's place); hidden files and folders are left out, symlinked folders skipped, not
+    followed."""
     real_root = root.resolve()
-    pending = [(str(root), "")]
+    pending = [(_entries(str(root)), "")]
     while pending:
-        folder, prefix = pending.pop()
-        for entry in _entries(folder):
-            rel = prefix + entry.name
-            if _is_folder(entry):  # as os.walk: a symlink to a folder is a folder
-                skip = _folder_skip(entry, rel, real_root)
-                if skip is not None:
-                    yield skip
-                elif not entry.name.startswith("."):
-                    pending.append((entry.path, rel + "/"))
-                continue
-            if entry.name.startswith("."):
-                continue
+        entries, prefix = pending[-1]
+        entry = next(entries, None)
+        if entry is None:
+            pending.pop()
+            continue
+        rel = prefix + entry.name
+        if _is_folder(entry):  # as os.walk: a symlink to a folder is a folder
+            skip = _folder_skip(entry, rel, real_root)
+            if skip is not None:
+                yield skip
+            elif not entry.name.startswith("."):
+                pending.append((_entries(entry.path), rel + "/"))
+        elif entry.name.startswith("."):
+            continue
+        elif not _valid_name(rel):  # ids must be UTF-8
             shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            if rel != shown:  # ids must be UTF-8
-                yield Skipped(shown, "file name is not valid UTF-8")
-                continue
+            yield Skipped(shown, "file name is not valid UTF-8")
+        else:
             problem = _entry_problem(entry, real_root, suffixes)
             yield Skipped(rel, problem) if problem else Listed(rel, entry.path, _stat(entry))
 
 
 def list_tree(root: Path, suffixes: tuple[str, ...]) -> Listing:
-    """:func:`walk` gathered: the candidates sorted as :class:`pathlib.Path` sorts (by path
-    components), and the skipped entries."""
+    """:func:`walk` gathered: the candidates (sorted as :class:`pathlib.Path` sorts) and the
+    skipped entries."""
     files: list[Listed] = []
     skipped: list[Skipped] = []
     for item in walk(root, suffixes):
         (files if isinstance(item, Listed) else skipped).append(item)  # type: ignore[arg-type]
-    files.sort(key=lambda f: f.rel.split("/"))
     return Listing(root, tuple(files), tuple(skipped))
 
 

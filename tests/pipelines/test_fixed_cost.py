@@ -1,0 +1,164 @@
+"""The fixed cost of a run: an unchanged run does not probe the published snapshot again, nor
+load the embedder's tokenizer (a local model), nor list the source folder twice; a run that
+changed something does all of it as before.
+
+Real files, real LanceDB on disk, real Dagster runs; the hash embedder and the offline
+extractor."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pipelines.checks as checks
+from qortex_cli.commands.ingest import _check_usable
+from qortex_cli.runs.local import run_ingest
+from qortex_core.embed import HashEmbedder, HashEmbedderConfig, TokenWindow, token_window
+from qortex_core.errors import DatasetError
+from qortex_core.ingest.document_chunks import chunk_stored
+from qortex_core.ingest.document_stage import sync_source
+from qortex_core.ingest.documents import SourceConfig
+from qortex_core.ingest.source_listing import list_tree
+from qortex_core.ingest.stage_inputs import remembered
+from qortex_core.storage.store import LanceStore
+
+PAST = time.time() - 3600  # older than the racy window: the stat can be trusted
+REPO = Path(__file__).resolve().parents[2]
+chunk_asset = importlib.import_module("assets.chunks")  # the module; `assets.chunks` is the asset
+
+
+def _write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, (PAST, PAST))
+    return path
+
+
+def _counted(monkeypatch, module, name: str) -> list[int]:
+    """Count the calls of ``module.name`` (still calling it)."""
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+@pytest.mark.slow
+def test_an_unchanged_run_neither_probes_again_nor_loads_the_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("QORTEX_EMBEDDER", "hash:32")
+    monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
+    source, home = tmp_path / "src", tmp_path / "home"
+    for i in range(3):
+        _write(source, f"p{i}.md", f"# Karo{i} Venn\n\nKaro{i} Venn met Ilsa Marr at Orin.\n")
+    probes = _counted(monkeypatch, checks, "check_probe")
+    windows = _counted(monkeypatch, chunk_asset, "token_window")
+    first = run_ingest(source, home, progress=False)
+    assert first.checks["snapshot_answers_probe"] and (len(probes), len(windows)) == (1, 1)
+
+    same = run_ingest(source, home, progress=False)
+    assert same.summary["snapshot_status"] == "unchanged"
+    assert all(same.checks.values()) and same.metadata["chunks"]["mode"] == "unchanged"
+    assert (len(probes), len(windows)) == (1, 1)  # the pass remembered, no tokenizer made
+    assert same.metadata["chunks"]["max_tokens"] == first.metadata["chunks"]["max_tokens"]
+
+    _write(source, "p3.md", "# Karo3 Venn\n\nKaro3 Venn met Ilsa Marr at Orin.\n")
+    grown = run_ingest(source, home, progress=False)
+    assert grown.summary["snapshot"] != first.summary["snapshot"]
+    assert grown.checks["snapshot_answers_probe"] and (len(probes), len(windows)) == (2, 2)
+
+
+def test_a_failed_verdict_is_not_remembered(tmp_path):
+    store = LanceStore.open(tmp_path / "home")
+    verdicts = iter([[False, "no"], [True, "yes"], [False, "never asked"]])
+    asked: list[list] = []
+
+    def probe() -> list:
+        asked.append(next(verdicts))
+        return asked[-1]
+
+    def ask() -> list:
+        return remembered(store, "probe", (), probe, "v1", keep=lambda v: v[0])
+
+    assert ask() == [False, "no"] and ask() == [True, "yes"]  # a failure is asked again
+    assert ask() == [True, "yes"] and len(asked) == 2  # a pass is remembered
+
+
+def test_chunks_make_the_window_only_when_there_is_something_to_chunk(tmp_path):
+    store = LanceStore.open(tmp_path / "home")
+    root = tmp_path / "src"
+    _write(root, "a.md", "# Alpha\n\nAlpha met Beta at the Gamma Station.\n")
+    sync_source(store, SourceConfig(root))
+    made: list[TokenWindow] = []
+
+    def window() -> TokenWindow:
+        made.append(token_window(HashEmbedder(HashEmbedderConfig(32))))
+        return made[-1]
+
+    first = chunk_stored(store, window, set(), identity="hash3-32")
+    again = chunk_stored(store, window, set(), identity="hash3-32")
+    assert first.mode == "full" and again.mode == "unchanged" and len(made) == 1
+    assert again.sizing == first.sizing  # the sizing those chunks were made with
+    other = chunk_stored(store, window, set(), identity="another-model")
+    assert other.mode == "full" and len(made) == 2  # another embedder: chunked again
+
+
+def test_the_listing_sorts_as_paths_sort_with_each_files_stat(tmp_path):
+    names = ["a/b.md", "a-c.md", "a.md", "ab/x.md", "a/b/c.md", "Z.md", "a/b-.md", "b.txt"]
+    for name in names:
+        _write(tmp_path, name, "x")
+    _write(tmp_path, "skip.jpg", "x")
+    _write(tmp_path, ".hidden/h.md", "x")
+    listing = list_tree(tmp_path, (".md", ".txt"))
+    assert [Path(f.rel) for f in listing.files] == sorted(Path(n) for n in names)
+    assert [s.path for s in listing.skipped] == ["skip.jpg"]
+    assert all(f.stat is not None and int(f.stat.st_mtime) == int(PAST) for f in listing.files)
+
+
+def test_the_command_walks_only_to_the_first_usable_file(tmp_path, monkeypatch):
+    import qortex_core.ingest.documents as documents
+
+    for folder in "abcde":
+        _write(tmp_path / "src", f"{folder}/note.md", f"# Note {folder}\n\nText {folder}.\n")
+    _write(tmp_path / "bad", "empty.md", " ")
+    reads = _counted(monkeypatch, documents, "read_document")
+    folders = _counted(monkeypatch, os, "scandir")
+    _check_usable(tmp_path / "src")
+    assert (len(reads), len(folders)) == (1, 2)  # the root and a/, not every folder
+    with pytest.raises(DatasetError, match=r"empty\.md: empty file"):
+        _check_usable(tmp_path / "bad")
+
+
+@pytest.mark.slow
+def test_an_unchanged_run_imports_no_model_library(tmp_path):
+    """The default embedder is a local model: an unchanged run finds it has nothing to embed,
+    chunk or probe without importing torch or sentence-transformers (the first run does)."""
+    source, home = tmp_path / "src", tmp_path / "home"
+    _write(source, "a.md", "# Orlan Vesk\n\nOrlan Vesk is a composer born in Ostrania.\n")
+    script = (
+        "import sys; from qortex_cli.main import main; "
+        f"code = main(['ingest', {str(source)!r}, '--home', {str(home)!r}, '--quiet']); "
+        "print(code, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QORTEX_", "DAGSTER_"))}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "QORTEX_EXTRACTOR": "offline"}
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()[-1].split()
+
+    assert run() == ["0", "True", "True"]  # the first run embeds with the model
+    assert run() == ["0", "False", "False"]
