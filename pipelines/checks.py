@@ -1,4 +1,5 @@
-"""Asset checks: thin adapters over the check functions of :mod:`qortex_core.ops.doctor`.
+"""Asset checks: thin adapters over the check functions of :mod:`qortex_core.ops.doctor` and
+:mod:`qortex_core.ops.table_checks`.
 
 The graph has no dangling edges, every chunk is extracted or recorded as failed, and the
 published snapshot loads and answers a probe query (the same probe as ``qortex doctor``).
@@ -17,9 +18,8 @@ from pipelines.resources import EmbedderResource, ExtractorResource, StoreResour
 from qortex_core.errors import QortexError
 from qortex_core.ingest.budget import FailureBudget, judge
 from qortex_core.ingest.stage_inputs import remembered
-from qortex_core.ops.doctor import (
-    DoctorConfig,
-    check_probe,
+from qortex_core.ops.doctor import DoctorConfig, check_probe
+from qortex_core.ops.table_checks import (
     dangling_edges,
     extraction_status,
     failed_extraction_errors,

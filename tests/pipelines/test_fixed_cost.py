@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import pipelines.checks as checks
@@ -26,7 +27,16 @@ from qortex_core.ingest.document_stage import sync_source
 from qortex_core.ingest.documents import SourceConfig
 from qortex_core.ingest.source_listing import list_tree
 from qortex_core.ingest.stage_inputs import remembered
-from qortex_core.storage.store import LanceStore
+from qortex_core.ops import table_checks
+from qortex_core.storage.store import (
+    CHUNKS,
+    CONCEPTS,
+    EXTRACTIONS,
+    FACTS,
+    PASSAGES,
+    SYNONYMS,
+    LanceStore,
+)
 
 PAST = time.time() - 3600  # older than the racy window: the stat can be trusted
 REPO = Path(__file__).resolve().parents[2]
@@ -162,3 +172,71 @@ def test_an_unchanged_run_imports_no_model_library(tmp_path):
 
     assert run() == ["0", "True", "True"]  # the first run embeds with the model
     assert run() == ["0", "False", "False"]
+
+
+def _reference(store: LanceStore, key: str) -> tuple[dict, dict, tuple]:
+    """The table checks row by row in Python: what the arrow versions must agree with."""
+    from qortex_core.ingest.chunk_stage import extraction_key
+
+    def col(table: str, name: str) -> list:
+        rows = store.read(table)
+        return rows[name].to_pylist() if rows.num_rows else []
+
+    nodes, passages = set(col(CONCEPTS, "id")), set(col(PASSAGES, "id"))
+    facts = zip(col(FACTS, "subject_id"), col(FACTS, "object_id"))
+    pairs = zip(col(SYNONYMS, "a"), col(SYNONYMS, "b"))
+    dangling = {
+        "fact": sum(s not in nodes or o not in nodes for s, o in facts),
+        "synonym": sum(a not in nodes or b not in nodes for a, b in pairs),
+        "contains": sum(p not in passages for plist in col(CONCEPTS, "passage_ids") for p in plist),
+    }
+    stored = dict(
+        zip(col(EXTRACTIONS, "key"), zip(col(EXTRACTIONS, "status"), col(EXTRACTIONS, "error")))
+    )
+    states = [stored.get(extraction_key(c, key)) for c in sorted(col(CHUNKS, "id"))]
+    status = {
+        "ok": sum(s is not None and s[0] == "ok" for s in states),
+        "failed": sum(s is not None and s[0] not in (None, "ok") for s in states),
+        "missing": sum(s is None or s[0] is None for s in states),
+    }
+    errors = [str(s[1]) for s in states if s is not None and s[0] != "ok"]
+    return dangling, status, (errors, len(states))
+
+
+def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path):
+    from qortex_core.ingest.chunk_stage import extraction_key
+
+    store, key = LanceStore.open(tmp_path / "home"), "offline/v2"
+    empty = table_checks.extraction_status(store, key), table_checks.dangling_edges(store)
+    assert empty == ({"ok": 0, "failed": 0, "missing": 0}, {"fact": 0, "synonym": 0, "contains": 0})
+    store.upsert(PASSAGES, pa.table({"id": ["p1", "p2"]}))
+    store.upsert(
+        CONCEPTS, pa.table({"id": ["a", "b", "c"], "passage_ids": [["p1"], ["p2", "gone"], []]})
+    )
+    store.upsert(
+        FACTS,
+        pa.table(
+            {"id": ["f1", "f2", "f3"], "subject_id": ["a", "x", "b"], "object_id": ["b", "a", "y"]}
+        ),
+    )
+    store.upsert(SYNONYMS, pa.table({"id": ["s1", "s2"], "a": ["a", "c"], "b": ["c", "zz"]}))
+    chunks = ["c1", "c2", "c3", "c4", "c5"]
+    store.upsert(CHUNKS, pa.table({"id": chunks}))
+    store.upsert(
+        EXTRACTIONS,
+        pa.table(
+            {
+                "key": [extraction_key(c, key) for c in chunks[:4]] + ["other"],
+                "status": ["ok", "failed", "ok", "failed", "failed"],
+                "error": [None, "HTTP 401", None, "timeout", "elsewhere"],
+            }
+        ),
+        key="key",
+    )
+    dangling, status, errors = _reference(store, key)
+    assert (
+        table_checks.dangling_edges(store) == dangling == {"fact": 2, "synonym": 1, "contains": 1}
+    )
+    assert table_checks.extraction_status(store, key) == status
+    assert table_checks.failed_extraction_errors(store, key) == errors
+    assert sorted(errors[0]) == ["HTTP 401", "timeout"] and status["missing"] == 1
