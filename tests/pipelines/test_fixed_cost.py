@@ -240,3 +240,40 @@ def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path):
     assert table_checks.extraction_status(store, key) == status
     assert table_checks.failed_extraction_errors(store, key) == errors
     assert sorted(errors[0]) == ["HTTP 401", "timeout"] and status["missing"] == 1
+
+
+@pytest.mark.slow
+def test_the_memories_sensor_runs_the_memory_increment_only(tmp_path, monkeypatch):
+    """The sensor's run syncs the written memory and does not list the source folder: a file
+    added there waits for the source sensor or the schedule."""
+    from dagster import DagsterInstance, RunRequest, build_sensor_context
+
+    from pipelines.definitions import build_definitions
+    from pipelines.resources import StoreResource
+    from pipelines.sensors import make_memories_sensor
+    from qortex_core.agent.api import Memory
+
+    source, home = tmp_path / "src", tmp_path / "home"
+    _write(source, "a.md", "# Orlan Vesk\n\nOrlan Vesk is a composer born in Ostrania.\n")
+    env = {
+        "QORTEX_HOME": str(home),
+        "QORTEX_SOURCE_DIR": str(source),
+        "QORTEX_EMBEDDER": "hash:32",
+        "QORTEX_EXTRACTOR": "offline",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)  # the resources resolve their EnvVars in the run
+    job = build_definitions(env).resolve_job_def("ingest")
+    with DagsterInstance.ephemeral() as instance:
+        assert job.execute_in_process(instance=instance).success  # the folder, once
+        _write(source, "b.md", "# Lune\n\nLune is the capital of Dravia.\n")
+        Memory(home, embedder=HashEmbedder(HashEmbedderConfig(32))).remember(
+            "Tessa Brin was born in Lune."
+        )
+        context = build_sensor_context(resources={"store": StoreResource(home=str(home))})
+        asked = make_memories_sensor({})(context)
+        assert isinstance(asked, RunRequest)
+        done = job.execute_in_process(instance=instance, run_config=asked.run_config)
+    docs = done.asset_materializations_for_node("documents")[0].metadata
+    assert docs["memories"].value == 1 and docs["new_documents"].value == 1  # the memory
+    assert docs["files_read"].value == 0 and docs["documents"].value == 2  # b.md waits
