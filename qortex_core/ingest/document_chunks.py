@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from qortex_core.embed import TokenWindow
+from qortex_core.ingest import chunk_increment as increment
 from qortex_core.ingest.chunk_stage import ChunkReport, sync_chunks
 from qortex_core.ingest.chunking import ChunkConfig, chunk_documents
 from qortex_core.ingest.documents import DOCUMENTS, Document, read_stored_documents
@@ -65,7 +66,8 @@ def chunk_stored(
 ) -> ChunkRun:
     """Make the chunks table hold the stored documents' passages but the ``hidden`` ones
     (forgotten file passages); nothing is read when neither the documents table, the hidden set
-    nor the sizing changed since the last run.
+    nor the sizing changed since the last run, and only the documents whose signature moved
+    are chunked when the change allows it (:mod:`qortex_core.ingest.chunk_increment`).
 
     Args:
         store: the data home's store.
@@ -85,13 +87,59 @@ def chunk_stored(
     inputs = upstream_marks(store, (DOCUMENTS, CHUNKS), settings)
     if store.stage_digest(CHUNKS_STATE) == inputs and store.count(CHUNKS):
         total = store.count(CHUNKS)
-        sizing = json.loads(store.stage_digest(SIZING_STATE) or "{}")
         why = "the documents table was not written since these chunks were made from it"
-        return ChunkRun(ChunkReport(total, 0, 0), [], sizing, "unchanged", why)
-    passages, sizing = chunk(made(), read_stored_documents(store), max_tokens, overlap_tokens)
+        return ChunkRun(ChunkReport(total, 0, 0), [], _stored_sizing(store), "unchanged", why)
+    sizes = (max_tokens, overlap_tokens)
+    run = _increment(store, made, hidden, sizes, settings) or _full(
+        store, made, hidden, sizes, settings
+    )
+    store.set_stage_digest(CHUNKS_STATE, upstream_marks(store, (DOCUMENTS, CHUNKS), settings))
+    return run
+
+
+def _stored_sizing(store: LanceStore) -> dict:
+    return json.loads(store.stage_digest(SIZING_STATE) or "{}")
+
+
+def _full(
+    store: LanceStore,
+    window: Callable[[], TokenWindow],
+    hidden: set[str],
+    sizes: tuple[int, int],
+    settings: str,
+) -> ChunkRun:
+    """Every stored document chunked; only new chunks written, the others' rows dropped."""
+    passages, sizing = chunk(window(), read_stored_documents(store), *sizes)
     passages = [p for p in passages if p.id not in hidden]
     report = sync_chunks(store, passages)
     store.set_stage_digest(SIZING_STATE, json.dumps(sizing, sort_keys=True))
-    store.set_stage_digest(CHUNKS_STATE, upstream_marks(store, (DOCUMENTS, CHUNKS), settings))
+    increment.record_full(store, settings, passages)
     why = "documents changed: every stored document chunked, only new chunks written"
     return ChunkRun(report, passages, sizing, "full", why)
+
+
+def _increment(
+    store: LanceStore,
+    window: Callable[[], TokenWindow],
+    hidden: set[str],
+    sizes: tuple[int, int],
+    settings: str,
+) -> ChunkRun | None:
+    """Only the documents whose signature moved chunked, only their rows touched (None: the
+    full stage must run; :mod:`qortex_core.ingest.chunk_increment` says when)."""
+    change = increment.change_since(store, settings)
+    if change is None:
+        return None
+    docs = read_stored_documents(store, list(change.changed))
+    passages, sizing = chunk(window(), docs, *sizes) if docs else ([], _stored_sizing(store))
+    passages = [p for p in passages if p.id not in hidden]
+    shared = increment.shared_ids(store)
+    done = increment.plan(store, change, passages, shared)
+    if done is None:
+        return None
+    report = increment.apply(store, change, done, shared, settings)
+    why = (
+        f"{len(change.changed)} documents new or changed and {len(change.removed)} gone since "
+        "their chunks were made: only those chunked, only their rows written"
+    )
+    return ChunkRun(report, passages, sizing, "incremental", why)

@@ -374,9 +374,10 @@ def sync_documents(
     )
 
 
-def read_stored_documents(store: LanceStore) -> list[Document]:
-    """The documents table as :class:`Document` objects, sorted by id."""
-    rows = store.read(DOCUMENTS)
+def read_stored_documents(store: LanceStore, only: list[str] | None = None) -> list[Document]:
+    """The documents table as :class:`Document` objects, sorted by id (``only``: just these
+    ids' rows are decoded)."""
+    rows = store.read(DOCUMENTS) if only is None else store.read_where(DOCUMENTS, "id", only)
     if rows.num_rows == 0:
         return []
     out = [
