@@ -121,7 +121,9 @@ def plan(
     if (set(winner) | set(before)) & shared:
         return None
     stamp = times.now_iso()
-    writes, ingested, added = [], {}, 0
+    writes: list[Passage] = []
+    ingested: dict[str, str | None] = {}
+    added = 0
     for pid, p in winner.items():
         row = before.get(pid) or others.get(pid)
         if row is not None and row["doc_id"] not in touched and row["doc_id"] > p.doc_id:
