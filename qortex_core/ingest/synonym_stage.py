@@ -1,20 +1,18 @@
-"""The synonym_edges stage, incremental: a run matches only the new or changed concepts and keeps
-every other edge.
+"""The synonym_edges stage, incremental: a run recomputes only the edges a change reaches and
+keeps every other one, and gets the edges a full build of the same concepts gets.
 
 The edges were built on a set of concepts, its *basis* (table ``synonym_basis``: each concept's
-id and a fingerprint of its vector). A run compares the concepts table with the basis:
+id, a fingerprint of its vector and the keys of its cells). The cells are a function of the
+concept set (:mod:`.synonym_layout`), so a run compares the concepts table with the basis and
+updates the cells and edges of the concepts the change reaches (:mod:`.synonym_update`):
+concepts gone, new, or whose vector changed (a name spelt another way first), the concepts
+whose cells a new or removed centroid moved, and their neighbours.
 
-- concepts gone, or whose vector changed (a name spelt another way first), lose their edges;
-- new or changed concepts are matched exactly against every eligible concept (one blocked
-  matrix product of the new rows against all rows: ``new x m``, no cell layout needed), and the
-  pairs above the threshold among each new concept's top-k are added.
-
-An edge of an old concept is never displaced by a closer new one (a full build cuts each row to
-its top-k neighbours), so the edges drift from a rebuild's only where a row has more than
-``top_k`` neighbours above the threshold; the stage rebuilds in full when the concepts added and
-removed since the last full build pass ``max_drift`` of that build's concepts, when the settings
-changed, or when the last run was killed between its writes (its state says it is pending).
-The report says which, and why.
+It rebuilds in full when the layout's kind changed (the concepts crossed ``exact_max``, or the
+groups of a two-level layout changed), when the concepts added and removed since the last full
+build pass ``max_drift`` of that build's concepts, when the settings changed, or when the last
+run was killed between its writes (its state says it is pending). The report says which, and
+why; either way the edges are the same.
 """
 
 from __future__ import annotations
@@ -28,7 +26,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.synonyms import SynonymConfig, eligible_mask, synonym_pairs
+from qortex_core.ingest.synonym_layout import NO_CELL, Layout, concept_keys, layout_of
+from qortex_core.ingest.synonym_update import (
+    EdgeUpdate,
+    Eligible,
+    eligible,
+    other_ends,
+    padded_cells,
+    reassign,
+    update_edges,
+)
+from qortex_core.ingest.synonyms import SynonymConfig, synonym_search
 from qortex_core.storage import ids
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
 
@@ -37,7 +45,6 @@ BASIS = "synonym_basis"
 _STATE = "synonyms"  # stage-state key: JSON of the settings digest, drift and table versions
 MAX_DRIFT = 0.2  # concepts added + removed since the last full build, as a share of its concepts
 _PROBE_SEED = 20_240_611
-_BLOCK_FLOATS = 1 << 24  # similarities of one block of new rows against every row (64 MB)
 _DELETE_LIST = 1000  # up to this many ids a delete is one predicate; above, a filtered rewrite
 
 Mode = Literal["unchanged", "incremental", "full"]
@@ -51,7 +58,8 @@ class SynonymReport:
         edges: synonym edges stored after the run.
         added: edges added by this run.
         removed: edges removed by this run.
-        concepts_matched: new or changed concepts matched against every concept.
+        concepts_matched: concepts whose edges were recomputed (new, changed, moved to other
+            cells, and their neighbours; every concept in a full build).
         concepts_removed: concepts gone (or changed) whose edges were removed.
         mode: ``unchanged``, ``incremental`` or ``full``.
         reason: why the run took that mode, in a few words.
@@ -75,6 +83,7 @@ class _State:
     base: int  # concepts at the last full build
     drift: int  # concepts added + removed since
     pending: bool = False  # a run has begun writing the edges and not finished
+    layout: str = ""  # the kind of the cell layout (synonym_layout.Layout.kind)
 
 
 def _settings(config: SynonymConfig) -> str:
@@ -101,10 +110,14 @@ def _stale(store: LanceStore, state: _State | None, config: SynonymConfig) -> st
 
 
 def fingerprints(vectors: np.ndarray) -> np.ndarray:
-    """(n,) float64 fingerprint of each row: its product with a fixed random direction (two
-    vectors that differ in any bit almost surely differ here)."""
-    probe = np.random.default_rng(_PROBE_SEED).standard_normal(vectors.shape[1])  # (d,)
-    return np.asarray(vectors, np.float64) @ probe
+    """(n,) int64 fingerprint of each float32 row: the bits of its floats times fixed random
+    odd numbers, summed with 64-bit wrap-around. Integer arithmetic: a row's fingerprint is the
+    same in any table (a float product's last bit can depend on the matrix around the row),
+    and two rows that differ in any bit almost surely differ here."""
+    bits = np.ascontiguousarray(vectors, np.float32).view(np.uint32).astype(np.uint64)
+    rng = np.random.default_rng(_PROBE_SEED)
+    odd = rng.integers(0, 1 << 62, vectors.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    return (bits * odd).sum(axis=1, dtype=np.uint64).view(np.int64)
 
 
 @dataclass(frozen=True)
@@ -114,26 +127,39 @@ class _Concepts:
     ids: pa.ChunkedArray
     names: pa.ChunkedArray
     vectors: np.ndarray  # (m, d) float32
-    prints: np.ndarray  # (m,) float64
+    prints: np.ndarray  # (m,) int64
+    keys: np.ndarray  # (m,) int64 keys of the ids (synonym_layout.concept_keys)
 
 
 def _read_concepts(store: LanceStore) -> _Concepts:
     rows = store.read_columns(CONCEPTS, ["id", "name", "vector"])
     if rows.num_rows == 0:
         empty = pa.chunked_array([], pa.string())
-        return _Concepts(empty, empty, np.zeros((0, 1), np.float32), np.zeros(0))
+        return _Concepts(
+            empty, empty, np.zeros((0, 1), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        )
     dim = rows.schema.field("vector").type.list_size
     vectors = np.ascontiguousarray(arrow_to_vectors(rows["vector"], dim), np.float32)
-    return _Concepts(rows["id"], rows["name"], vectors, fingerprints(vectors))
+    return _Concepts(
+        rows["id"], rows["name"], vectors, fingerprints(vectors), concept_keys(rows["id"])
+    )
 
 
 def _edges_table(a: pa.ChunkedArray, b: pa.ChunkedArray, w: np.ndarray) -> pa.Table:
     return pa.table({"a": a, "b": b, "weight": pa.array(np.asarray(w, np.float32))})
 
 
-def _basis_table(concepts: _Concepts, rows: np.ndarray) -> pa.Table:
+def _basis_table(concepts: _Concepts, rows: np.ndarray, cells: np.ndarray) -> pa.Table:
+    """Basis rows of the concepts ``rows`` with their (len(rows), probes) cell keys."""
+    probes = cells.shape[1]
+    flat = pa.array(np.ascontiguousarray(cells, np.int64).reshape(-1))
+    offsets = pa.array(np.arange(0, len(rows) * probes + 1, probes, dtype=np.int32))
     return pa.table(
-        {"id": concepts.ids.take(pa.array(rows)), "fingerprint": pa.array(concepts.prints[rows])}
+        {
+            "id": concepts.ids.take(pa.array(rows, pa.int64())),
+            "fingerprint": pa.array(concepts.prints[rows]),
+            "cells": pa.ListArray.from_arrays(offsets, flat),
+        }
     )
 
 
@@ -150,21 +176,38 @@ def _full(
     _log.info("synonym_edges: full build: %s", reason)
     before = store.count(SYNONYMS)
     m = len(concepts.ids)
-    r, c, w = synonym_pairs(concepts.vectors, concepts.names, config)
-    edges = _edges_table(concepts.ids.take(pa.array(r)), concepts.ids.take(pa.array(c)), w)
-    state = _State(_settings(config), built_from, m, 0)
+    found = synonym_search(concepts.vectors, concepts.names, config, concepts.keys)
+    r, c = pa.array(found.rows, pa.int64()), pa.array(found.cols, pa.int64())
+    edges = _edges_table(concepts.ids.take(r), concepts.ids.take(c), found.weights)
+    state = _State(_settings(config), built_from, m, 0, layout=found.layout.kind)
     _record(store, replace(state, pending=True))
     store.replace(SYNONYMS, edges)
-    store.replace(BASIS, _basis_table(concepts, np.arange(m)))
+    store.replace(BASIS, _basis_table(concepts, np.arange(m), found.cells))
     _record(store, state)
     return SynonymReport(edges.num_rows, edges.num_rows, before, m, 0, "full", reason)
 
 
-def _changes(concepts: _Concepts, basis: pa.Table) -> tuple[np.ndarray, list[str]]:
-    """(rows of the concepts that are new or changed, ids of the basis concepts that are gone
-    or changed)."""
+@dataclass(frozen=True)
+class _Changes:
+    """How the concepts differ from the basis.
+
+    Attributes:
+        rows: concept rows new or changed.
+        gone: ids of basis concepts gone or changed.
+        cells: (concepts, probes) each concept's stored cells (``NO_CELL`` for ``rows``).
+    """
+
+    rows: np.ndarray
+    gone: list[str]
+    cells: np.ndarray
+
+
+def _changes(concepts: _Concepts, basis: pa.Table, probes: int) -> _Changes:
+    """The concepts new or changed, those gone, and the cells the basis holds."""
+    cells = np.full((len(concepts.ids), probes), NO_CELL, np.int64)
     if basis.num_rows == 0:
-        return np.arange(len(concepts.ids)), []
+        return _Changes(np.arange(len(concepts.ids)), [], cells)
+    stored = padded_cells(basis["cells"], probes)  # (basis, probes)
     at = pc.index_in(concepts.ids, value_set=basis["id"])  # (m,) null: a new concept
     known = pc.is_valid(at).to_numpy(zero_copy_only=False)
     pos = np.asarray(at.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
@@ -172,43 +215,8 @@ def _changes(concepts: _Concepts, basis: pa.Table) -> tuple[np.ndarray, list[str
     same = known & (old[pos] == concepts.prints)  # (m,)
     kept = np.zeros(basis.num_rows, bool)
     kept[pos[same]] = True
-    return np.flatnonzero(~same), basis["id"].filter(pa.array(~kept)).to_pylist()
-
-
-def new_pairs(
-    vectors: np.ndarray, eligible: np.ndarray, rows: np.ndarray, config: SynonymConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs (lo, hi, cosine) of each of ``rows`` with any eligible row: cosine >= threshold
-    and the other among the row's top-k, each pair once.
-
-    Args:
-        vectors: (m, d) unit vectors of every concept.
-        eligible: (m,) bool, concepts long enough to get synonyms.
-        rows: the concepts to match (new or changed).
-        config: threshold and top-k, as for a full build.
-    """
-    from qortex_core.ingest.synonyms import top_k_per_row
-
-    cols = np.flatnonzero(eligible)  # (m_e,)
-    query = rows[eligible[rows]]  # (q,)
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
-    if query.size == 0 or cols.size < 2:
-        return empty
-    k = min(config.top_k + 1, cols.size)  # as the full build's blocks
-    against = np.ascontiguousarray(vectors[cols].T)  # (d, m_e)
-    step = max(1, _BLOCK_FLOATS // cols.size)
-    parts = []
-    for s in range(0, query.size, step):
-        q = query[s : s + step]
-        sims = vectors[q] @ against  # (step, m_e)
-        sims[np.arange(len(q)), np.searchsorted(cols, q)] = -1.0  # not its own synonym
-        r, c = np.nonzero(sims >= config.threshold)  # row-major: grouped by row
-        r, c, w = top_k_per_row(r, c, sims[r, c], k)
-        parts.append((q[r], cols[c], w))
-    a, b, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    _, first = np.unique(lo * len(vectors) + hi, return_index=True)  # a pair of two new rows
-    return lo[first], hi[first], w[first].astype(np.float32)
+    cells[same] = stored[pos[same]]
+    return _Changes(np.flatnonzero(~same), basis["id"].filter(pa.array(~kept)).to_pylist(), cells)
 
 
 def _drop(store: LanceStore, name: str, keys: tuple[str, ...], gone: list[str]) -> None:
@@ -228,6 +236,69 @@ def _drop(store: LanceStore, name: str, keys: tuple[str, ...], gone: list[str]) 
     store.replace(name, rows.filter(keep))
 
 
+def _ids(el: Eligible, at: np.ndarray) -> list[str]:
+    return el.ids.take(pa.array(at, pa.int64())).to_pylist()
+
+
+def _edge_update(
+    store: LanceStore,
+    el: Eligible,
+    layout: Layout,
+    cells: np.ndarray,
+    changed: np.ndarray,
+    touch: list[str],
+    config: SynonymConfig,
+) -> EdgeUpdate:
+    """:func:`update_edges` of the ``changed`` rows; ``touch``: ids whose stored edges' other
+    ends are affected (gone, changed, moved)."""
+    edges = store.read_columns(SYNONYMS, ["a", "b"])
+    touched = el.at(other_ends(edges, pa.array(touch, pa.string())))
+
+    def neighbours(at: np.ndarray) -> np.ndarray:
+        return el.at(other_ends(edges, pa.array(_ids(el, at), pa.string())))
+
+    return update_edges(
+        el.vectors,
+        el.keys,
+        cells,
+        layout,
+        changed,
+        touched,
+        neighbours,
+        config.threshold,
+        config.top_k,
+    )
+
+
+def _write(
+    store: LanceStore,
+    state: _State,
+    concepts: _Concepts,
+    el: Eligible,
+    up: EdgeUpdate,
+    change: _Changes,
+    cells: np.ndarray,
+    moved: np.ndarray,
+) -> int:
+    """Drop the edges of the affected and gone concepts, add the new ones, update the basis
+    (pending in between); the number of edges kept."""
+    gone = change.gone
+    moved_ids = _ids(el, moved)
+    drop = gone + _ids(el, up.affected)
+    _record(store, replace(state, pending=True))
+    _drop(store, SYNONYMS, ("a", "b"), sorted(set(drop)))
+    kept = store.count(SYNONYMS)
+    lo, hi = pa.array(up.lo, pa.int64()), pa.array(up.hi, pa.int64())
+    store.append(SYNONYMS, _edges_table(el.ids.take(lo), el.ids.take(hi), up.weights))
+    all_cells = change.cells.copy()
+    all_cells[el.rows] = cells
+    again = np.union1d(change.rows, el.rows[moved])
+    _drop(store, BASIS, ("id",), sorted(set(gone) | set(moved_ids)))
+    store.append(BASIS, _basis_table(concepts, again, all_cells[again]))
+    _record(store, state)
+    return kept
+
+
 def _incremental(
     store: LanceStore,
     concepts: _Concepts,
@@ -236,8 +307,13 @@ def _incremental(
     built_from: str,
     max_drift: float,
 ) -> SynonymReport | str:
-    """Update the edges for the concepts that changed; the reason for a full build instead."""
-    rows, gone = _changes(concepts, store.read(BASIS))
+    """Update the edges the change reaches; the reason for a full build instead."""
+    el = eligible(concepts.ids, concepts.names, concepts.vectors, concepts.keys, config.min_chars)
+    layout = layout_of(el.vectors, el.keys, config)
+    if layout.kind != state.layout:
+        return f"cell layout changed ({state.layout.split(':')[0]} -> {layout.kind.split(':')[0]})"
+    change = _changes(concepts, store.read(BASIS), layout.probes)
+    rows, gone = change.rows, change.gone
     drift = state.drift + len(rows) + len(gone)
     if drift > max_drift * max(state.base, 1):
         return f"drift: {drift} concepts changed since the last full build of {state.base}"
@@ -245,20 +321,22 @@ def _incremental(
     if rows.size == 0 and not gone:  # other chunks, the same concepts: the edges stand
         _record(store, replace(state, built_from=built_from))
         return SynonymReport(before, 0, 0, 0, 0, "unchanged", "same concepts and settings")
-    _record(store, replace(state, pending=True))
-    _drop(store, SYNONYMS, ("a", "b"), gone)
-    kept = store.count(SYNONYMS)
-    eligible = eligible_mask(concepts.names, config.min_chars)
-    lo, hi, w = new_pairs(concepts.vectors, eligible, rows, config)
-    store.append(
-        SYNONYMS, _edges_table(concepts.ids.take(pa.array(lo)), concepts.ids.take(pa.array(hi)), w)
-    )
-    _drop(store, BASIS, ("id",), gone)
-    store.append(BASIS, _basis_table(concepts, rows))
-    _record(store, replace(state, built_from=built_from, drift=drift))
-    reason = f"{len(rows)} concepts new or changed, {len(gone)} gone"
+    fresh = np.isin(el.rows, rows)  # (m_e,)
+    removed = concept_keys(gone)
+    cells, moved = reassign(layout, el.vectors, el.keys, change.cells[el.rows], fresh, removed)
+    changed = np.union1d(np.flatnonzero(fresh), moved)
+    up = _edge_update(store, el, layout, cells, changed, gone + _ids(el, moved), config)
+    state = replace(state, built_from=built_from, drift=drift)
+    kept = _write(store, state, concepts, el, up, change, cells, moved)
+    reason = f"{len(rows)} concepts new or changed, {len(gone)} gone, {len(moved)} moved"
     return SynonymReport(
-        kept + len(lo), len(lo), before - kept, len(rows), len(gone), "incremental", reason
+        kept + len(up.lo),
+        len(up.lo),
+        before - kept,
+        len(up.affected),
+        len(gone),
+        "incremental",
+        reason,
     )
 
 

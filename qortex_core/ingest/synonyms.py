@@ -4,14 +4,16 @@ Two ways to find the pairs, both vectorised (one matrix product per block, no pe
 
 - exact (up to ``SynonymConfig.exact_max`` eligible concepts): blocked all-pairs products,
   thresholded before any top-k selection, so a block costs one product and one comparison;
-- cells (above it): an inverted-file search in numpy, on two levels. Spherical k-means puts the
-  vectors into about ``sqrt(m / (cell_size * group_probes))`` groups, each vector joining its
-  ``group_probes`` most similar; k-means inside each group makes cells of about ``cell_size``,
-  each member joining its ``probes`` most similar; pairs are searched exactly inside each cell.
-  A vector meets ~``sqrt(m)`` centroids, where one level of fixed-size cells would meet
-  ``m / cell_size`` of them: the assignment is ``m^1.5``, not quadratic in the corpus.
-  Two close vectors (cosine >= 0.8) usually share a cell; the recall of edges against the exact
-  search is measured in tests/ingest/test_synonyms*.py and by ``qortex bench scale``.
+- cells (above it): an inverted-file search in numpy. The cells are a function of the concept
+  set (:mod:`.synonym_layout`): about one eligible concept in ``rate`` is a centroid, chosen by
+  the hash of its id, and each concept joins its ``probes`` most similar centroids (through a
+  second, sparser sample of groups above ``flat_max`` centroids: ``m^1.5``). Pairs are
+  searched exactly inside each cell. So the incremental stage, which recomputes only the
+  cells a change touched, gets the edges a full build gets. The recall of edges against the
+  exact search is measured in tests/ingest/test_synonyms*.py and by ``qortex bench scale``.
+
+Each row keeps its ``top_k + 1`` most similar neighbours; among equal cosines the smaller key
+(id hash) wins, so the edges do not depend on the row order either.
 
 The pairs are found here rather than by LanceDB's ANN index used as a kNN join (one batched
 multi-vector search per block of concepts), because that join was slower than the exact blocked
@@ -28,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.cells import members_of, nearest_cells, spherical_kmeans
+from qortex_core.ingest.synonym_layout import NO_CELL, Layout, cell_members, layout_of, name_keys
 
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _BAND_FLOATS = 1 << 18  # similarities of one band of rows inside a cell (1 MB: in cache)
@@ -45,10 +47,14 @@ class SynonymConfig:
         block: rows per matrix block (bounds memory to block x n floats).
         min_chars: concepts with fewer alphanumeric characters get no synonyms.
         exact_max: up to this many eligible concepts the search is exact; above, by cells.
-        cell_size: target vectors whose home is one cell of the two-level cell search.
-        group_probes: groups each vector joins (more: better recall, more work).
-        probes: cells each vector joins inside each of its groups.
-        seed: k-means sample and initialisation seed.
+        cell_size: target members of a cell (``probes`` cells each concept: one concept in
+            ``cell_size / probes`` is a centroid).
+        probes: cells each concept joins.
+        flat_max: up to this many centroids a concept is compared with every one; above,
+            with the centroids listed in its nearest groups.
+        group_rate: one centroid in this many is also a group.
+        group_lists: groups each centroid is listed in.
+        group_probes: groups a concept searches.
     """
 
     threshold: float = 0.8
@@ -56,10 +62,17 @@ class SynonymConfig:
     block: int = 2048
     min_chars: int = 3
     exact_max: int = 20_000
-    cell_size: int = 256
+    cell_size: int = 512
+    probes: int = 8
+    flat_max: int = 4096
+    group_rate: int = 64
+    group_lists: int = 4
     group_probes: int = 3
-    probes: int = 2
-    seed: int = 0
+
+    @property
+    def rate(self) -> int:
+        """One eligible concept in ``rate`` (by the hash of its id) is a centroid."""
+        return max(1, self.cell_size // max(self.probes, 1))
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:  # a negative cosine would be a negative edge weight
@@ -77,38 +90,31 @@ def eligible_mask(names: Sequence[str] | pa.Array | pa.ChunkedArray, min_chars: 
     return pc.greater_equal(pc.utf8_length(alnum), min_chars).to_numpy(zero_copy_only=False)
 
 
-def _block_pairs(v: np.ndarray, start: int, rows: int, k: int, threshold: float) -> _Pairs:
+def _block_pairs(
+    v: np.ndarray, start: int, rows: int, k: int, threshold: float, keys: np.ndarray
+) -> _Pairs:
     """Directed pairs (i, j, cosine) for rows ``start:start+rows`` of ``v`` against all of it:
-    cosine >= threshold, j among i's k most similar (self excluded), grouped by row.
-
-    Rows with more than k candidates take the same ``argpartition`` pick as a full top-k pass
-    (ties at the k-th value included), so the result equals it bit for bit."""
+    cosine >= threshold, j among i's k most similar (self excluded; ties: smaller key),
+    grouped by row."""
     from qortex_core.ingest.pair_kernels import above
 
     sims = v[start : start + rows] @ v.T  # (rows, d) @ (d, m) -> (rows, m)
     np.fill_diagonal(sims[:, start : start + rows], -1.0)
     r, c, w = above(sims, threshold)  # (hits,), row-major: grouped by row
-    counts = np.bincount(r, minlength=sims.shape[0])  # (rows,)
-    over = np.flatnonzero(counts > k)
-    if over.size == 0:
-        return r + start, c, w
-    top = np.argpartition(-sims[over], k - 1, axis=1)[:, :k]  # (over, k)
-    top_sims = np.take_along_axis(sims[over], top, axis=1)
-    orr, occ = np.nonzero(top_sims >= threshold)
-    keep = ~np.isin(r, over)
-    r = np.concatenate([r[keep], over[orr]])
-    c = np.concatenate([c[keep], top[orr, occ]])
-    order = np.argsort(r, kind="stable")  # grouped by row again
-    r, c = r[order], c[order]
-    return r + start, c, sims[r, c]
+    r, c, w = top_k_per_row(r, c, w, k, keys)
+    return r + start, c, w
 
 
-def top_k_per_row(r: np.ndarray, c: np.ndarray, w: np.ndarray, k: int) -> _Pairs:
-    """The pairs whose weight ranks among the ``k`` largest of their row ``r``."""
+def top_k_per_row(
+    r: np.ndarray, c: np.ndarray, w: np.ndarray, k: int, keys: np.ndarray | None = None
+) -> _Pairs:
+    """The pairs whose weight ranks among the ``k`` largest of their row ``r`` (equal weights:
+    the smaller ``keys[c]`` first, or the earlier pair without keys), grouped by row."""
     counts = np.bincount(r) if len(r) else np.zeros(0, np.int64)
     if len(r) == 0 or counts.max() <= k:
         return r, c, w
-    order = np.lexsort((-w, r))  # by row, then by weight descending
+    tie = np.arange(len(r)) if keys is None else keys[c]
+    order = np.lexsort((tie, -w, r))  # by row, then by weight descending, then by key
     r, c, w = r[order], c[order], w[order]
     first = np.searchsorted(r, r, side="left")  # (hits,) index of the row's first pair
     keep = (np.arange(len(r)) - first) < k
@@ -123,12 +129,12 @@ def _undirected(r: np.ndarray, c: np.ndarray, w: np.ndarray, m: int) -> _Pairs:
     return lo[first], hi[first], w[first].astype(np.float32)
 
 
-def _exact_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
+def _exact_pairs(v: np.ndarray, config: SynonymConfig, keys: np.ndarray) -> _Pairs:
     """Blocked all-pairs search over ``v`` (m, d); directed pairs."""
     m = v.shape[0]
-    k = min(config.top_k + 1, m)
+    k = config.top_k + 1
     rows = max(1, min(config.block, (1 << 26) // max(m, 1)))  # <= 256 MB of similarities
-    parts = [_block_pairs(v, s, rows, k, config.threshold) for s in range(0, m, rows)]
+    parts = [_block_pairs(v, s, rows, k, config.threshold, keys) for s in range(0, m, rows)]
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
 
@@ -151,45 +157,26 @@ def _cell_band_pairs(members: np.ndarray, threshold: float) -> Iterator[_Pairs]:
         yield r + s, c + s, w
 
 
-def _distinct_top_k(parts: list[_Pairs], m: int, k: int) -> _Pairs:
+def _distinct_top_k(parts: list[_Pairs], m: int, k: int, keys: np.ndarray) -> _Pairs:
     """Directed pairs of ``parts`` once each (a pair found in several shared cells), cut to
     each row's top ``k``; ``k`` of the union is ``k`` of the parts' own top-``k`` unions."""
     r, c, w = (np.concatenate([p[i] for p in parts]) for i in range(3))
     key = r.astype(np.int64) * m + c
     _, first = np.unique(key, return_index=True)
-    return top_k_per_row(r[first], c[first], w[first], k)
+    return top_k_per_row(r[first], c[first], w[first], k, keys)
 
 
-def _cells(v: np.ndarray, config: SynonymConfig) -> Iterator[np.ndarray]:
-    """The members of each cell of the two-level search, as rows of ``v``.
-
-    About ``sqrt(m / (cell_size * group_probes))`` groups by spherical k-means, each vector in
-    its ``group_probes`` most similar; inside each group, cells of about ``cell_size`` members'
-    homes by k-means over the group, each member in its ``probes`` most similar. Comparisons:
-    ``m`` x groups, and each group's members x its cells: both ``m^1.5``, where one level of
-    cells of a fixed size (the search before) compared every vector with ``m / cell_size``
-    centroids."""
-    m = v.shape[0]
-    groups = max(1, int(np.ceil(np.sqrt(m / (config.cell_size * config.group_probes)))))
-    coarse = spherical_kmeans(v, groups, config.seed, exact=True)  # (groups, d)
-    near = nearest_cells(v, coarse, min(config.group_probes, groups))  # (m, group_probes)
-    for g, rows in enumerate(members_of(near, groups)):
-        if rows.size < 2:
-            continue
-        sub = v[rows]  # (size, d)
-        fine = max(1, rows.size // config.cell_size)
-        centroids = spherical_kmeans(sub, fine, config.seed + 1 + g, exact=True)  # (fine, d)
-        for ix in members_of(nearest_cells(sub, centroids, min(config.probes, fine)), fine):
-            yield rows[ix]
-
-
-def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
+def _cell_pairs(
+    v: np.ndarray, config: SynonymConfig, keys: np.ndarray, members: list[np.ndarray]
+) -> _Pairs:
     """Inverted-file search: exact pairs inside each cell; directed pairs, top-k per row."""
     m = v.shape[0]
-    k = min(config.top_k + 1, m)
+    k = config.top_k + 1
     parts: list[_Pairs] = []
     held = 0
-    for ix in _cells(v, config):  # (size,) members of one cell
+    for ix in members:  # (size,) members of one cell
+        if ix.size < 2:
+            continue
         for r, c, w in _cell_band_pairs(v[ix], config.threshold):  # (hits,) each, r < c
             if r.size == 0:  # most bands: nothing to hold or concatenate later
                 continue
@@ -197,17 +184,71 @@ def _cell_pairs(v: np.ndarray, config: SynonymConfig) -> _Pairs:
             parts.append((np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([w, w])))
             held += 2 * len(r)
             if held > _POOL_PAIRS:  # crowded cells (near-duplicate names): bound what is held
-                parts = [_distinct_top_k(parts, m, k)]
+                parts = [_distinct_top_k(parts, m, k, keys)]
                 held = len(parts[0][0])
     if not parts:
         return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    return _distinct_top_k(parts, m, k)
+    return _distinct_top_k(parts, m, k, keys)
+
+
+@dataclass(frozen=True)
+class SynonymSearch:
+    """What a full search found.
+
+    Attributes:
+        rows, cols, weights: the pairs (i < j, int32) and their cosines (float32), each once.
+        cells: (n, probes) keys of each concept's cells (``NO_CELL``: none, or an exact search).
+        layout: the cells' centroids (kind ``exact`` below ``exact_max``).
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+    weights: np.ndarray
+    cells: np.ndarray
+    layout: Layout
+
+
+def synonym_search(
+    vectors: np.ndarray,
+    names: Sequence[str] | pa.Array | pa.ChunkedArray,
+    config: SynonymConfig,
+    keys: np.ndarray,
+) -> SynonymSearch:
+    """The synonym pairs of every concept, and each concept's cells.
+
+    Args:
+        vectors: (n, d) unit vectors, one per concept.
+        names: the n concept names (short ones are skipped).
+        config: threshold, top-k, and when to search by cells rather than exactly.
+        keys: (n,) the concepts' keys (``synonym_layout.concept_keys`` of their ids).
+    """
+    n = vectors.shape[0]
+    idx = np.flatnonzero(eligible_mask(names, config.min_chars)) if n else np.zeros(0, np.int64)
+    v = np.ascontiguousarray(vectors[idx], dtype=np.float32)  # (m, d)
+    layout = layout_of(v, keys[idx], config)
+    cells = np.full((n, layout.probes), NO_CELL, np.int64)
+    none = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+    if idx.size < 2 or config.top_k <= 0:
+        return SynonymSearch(*none, cells, layout)
+    if not layout.keys.size:
+        pairs = _exact_pairs(v, config, keys[idx])
+    else:
+        from threadpoolctl import threadpool_limits
+
+        cells[idx] = layout.assign(v)
+        # a cell's bands are small products: BLAS threads spin more than they help there
+        # (53k concepts on 2 busy cores: 0.9-2.1 s with one thread, 14-17 s with two)
+        with threadpool_limits(limits=1, user_api="blas"):
+            pairs = _cell_pairs(v, config, keys[idx], cell_members(cells[idx], layout))
+    lo, hi, w = _undirected(*pairs, idx.size)
+    return SynonymSearch(idx[lo].astype(np.int32), idx[hi].astype(np.int32), w, cells, layout)
 
 
 def synonym_pairs(
     vectors: np.ndarray,
     names: Sequence[str] | pa.Array | pa.ChunkedArray,
     config: SynonymConfig = SynonymConfig(),
+    keys: np.ndarray | None = None,
 ) -> _Pairs:
     """Pairs (i, j, cosine) with i < j, cosine >= threshold, j among i's top-k.
 
@@ -215,18 +256,10 @@ def synonym_pairs(
         vectors: (n, d) unit vectors, one per concept.
         names: the n concept names (short ones are skipped).
         config: threshold, top-k, and when to search by cells rather than exactly.
+        keys: (n,) the concepts' keys; by default those of the ids the names make.
 
     Returns:
         rows, cols (int32) and weights (float32), each pair once.
     """
-    n = vectors.shape[0]
-    empty = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
-    if n < 2 or config.top_k <= 0:
-        return empty
-    idx = np.flatnonzero(eligible_mask(names, config.min_chars))
-    if idx.size < 2:
-        return empty
-    v = np.ascontiguousarray(vectors[idx], dtype=np.float32)  # (m, d)
-    search = _exact_pairs if idx.size <= config.exact_max else _cell_pairs
-    lo, hi, w = _undirected(*search(v, config), idx.size)
-    return idx[lo].astype(np.int32), idx[hi].astype(np.int32), w
+    found = synonym_search(vectors, names, config, name_keys(names) if keys is None else keys)
+    return found.rows, found.cols, found.weights

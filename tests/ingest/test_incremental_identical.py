@@ -4,11 +4,14 @@ forgotten), every query mode returns the same top 10 as a full rebuild of the sa
 The runs go through the stage sequence (:func:`run_stages`) on one data home; the synonym and
 snapshot stages must take their incremental paths there (the reports say so), and the rebuild
 runs every stage from nothing in a second home. A memory reaches the snapshot as the passages of
-its document ``memory:<id>``; forgetting it removes that document's passages.
+its document ``memory:<id>``; forgetting it removes that document's passages. The synonym stage
+runs with a small ``exact_max``, so its edges come from the cell search (as above 20,000
+concepts), whose cells an incremental run updates.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,9 +22,11 @@ from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
 from qortex_core.ingest import stages as index
 from qortex_core.ingest.extract import OfflineExtractor
+from qortex_core.ingest.synonym_stage import sync_synonyms
+from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.query.retriever import MODES, Retriever
 from qortex_core.storage.model import Passage
-from qortex_core.storage.store import LanceStore
+from qortex_core.storage.store import SYNONYMS, LanceStore
 
 EMBED = HashEmbedder(HashEmbedderConfig(64))
 SYNTH = SynthCorpus(SynthConfig(passages=160, seed=5))
@@ -33,6 +38,15 @@ MEMORIES = [
     for r in range(3)
 ]
 QUERIES = SYNTH.queries(25) + ["Who met at the harbour?"]
+CELLS = SynonymConfig(exact_max=100, cell_size=24, probes=4)  # the cell path on ~800 concepts
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cell_search():
+    """The stage sequence's synonym stage with :data:`CELLS`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index, "sync_synonyms", lambda store: sync_synonyms(store, CELLS))
+        yield
 
 
 def _run(home: Path, passages: list[Passage]) -> dict[str, object]:
@@ -67,13 +81,15 @@ def incremental(tmp_path_factory) -> tuple[Path, list[dict[str, object]]]:
 
 
 def test_incremental_runs_took_their_incremental_paths(incremental):
-    _, reports = incremental
+    home, reports = incremental
     for at, report in enumerate(reports[1:], 1):
         synonyms, snapshot = report["synonym_edges"], report["graph_snapshot"]
         # the forgotten memory's concepts are named in other passages too: no concept changed
         assert synonyms.mode == ("unchanged" if at == 3 else "incremental"), synonyms
         assert snapshot.mode == "incremental", snapshot
         assert snapshot.rows_added + snapshot.rows_changed + snapshot.rows_removed > 0
+    layout = json.loads(LanceStore.open(home).stage_digest("synonyms"))["layout"]
+    assert layout.startswith("flat"), layout  # the cell search, not the exact one
     edited = reports[2]["graph_snapshot"]
     assert edited.rows_removed > 0 and edited.rows_added > 0  # deleted files, the changed one
 
@@ -82,6 +98,10 @@ def test_every_mode_answers_as_a_full_rebuild(incremental, tmp_path):
     home, reports = incremental
     rebuilt = _run(tmp_path / "rebuilt", _runs()[-1])
     assert rebuilt["graph_snapshot"].counts == reports[-1]["graph_snapshot"].counts
+
+    edges = [LanceStore.open(h).read(SYNONYMS) for h in (home, tmp_path / "rebuilt")]
+    pairs = [set(map(frozenset, zip(e["a"].to_pylist(), e["b"].to_pylist()))) for e in edges]
+    assert pairs[0] == pairs[1] and len(pairs[1]) > 20  # the synonym edges a rebuild finds
 
     got, want = _answers(home), _answers(tmp_path / "rebuilt")
 

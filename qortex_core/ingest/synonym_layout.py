@@ -1,0 +1,199 @@
+"""The cell layout of the synonym search: a function of the concept *set*, by consistent sampling.
+
+Every concept has a key, 63 bits of its id's hash (:func:`concept_keys`). The centroids are the
+eligible concepts whose key is divisible by ``SynonymConfig.rate`` (about one in ``rate``), each
+cell named by its centroid's key; every eligible concept joins its ``probes`` most similar
+centroids. Which concepts exist decides the layout, never their row order or a seeded k-means
+run, so a concept added or removed changes only the cells near it: the incremental stage
+(:mod:`.synonym_update`) finds those and recomputes only their rows, and gets a full build's edges.
+
+Up to ``flat_max`` centroids a concept is compared with every centroid (``m^2 / rate``). Above,
+a second, sparser sample of the centroids (key / rate divisible by ``group_rate``) are groups:
+each centroid is listed in its ``group_lists`` most similar groups, and a concept is compared
+with the groups and then with the centroids listed in its ``group_probes`` most similar ones
+(``m^1.5``). Ties between equally similar centroids go to the smaller key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from qortex_core.ingest.cells import members_of, nearest_cells
+from qortex_core.storage import ids
+
+
+class LayoutSettings(Protocol):
+    """The settings a layout reads (``synonyms.SynonymConfig`` has them)."""
+
+    @property
+    def exact_max(self) -> int: ...
+    @property
+    def rate(self) -> int: ...
+    @property
+    def probes(self) -> int: ...
+    @property
+    def flat_max(self) -> int: ...
+    @property
+    def group_rate(self) -> int: ...
+    @property
+    def group_lists(self) -> int: ...
+    @property
+    def group_probes(self) -> int: ...
+
+
+NO_CELL = -1  # padding of a concept's cells (keys are never negative)
+EXACT = "exact"  # the layout's kind up to exact_max eligible concepts: one cell of every concept
+FLAT = "flat"
+
+
+def _hex_keys(raw: np.ndarray) -> np.ndarray | None:
+    """Keys of ``c_`` + 16 hex digit ids (``ids.concept_id``) without a Python loop; None if any
+    id has another form."""
+    if raw.dtype.itemsize != 18 or not np.all(np.char.str_len(raw) == 18):
+        return None
+    chars = raw.view(np.uint8).reshape(len(raw), 18)
+    if not (np.all(chars[:, 0] == ord("c")) and np.all(chars[:, 1] == ord("_"))):
+        return None
+    d = chars[:, 2:].astype(np.int64)
+    val = np.where(d >= ord("a"), d - ord("a") + 10, d - ord("0"))  # (n, 16)
+    if np.any((val < 0) | (val > 15)):
+        return None
+    key = np.zeros(len(raw), np.uint64)
+    for i in range(16):
+        key = (key << np.uint64(4)) | val[:, i].astype(np.uint64)
+    return (key >> np.uint64(1)).astype(np.int64)
+
+
+def concept_keys(names: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """(n,) int64 key of each concept id: the top 63 bits of its digest (non-negative)."""
+    values = names.to_pylist() if isinstance(names, (pa.Array, pa.ChunkedArray)) else list(names)
+    if not values:
+        return np.zeros(0, np.int64)
+    fast = _hex_keys(np.array(values, dtype="S"))
+    if fast is not None:
+        return fast
+    return np.array([int(ids.digest(v), 16) >> 1 for v in values], np.int64)
+
+
+def name_keys(names: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """(n,) keys of the concepts named ``names`` (their ids are made from the names)."""
+    values = names.to_pylist() if isinstance(names, (pa.Array, pa.ChunkedArray)) else list(names)
+    return concept_keys([ids.concept_id(v) for v in values])
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The centroids of one concept set and how a concept finds its nearest ones.
+
+    Attributes:
+        kind: ``exact`` (no cells), ``flat:<probes>`` or ``groups:<probes>:<digest of the
+            groups>``; a run whose kind differs from the last one's rebuilds in full.
+        keys: (c,) ascending keys of the centroids (the cells' names).
+        centroids: (c, d) their vectors.
+        groups: (g, d) vectors of the groups (empty unless ``kind`` is groups).
+        listed: per group, the centroid positions listed in it (ascending).
+        probes: cells each concept joins.
+        group_probes: groups a concept searches.
+    """
+
+    kind: str
+    keys: np.ndarray
+    centroids: np.ndarray
+    groups: np.ndarray
+    listed: tuple[np.ndarray, ...]
+    probes: int
+    group_probes: int
+
+    def assign(self, v: np.ndarray) -> np.ndarray:
+        """(n, probes) keys of the cells of each of the (n, d) vectors, best first."""
+        return self.keys[self.positions(v)]
+
+    def positions(self, v: np.ndarray) -> np.ndarray:
+        """(n, probes) centroid positions of each of the (n, d) vectors, best first."""
+        if not self.listed:
+            return nearest_cells(v, self.centroids, self.probes)
+        top = nearest_cells(v, self.groups, self.group_probes)  # (n, group_probes)
+        pos = np.full((v.shape[0], top.shape[1], self.probes), -1, np.int64)
+        sim = np.full(pos.shape, -np.inf, np.float32)
+        for g, rows in enumerate(members_of(top, len(self.groups))):
+            cand = self.listed[g]
+            if rows.size == 0 or cand.size == 0:
+                continue
+            slot = np.argmax(top[rows] == g, axis=1)  # (rows,) which of the row's groups
+            p = min(self.probes, cand.size)
+            best = nearest_cells(v[rows], self.centroids[cand], p)  # (rows, p)
+            pos[rows, slot, :p] = cand[best]
+            sim[rows, slot, :p] = np.einsum("nd,npd->np", v[rows], self.centroids[cand[best]])
+        return _merged(pos.reshape(len(v), -1), sim.reshape(len(v), -1), self.probes, self, v)
+
+
+def _merged(
+    pos: np.ndarray, sim: np.ndarray, probes: int, layout: Layout, v: np.ndarray
+) -> np.ndarray:
+    """Each row's ``probes`` best distinct centroids among its (n, c) candidates ``pos`` (-1:
+    none) of similarity ``sim``; rows with fewer distinct candidates: every centroid."""
+    order = np.argsort(pos, axis=1, kind="stable")
+    pos, sim = np.take_along_axis(pos, order, 1), np.take_along_axis(sim, order, 1)
+    repeat = np.zeros(pos.shape, bool)
+    repeat[:, 1:] = pos[:, 1:] == pos[:, :-1]
+    sim = np.where(repeat | (pos < 0), -np.inf, sim)
+    rank = np.lexsort((pos, -sim), axis=-1)  # (n, c) per row: most similar, then smaller key
+    out = np.take_along_axis(pos, rank[:, :probes], 1)
+    short = np.flatnonzero(~np.isfinite(np.take_along_axis(sim, rank[:, :probes], 1)).all(1))
+    if short.size:
+        out[short] = nearest_cells(v[short], layout.centroids, probes)
+    return out
+
+
+def _sampled(keys: np.ndarray, rate: int) -> np.ndarray:
+    """Positions of the keys in the sample, ascending by key, each key once (the first row of a
+    repeated one: names that make the same id)."""
+    at = np.flatnonzero(keys % rate == 0)
+    _, first = np.unique(keys[at], return_index=True)
+    return at[first]
+
+
+def layout_of(v: np.ndarray, keys: np.ndarray, config: LayoutSettings) -> Layout:
+    """The layout of the (m, d) eligible concept vectors ``v`` with keys ``keys``."""
+    empty = np.zeros((0, v.shape[1]), np.float32)
+    at = _sampled(keys, config.rate) if v.shape[0] > config.exact_max else np.zeros(0, np.int64)
+    if at.size == 0:
+        return Layout(EXACT, np.zeros(0, np.int64), empty, empty, (), 1, 1)
+    probes = min(config.probes, at.size)
+    centroids = np.ascontiguousarray(v[at])  # (c, d)
+    sub = _sampled(keys[at] // config.rate, config.group_rate)  # (g,) centroid positions
+    if at.size <= config.flat_max or sub.size < max(config.group_probes, 1):
+        return Layout(f"{FLAT}:{probes}", keys[at], centroids, empty, (), probes, 1)
+    groups = np.ascontiguousarray(centroids[sub])  # (g, d)
+    lists = nearest_cells(centroids, groups, min(config.group_lists, sub.size))  # (c, lists)
+    digest = ids.digest(keys[at][sub].tobytes().hex(), groups.tobytes().hex())
+    return Layout(
+        f"groups:{probes}:{digest}",
+        keys[at],
+        centroids,
+        groups,
+        tuple(members_of(lists, sub.size)),
+        probes,
+        min(config.group_probes, sub.size),
+    )
+
+
+def cell_positions(cells: np.ndarray, layout: Layout) -> np.ndarray:
+    """(m, probes) position of each of the cells of m concepts in ``layout.keys``; padding
+    (:data:`NO_CELL`) is ``len(layout.keys)``, and an exact layout is one cell (0) of all."""
+    if layout.kind == EXACT:
+        return np.zeros((cells.shape[0], 1), np.int64)
+    pos = np.searchsorted(layout.keys, cells)  # (m, probes)
+    pos[cells == NO_CELL] = len(layout.keys)
+    return pos
+
+
+def cell_members(cells: np.ndarray, layout: Layout) -> list[np.ndarray]:
+    """Each cell's member rows (ascending), from the (m, probes) cell keys of m concepts (padded
+    with :data:`NO_CELL`); one cell of every row for an exact layout."""
+    count = max(len(layout.keys), 1)
+    return members_of(cell_positions(cells, layout), count + 1)[:count]
