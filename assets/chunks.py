@@ -1,5 +1,7 @@
 """``chunks``: documents cut into token-bounded, overlapping passages (content-hash ids)."""
 
+from functools import partial
+
 from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 
 from assets.reporting import markdown_table
@@ -59,8 +61,14 @@ def chunks(
 ) -> MaterializeResult:
     db = store.open()
     hidden = forgotten_passages(db)  # file passages forgotten by id, while their file is unchanged
+    model = embedder.get()  # its tokenizer is loaded only when there is something to chunk
     run = document_chunks.chunk_stored(
-        db, token_window(embedder.get()), hidden, config.max_tokens, config.overlap_tokens
+        db,
+        partial(token_window, model),
+        hidden,
+        config.max_tokens,
+        config.overlap_tokens,
+        identity=model.name,
     )
     report = run.report
     context.log.info(f"{report.total} chunks ({report.added} new, {report.removed} removed)")

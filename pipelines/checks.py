@@ -1,23 +1,30 @@
-"""Asset checks: thin adapters over the check functions of :mod:`qortex_core.ops.doctor`.
+"""Asset checks: thin adapters over the check functions of :mod:`qortex_core.ops.doctor` and
+:mod:`qortex_core.ops.table_checks`.
 
 The graph has no dangling edges, every chunk is extracted or recorded as failed, and the
 published snapshot loads and answers a probe query (the same probe as ``qortex doctor``).
+A check whose inputs did not move since it last ran (the tables it reads, by their versions;
+the snapshot it probed, by name and manifest file) gives its remembered result: an unchanged
+run does not scan the corpus again, nor load the snapshot and the embedding model.
 """
+
+from pathlib import Path
 
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
 from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
+from qortex_core.errors import QortexError
 from qortex_core.ingest.budget import FailureBudget, judge
 from qortex_core.ingest.stage_inputs import remembered
-from qortex_core.ops.doctor import (
-    DoctorConfig,
-    check_probe,
+from qortex_core.ops.doctor import DoctorConfig, check_probe
+from qortex_core.ops.table_checks import (
     dangling_edges,
     extraction_status,
     failed_extraction_errors,
 )
+from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import CHUNKS, CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS
 
 GRAPH_TABLES = (CONCEPTS, PASSAGES, FACTS, SYNONYMS)
@@ -95,13 +102,46 @@ def within_failure_budget(store: StoreResource, extractor: ExtractorResource) ->
     "so a failure here fails the run).",
 )
 def snapshot_answers_probe(store: StoreResource, embedder: EmbedderResource) -> AssetCheckResult:
-    """``qortex doctor``'s probe on the published snapshot."""
-    check = check_probe(store.snapshots(), embedder.get(), DoctorConfig(probe_embeds=False))
+    """``qortex doctor``'s probe on the published snapshot; a pass is remembered for that
+    snapshot (an unchanged run does not load it, nor the embedding model, again)."""
+    ok, detail = _probe(store, embedder)
     return AssetCheckResult(
-        passed=check.ok,
+        passed=ok,
         severity=AssetCheckSeverity.ERROR,
-        metadata={"probe": check.detail, "reason": f"probe failed: {check.detail}"},
+        metadata={"probe": detail, "reason": f"probe failed: {detail}"},
     )
+
+
+def _probe(store: StoreResource, embedder: EmbedderResource) -> tuple[bool, str]:
+    """The probe's verdict and detail, run again only when ``LATEST`` names another snapshot,
+    that snapshot's manifest file is not the one that passed, or the embedder changed."""
+    home, model = store.snapshots(), embedder.get()
+
+    def probe() -> list:
+        check = check_probe(home, model, DoctorConfig(probe_embeds=False))
+        return [check.ok, check.detail]
+
+    published = _published(home)
+    if published is None:  # nothing to remember it by: the probe says what is wrong
+        ok, detail = probe()
+        return bool(ok), str(detail)
+    db = store.open()
+    ok, detail = remembered(db, "snapshot_probe", (), probe, *published, model.name, keep=_passed)
+    return bool(ok), str(detail)
+
+
+def _passed(verdict: list) -> bool:
+    return bool(verdict[0])
+
+
+def _published(home: Path) -> tuple[str, str] | None:
+    """The snapshot ``LATEST`` names and its manifest file's stat (None: it cannot be read)."""
+    try:
+        name = snap.latest_name(home)
+        st = (snap.snapshots_dir(home) / name / "manifest.json").stat()
+    except (QortexError, OSError):
+        return None
+    return name, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
 
 
 INGEST_CHECKS = (

@@ -50,8 +50,20 @@ def make_source_sensor(env: Mapping[str, str]) -> SensorDefinition:
     return source_changed
 
 
+MEMORIES_ONLY = {"resources": {"source": {"config": {"path": ""}}}}
+"""Run config of the ``memories_arrived`` sensor's runs: no source folder, so the run syncs the
+written memories and keeps the stored file documents as they are (the ``source_changed``
+sensor and the schedule ingest the folder)."""
+
+
 def _run_per_version(
-    context: SensorEvaluationContext, version: int, *, none_yet: str, unchanged: str, run_key: str
+    context: SensorEvaluationContext,
+    version: int,
+    *,
+    none_yet: str,
+    unchanged: str,
+    run_key: str,
+    run_config: dict | None = None,
 ) -> SkipReason | RunRequest:
     """One run per new version of a watched LanceDB table (the cursor); 0: no table yet."""
     if not version:
@@ -59,7 +71,7 @@ def _run_per_version(
     if str(version) == context.cursor:
         return SkipReason(unchanged.format(version=version))
     context.update_cursor(str(version))
-    return RunRequest(run_key=run_key.format(version=version))
+    return RunRequest(run_key=run_key.format(version=version), run_config=run_config or {})
 
 
 def make_feedback_sensor(env: Mapping[str, str]) -> SensorDefinition:
@@ -97,7 +109,8 @@ def make_feedback_sensor(env: Mapping[str, str]) -> SensorDefinition:
 
 def make_memories_sensor(env: Mapping[str, str]) -> SensorDefinition:
     """Sensor whose cursor is the ``memories`` table version: agent writes (remember, update,
-    forget) are consolidated into the graph by the ``ingest`` job.
+    forget) are consolidated into the graph by the ``ingest`` job, run with no source folder
+    (:data:`MEMORIES_ONLY`), as ``qortex consolidate`` does.
 
     On when ``QORTEX_MEMORY_SENSOR=on``; polls every ``QORTEX_MEMORY_SENSOR_INTERVAL_S`` (30).
     """
@@ -128,6 +141,7 @@ def make_memories_sensor(env: Mapping[str, str]) -> SensorDefinition:
             none_yet="no memory written yet",
             unchanged="memories unchanged (version {version})",
             run_key="memories-v{version}",
+            run_config=MEMORIES_ONLY,  # the memory increment only: the folder is not listed
         )
 
     return memories_arrived

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Iterable
 
 from qortex_cli.output import json_text
 
@@ -17,8 +18,9 @@ def plural(n: int, word: str) -> str:
 def _check_usable(source: Path) -> None:
     """Fail in one line unless ``source`` holds a usable document, before anything is written.
 
-    Files are read in order only up to the first usable one: the run's ``documents`` asset loads
-    them all, once. With none usable, the line names the first file skipped and why.
+    The folder is walked (in sorted order) only up to its first usable file, and only that one
+    is read: the run's ``documents`` asset lists and loads them all, once. With none usable,
+    the line names the first file skipped and why.
 
     Raises:
         DatasetError: ``source`` is missing or holds no usable document.
@@ -32,24 +34,29 @@ def _check_usable(source: Path) -> None:
         read_document,
         safe_name,
     )
-    from qortex_core.ingest.source_listing import Skipped, list_file, list_sources
+    from qortex_core.ingest.source_listing import Listed, Skipped, list_one, walk
     from qortex_core.redact import redact
 
     suffixes = TEXT_SUFFIXES + CORPUS_SUFFIXES
     if source.is_file():
-        files, skipped, listed = list_file(source, suffixes)
+        one = list_one(source, suffixes)
+        items: Iterable[Listed | Skipped] = (*one.files, *one.skipped)
         config = SourceConfig(root=source.parent)
     elif source.is_dir():
-        files, skipped, listed = list_sources(source, suffixes)
-        config = SourceConfig(root=source)
+        items, config = walk(source, suffixes), SourceConfig(root=source)
     else:
         raise DatasetError(not_found(source))
-    for path in files:
+    skipped: list[Skipped] = []
+    for item in items:
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        listed = (item.stat.st_dev, item.stat.st_ino) if item.stat is not None else None
         try:
-            read_document(path, config, listed[path])
+            read_document(Path(item.path), config, listed)
             return
         except ValueError as exc:
-            skipped.append(Skipped(str(path.relative_to(config.root)), str(exc)))
+            skipped.append(Skipped(item.rel, str(exc)))
     named = sorted(
         (Skipped(safe_name(s.path, config), redact(s.reason, config.redaction)) for s in skipped),
         key=lambda s: s.path,

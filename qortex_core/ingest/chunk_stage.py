@@ -42,7 +42,7 @@ class ChunkReport:
     removed: int
 
 
-def _chunk_table(passages: Sequence[Passage], ingested: Mapping[str, str | None]) -> pa.Table:
+def chunk_table(passages: Sequence[Passage], ingested: Mapping[str, str | None]) -> pa.Table:
     """Chunk rows; ``ingested``: passage id -> its ingest time (ISO 8601 UTC)."""
     return pa.table(
         {
@@ -91,7 +91,7 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
         stamp = times.now_iso()
         ingested = {p.id: p.ingested_at or stamp for p in new}
         ingested |= {p.id: placed[p.id]["ingested_at"] for p in moved}
-        store.upsert(CHUNKS, _chunk_table(new + moved, ingested))
+        store.upsert(CHUNKS, chunk_table(new + moved, ingested))
     stale = sorted(have - set(unique)) if prune else []
     store.delete(CHUNKS, "id", stale)
     return ChunkReport(total=len(unique), added=len(new), removed=len(stale))

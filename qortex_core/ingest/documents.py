@@ -15,12 +15,12 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import pyarrow as pa
 
 from qortex_core.errors import DatasetError
-from qortex_core.ingest.source_listing import Skipped, list_file, list_sources
+from qortex_core.ingest.source_listing import Listing, Skipped, list_one, list_tree
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import times
 from qortex_core.storage.source_files import check_text, load_json, read_source
@@ -83,7 +83,7 @@ class DocumentSet:
     kept: tuple[str, ...] = ()
 
 
-Known = Callable[[Path, str], "str | None"]  # (path, doc id) -> stored hash if unchanged
+Known = Callable[[Listing], Mapping[str, str]]  # the listing -> {relative path: stored hash}
 
 
 # -- scanning ----------------------------------------------------------------------------
@@ -92,24 +92,33 @@ def not_found(source: Path | str) -> str:
     return f"source not found: {source} (give a folder, or one .md, .txt, .json or .jsonl file)"
 
 
-def fingerprint(config: SourceConfig) -> str:
-    """Hash of the file listing with sizes and modification times: changes when any source
-    changes."""
+def list_source(config: SourceConfig) -> Listing:
+    """The candidate files of ``config.root`` (a folder, or one file: its folder is the root).
+
+    Raises:
+        DatasetError: the root is neither a directory nor a file.
+    """
     root = Path(config.root)
     if root.is_file():
-        paths, root = list_file(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)[0], root.parent
-    elif root.is_dir():
-        paths = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)[0]
-    else:
-        raise DatasetError(not_found(root))
+        return list_one(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
+    if root.is_dir():
+        return list_tree(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
+    raise DatasetError(not_found(root))
+
+
+def fingerprint(config: SourceConfig) -> str:
+    """Hash of the file listing with sizes and modification times: changes when any source
+    changes.
+
+    Raises:
+        DatasetError: the root is neither a directory nor a file.
+    """
     h = hashlib.blake2b(digest_size=16)
-    for path in paths:
-        try:
-            st = path.stat()
-        except OSError:
+    for file in list_source(config).files:
+        if file.stat is None:  # vanished since the folder was read
             continue
         h.update(
-            f"{path.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(
+            f"{file.rel}\0{file.stat.st_size}\0{file.stat.st_mtime_ns}\n".encode(
                 "utf-8", "surrogatepass"
             )
         )
@@ -261,37 +270,32 @@ def load_documents(config: SourceConfig, known: Known | None = None) -> Document
 
     Args:
         config: the source.
-        known: ``(path, doc id)`` -> the content hash stored for a file known unchanged (it is
-            then not read: its id lands in ``kept``), else None (the file is read).
+        known: given the listing, the files known unchanged (relative path -> the content hash
+            stored for it); they are not read: their ids land in ``kept``.
 
     Raises:
         DatasetError: the root is neither a directory nor a file.
     """
-    root = Path(config.root)
-    if root.is_file():
-        files, skipped, listed = list_file(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
-        root = root.parent
-        config = replace(config, root=root)
-    elif root.is_dir():
-        files, skipped, listed = list_sources(root, TEXT_SUFFIXES + CORPUS_SUFFIXES)
-    else:
-        raise DatasetError(not_found(root))
-    documents, kept = [], []
+    listing = list_source(config)
+    config = replace(config, root=listing.root)
+    trusted = known(listing) if known is not None else {}
+    skipped, documents, kept = list(listing.skipped), [], []
     first_with: dict[str, str] = {}  # content hash -> the first file (sorted order) with it
-    for path in files:
-        doc_id = safe_name(path.relative_to(root).as_posix(), config)
-        stored = known(path, doc_id) if known is not None else None
+    for file in listing.files:
+        stored = trusted.get(file.rel)
         if stored is not None:  # unchanged since it was read: its stored hash stands for it
             if stored in first_with:
-                skipped.append(Skipped(doc_id, f"duplicate of {first_with[stored]}"))
+                skipped.append(Skipped(file.rel, f"duplicate of {first_with[stored]}"))
             else:
-                first_with[stored] = doc_id
-                kept.append(doc_id)
+                first_with[stored] = file.rel  # a manifest id is its file's safe name
+                kept.append(file.rel)
             continue
+        stat = file.stat
         try:
-            doc = read_document(path, config, listed[path])
+            path = Path(file.path)
+            doc = read_document(path, config, (stat.st_dev, stat.st_ino) if stat else None)
         except ValueError as exc:
-            skipped.append(Skipped(str(path.relative_to(root)), str(exc)))
+            skipped.append(Skipped(file.rel, str(exc)))
             continue
         if doc.content_hash in first_with:
             skipped.append(Skipped(doc.doc_id, f"duplicate of {first_with[doc.content_hash]}"))
@@ -370,9 +374,10 @@ def sync_documents(
     )
 
 
-def read_stored_documents(store: LanceStore) -> list[Document]:
-    """The documents table as :class:`Document` objects, sorted by id."""
-    rows = store.read(DOCUMENTS)
+def read_stored_documents(store: LanceStore, only: list[str] | None = None) -> list[Document]:
+    """The documents table as :class:`Document` objects, sorted by id (``only``: just these
+    ids' rows are decoded)."""
+    rows = store.read(DOCUMENTS) if only is None else store.read_where(DOCUMENTS, "id", only)
     if rows.num_rows == 0:
         return []
     out = [

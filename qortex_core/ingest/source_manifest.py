@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.ingest.documents import (
     DOCUMENTS,
@@ -25,8 +26,9 @@ from qortex_core.ingest.documents import (
     SourceConfig,
     document_signature,
     load_documents,
-    stored_signatures,
+    safe_name,
 )
+from qortex_core.ingest.source_listing import Listing
 from qortex_core.storage import ids
 from qortex_core.storage.store import LanceStore
 
@@ -44,32 +46,70 @@ def settings_digest(config: SourceConfig) -> str:
 
 @dataclass
 class _Trust:
-    """The ``known`` callback of :func:`load_documents` over one manifest; it remembers the stat
-    taken before each read (the one to record: a file changed after it is read again next
-    run)."""
+    """The ``known`` callback of :func:`load_documents` over one manifest: the listed files whose
+    stat matches the manifest, found by one arrow join (no per-file Python work); it keeps the
+    listing, whose stat (taken before any read) is the one to record for the files read."""
 
-    manifest: dict[str, dict]
-    signatures: dict[str, str]
+    manifest: pa.Table
+    signatures: pa.Table
     settings: str
-    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    listing: Listing | None = None
+    trusted: dict[str, str] = field(default_factory=dict)
 
-    def __call__(self, path: Path, doc_id: str) -> str | None:
-        try:
-            st = os.stat(path)  # a listed symlink inside the root: its target's stat
-        except OSError:
-            return None  # the read reports why
-        self.stats[doc_id] = st
-        row = self.manifest.get(doc_id)
-        stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-        if (
-            row is None
-            or row["settings"] != self.settings
-            or (row["size"], row["mtime_ns"], row["inode"]) != stat
-            or st.st_mtime_ns >= row["read_ns"] - RACY_NS
-            or self.signatures.get(doc_id) != row["signature"]
-        ):
-            return None
-        return row["content_hash"]
+    def __call__(self, listing: Listing) -> dict[str, str]:
+        self.listing = listing
+        self.trusted = self._match(listing)
+        return self.trusted
+
+    def _match(self, listing: Listing) -> dict[str, str]:
+        if not (self.manifest.num_rows and self.signatures.num_rows and listing.files):
+            return {}
+        rows = _stamped(listing).join(_trustable(self.manifest, self.settings), "id")
+        rows = rows.join(self.signatures, "id")
+        keep = pc.and_(
+            pc.and_(
+                pc.equal(rows["size"], rows["m_size"]),
+                pc.equal(rows["mtime_ns"], rows["m_mtime_ns"]),
+            ),
+            pc.and_(
+                pc.equal(rows["inode"], rows["m_inode"]),
+                pc.equal(rows["stored_signature"], rows["m_signature"]),
+            ),
+        )
+        keep = pc.and_(keep, pc.less(rows["mtime_ns"], pc.subtract(rows["m_read_ns"], RACY_NS)))
+        kept = rows.filter(keep)
+        return dict(zip(kept["id"].to_pylist(), kept["m_content_hash"].to_pylist()))
+
+    def stats(self, config: SourceConfig) -> dict[str, os.stat_result]:
+        """The stat of each listed file not trusted unchanged (the files read), by its document
+        id (its relative path made safe)."""
+        files = self.listing.files if self.listing is not None else ()
+        return {
+            safe_name(f.rel, config): f.stat
+            for f in files
+            if f.stat is not None and f.rel not in self.trusted
+        }
+
+
+def _stamped(listing: Listing) -> pa.Table:
+    """The listed files' relative paths with the size, mtime and inode the listing saw."""
+    files = [f for f in listing.files if f.stat is not None]
+    return pa.table(
+        {
+            "id": pa.array([f.rel for f in files], pa.string()),
+            "size": pa.array([f.stat.st_size for f in files], pa.int64()),  # type: ignore[union-attr]
+            "mtime_ns": pa.array([f.stat.st_mtime_ns for f in files], pa.int64()),  # type: ignore[union-attr]
+            "inode": pa.array([f.stat.st_ino for f in files], pa.int64()),  # type: ignore[union-attr]
+        }
+    )
+
+
+def _trustable(manifest: pa.Table, settings: str) -> pa.Table:
+    """The manifest rows recorded under ``settings``, their columns prefixed ``m_`` (the id
+    kept)."""
+    rows = manifest.filter(pc.equal(manifest["settings"], settings))
+    names = [n if n == "id" else f"m_{n}" for n in rows.column_names]
+    return rows.rename_columns(names)
 
 
 @dataclass(frozen=True)
@@ -80,9 +120,12 @@ class SourceScan:
     stamps: pa.Table  # manifest rows of the documents read
 
 
-def _manifest(store: LanceStore) -> dict[str, dict]:
-    rows = store.read(MANIFEST)
-    return {r["id"]: r for r in rows.to_pylist()} if rows.num_rows else {}
+def _signatures(store: LanceStore) -> pa.Table:
+    """The stored documents' ids and signatures (``stored_signature``), not their text."""
+    rows = store.read_columns(DOCUMENTS, ["id", "signature"])
+    if not rows.num_rows:
+        return pa.table({})
+    return rows.rename_columns(["id", "stored_signature"])
 
 
 def scan_documents(store: LanceStore, config: SourceConfig) -> SourceScan:
@@ -93,10 +136,12 @@ def scan_documents(store: LanceStore, config: SourceConfig) -> SourceScan:
         DatasetError: the root is neither a directory nor a file.
     """
     started = time.time_ns()
-    trust = _Trust(_manifest(store), stored_signatures(store), settings_digest(config))
+    trust = _Trust(store.read(MANIFEST), _signatures(store), settings_digest(config))
     found = load_documents(config, trust)
-    read = [d for d in found.documents if d.doc_id in trust.stats and not d.skipped_entries]
-    stats = [trust.stats[d.doc_id] for d in read]
+    read = [d for d in found.documents if not d.skipped_entries]
+    by_id = trust.stats(config) if read else {}
+    read = [d for d in read if d.doc_id in by_id]
+    stats = [by_id[d.doc_id] for d in read]
     stamps = pa.table(
         {
             "id": pa.array([d.doc_id for d in read], pa.string()),

@@ -33,11 +33,17 @@ def upstream_marks(store: LanceStore, tables: tuple[str, ...], *parts: str) -> s
 
 
 def remembered(
-    store: LanceStore, name: str, tables: tuple[str, ...], compute: Callable[[], Any], *parts: str
+    store: LanceStore,
+    name: str,
+    tables: tuple[str, ...],
+    compute: Callable[[], Any],
+    *parts: str,
+    keep: Callable[[Any], bool] | None = None,
 ) -> Any:
     """``compute()`` (a JSON value), or what it returned last time when ``tables`` have not been
     written since and ``parts`` are the same (a check over the whole corpus, say, is not run
-    again on an unchanged run)."""
+    again on an unchanged run). ``keep``: which values are remembered (default: all); a value
+    it refuses is computed again next time."""
     marks = upstream_marks(store, tables, *parts)
     stored = store.stage_digest(f"memo:{name}")
     if stored is not None:
@@ -45,5 +51,6 @@ def remembered(
         if seen == marks:
             return json.loads(value)
     value = compute()
-    store.set_stage_digest(f"memo:{name}", f"{marks} {json.dumps(value)}")
+    if keep is None or keep(value):
+        store.set_stage_digest(f"memo:{name}", f"{marks} {json.dumps(value)}")
     return json.loads(json.dumps(value))  # the same shape as a remembered one (lists)

@@ -11,6 +11,7 @@ stage is incremental by content hash.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -128,7 +129,8 @@ def _run_documents(run: IngestRun) -> DocumentsRun | None:
 
 def _run_chunks(run: IngestRun) -> ChunkReport:
     if run.from_documents:  # default sizing; forgotten file passages are hidden by the asset only
-        return chunk_stored(run.store, token_window(run.embedder), set()).report
+        window = partial(token_window, run.embedder)  # made only when there is work
+        return chunk_stored(run.store, window, set(), identity=run.embedder.name).report
     return sync_chunks(run.store, run.passages)
 
 

@@ -18,8 +18,13 @@ import numpy as np
 from qortex_core.embed import Embedder
 from qortex_core.errors import HomeError, QortexError, SnapshotError
 from qortex_core.jsonable import JsonRecord
+from qortex_core.ops.table_checks import (  # noqa: F401  (the table checks, named here as before)
+    dangling_edges,
+    extraction_status,
+    failed_extraction_errors,
+)
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS, LanceStore
+from qortex_core.storage.store import LanceStore
 
 
 @dataclass(frozen=True)
@@ -284,58 +289,6 @@ def check_embedding(home: Path, embedder: Embedder) -> Check | None:
     if problem is not None:
         return Check("embedder", False, f"{problem}: queries are refused until it is re-ingested")
     return Check("embedder", True, f"snapshot {loaded.manifest['name']} matches {embedder.name}")
-
-
-# -- data checks the Dagster asset checks share ---------------------------------------------
-def _column(store: LanceStore, table: str, column: str) -> list:
-    rows = store.read(table)
-    return rows[column].to_pylist() if rows.num_rows else []
-
-
-def dangling_edges(store: LanceStore) -> dict[str, int]:
-    """Edges whose endpoint is not a node: fact and synonym endpoints, concept -> passage links."""
-    concepts, passages = set(_column(store, CONCEPTS, "id")), set(_column(store, PASSAGES, "id"))
-    facts = list(zip(_column(store, FACTS, "subject_id"), _column(store, FACTS, "object_id")))
-    synonyms = list(zip(_column(store, SYNONYMS, "a"), _column(store, SYNONYMS, "b")))
-    links = [pid for plist in _column(store, CONCEPTS, "passage_ids") for pid in plist]
-    return {
-        "fact": sum(s not in concepts or o not in concepts for s, o in facts),
-        "synonym": sum(a not in concepts or b not in concepts for a, b in synonyms),
-        "contains": sum(pid not in passages for pid in links),
-    }
-
-
-def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:
-    """Chunks with a successful extraction, a recorded failure, or nothing at all."""
-    from qortex_core.ingest.stages import extraction_key, read_chunks
-
-    status = dict(zip(_column(store, EXTRACTIONS, "key"), _column(store, EXTRACTIONS, "status")))
-    found = [status.get(extraction_key(p.id, extractor_key)) for p in read_chunks(store)]
-    return {
-        "ok": sum(s == "ok" for s in found),
-        "failed": sum(s not in (None, "ok") for s in found),
-        "missing": sum(s is None for s in found),
-    }
-
-
-def failed_extraction_errors(store: LanceStore, extractor_key: str) -> tuple[list[str], int]:
-    """The recorded errors of the current chunks whose extraction failed, and the chunk count."""
-    from qortex_core.ingest.stages import extraction_key, read_chunks
-
-    rows = store.read(EXTRACTIONS)
-    found = (
-        {
-            k: (s, e)
-            for k, s, e in zip(
-                rows["key"].to_pylist(), rows["status"].to_pylist(), rows["error"].to_pylist()
-            )
-        }
-        if rows.num_rows
-        else {}
-    )
-    chunks = read_chunks(store)
-    states = [found.get(extraction_key(p.id, extractor_key)) for p in chunks]
-    return [str(e) for s, e in filter(None, states) if s != "ok"], len(chunks)
 
 
 def diagnose(

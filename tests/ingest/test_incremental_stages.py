@@ -169,7 +169,7 @@ def test_unchanged_upstream_tables_leave_chunks_extractions_and_embeddings_alone
     _write(root, "p5.md", "# Karo5 Venn\n\nKaro5 Venn met Ilsa Marr at Orin.\n")
     _sync(store, root)
     grown = chunk_stored(store, window, set())
-    assert grown.mode == "full" and grown.report.added == 1 and grown.report.total == 6
+    assert grown.mode == "incremental" and grown.report.added == 1 and grown.report.total == 6
 
 
 def _run_after_chunks(store: LanceStore, home: Path) -> None:

@@ -1,0 +1,100 @@
+"""Checks over the data home's tables, as arrow compute over only the columns they need: the
+graph has no dangling edges, and every chunk is extracted or recorded as failed.
+
+The pipeline's asset checks and ``qortex doctor`` use them; a scan of a 100k-passage home
+reads a few id columns and matches them in C, not row by row in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.storage.store import (
+    CHUNKS,
+    CONCEPTS,
+    EXTRACTIONS,
+    FACTS,
+    PASSAGES,
+    SYNONYMS,
+    LanceStore,
+)
+
+
+def _columns(store: LanceStore, table: str, columns: Sequence[str]) -> pa.Table | None:
+    """Only ``columns`` of ``table`` (None when it has no row)."""
+    rows = store.read_columns(table, list(columns))
+    return rows if rows.num_rows else None
+
+
+def _outside(values: pa.ChunkedArray | pa.Array, known: pa.Array) -> pa.Array:
+    """Per value: True when it is not one of ``known`` (a null is never known)."""
+    return pc.invert(pc.fill_null(pc.is_in(values, value_set=known), False))
+
+
+def _count(mask: pa.Array) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
+def _ids(rows: pa.Table | None, column: str = "id") -> pa.Array:
+    if rows is None:
+        return pa.array([], pa.string())
+    return rows[column].combine_chunks()
+
+
+def dangling_edges(store: LanceStore) -> dict[str, int]:
+    """Edges whose endpoint is not a node: fact and synonym endpoints, concept -> passage links."""
+    concepts = _columns(store, CONCEPTS, ["id", "passage_ids"])
+    nodes, passages = _ids(concepts), _ids(_columns(store, PASSAGES, ["id"]))
+    facts = _columns(store, FACTS, ["subject_id", "object_id"])
+    synonyms = _columns(store, SYNONYMS, ["a", "b"])
+    found = {"fact": 0, "synonym": 0, "contains": 0}
+    if facts is not None:
+        ends = pc.or_(_outside(facts["subject_id"], nodes), _outside(facts["object_id"], nodes))
+        found["fact"] = _count(ends)
+    if synonyms is not None:
+        ends = pc.or_(_outside(synonyms["a"], nodes), _outside(synonyms["b"], nodes))
+        found["synonym"] = _count(ends)
+    if concepts is not None:
+        links = pc.list_flatten(concepts["passage_ids"])
+        found["contains"] = _count(_outside(links, passages))
+    return found
+
+
+def _chunk_states(store: LanceStore, extractor_key: str) -> tuple[pa.Array, pa.Table | None]:
+    """Per chunk (sorted by id): the row of its extraction under ``extractor_key`` (null: none
+    recorded), and the extractions' key, status and error columns."""
+    from qortex_core.ingest.chunk_stage import extraction_key
+
+    chunks = _ids(_columns(store, CHUNKS, ["id"]))
+    chunks = chunks.take(pc.sort_indices(chunks))
+    keys = pa.array([extraction_key(c, extractor_key) for c in chunks.to_pylist()], pa.string())
+    stored = _columns(store, EXTRACTIONS, ["key", "status", "error"])
+    if stored is None:
+        return pa.nulls(len(keys), pa.int32()), None
+    return pc.index_in(keys, value_set=stored["key"].combine_chunks()), stored
+
+
+def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:
+    """Chunks with a successful extraction, a recorded failure, or nothing at all."""
+    rows, stored = _chunk_states(store, extractor_key)
+    if stored is None:
+        return {"ok": 0, "failed": 0, "missing": len(rows)}
+    status = stored["status"].combine_chunks().take(rows)
+    ok = _count(pc.fill_null(pc.equal(status, "ok"), False))
+    missing = status.null_count
+    return {"ok": ok, "failed": len(rows) - ok - missing, "missing": missing}
+
+
+def failed_extraction_errors(store: LanceStore, extractor_key: str) -> tuple[list[str], int]:
+    """The recorded errors of the current chunks whose extraction failed, and the chunk count."""
+    rows, stored = _chunk_states(store, extractor_key)
+    if stored is None:
+        return [], len(rows)
+    recorded = rows.filter(pc.is_valid(rows))
+    status = stored["status"].combine_chunks().take(recorded)
+    failed = pc.invert(pc.fill_null(pc.equal(status, "ok"), False))
+    errors = stored["error"].combine_chunks().take(recorded.filter(failed))
+    return [str(e) for e in errors.to_pylist()], len(rows)
