@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.ingest.cells import FactCells, FactCellsConfig
@@ -153,33 +154,58 @@ def _fact_cells(
         return full_cells(facts["id"], rows_map, config, release)
 
 
+def _by_id(table: pa.Table) -> np.ndarray:
+    """(n,) stored rows in id order: the snapshot's order does not depend on where a row was
+    stored (an incremental run appends, a full build writes in chunk order)."""
+    return pc.sort_indices(table["id"]).to_numpy()  # ids are unique: a total order
+
+
+def _id_order_in_cells(cells: FactCells, by_id: np.ndarray) -> FactCells:
+    """``cells`` with each cell's facts in id order (``by_id``: stored rows in id order)."""
+    rank = np.empty(len(by_id), np.int64)
+    rank[by_id] = np.arange(len(by_id))  # (n,) each stored row's place in id order
+    cell = np.repeat(np.arange(len(cells.bounds) - 1), np.diff(cells.bounds))  # (n,) cell order
+    home = np.empty(len(by_id), np.int64)
+    home[cells.order] = cell  # (n,) each stored row's cell
+    return FactCells(np.lexsort((rank, home)), cells.centroids, cells.bounds)
+
+
 def read_stored(
     store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
 ) -> tuple[Stored, FactCells | None]:
     """The stored tables in snapshot order, and the fact index when facts are many; the
-    vectors are memory maps of files written to ``folder``."""
+    vectors are memory maps of files written to ``folder``.
+
+    Snapshot order is a function of the rows, not of their stored order: facts by cell (or
+    all of them) in id order, concepts and passages hub first with ties in id order, rules by
+    id and synonym edges by their ends. A full build and a chain of incremental ones give the
+    same arrays."""
     # the facts' links and texts (the texts key a merged vector, and make the facts table);
     # the relation column only when relation weights are set
     links = [*KEYS[FACTS], "subject_id", "object_id", "passage_ids"]
     facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
+    f_by_id = _by_id(facts)
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
     cells = _fact_cells(store, facts, config.fact_cells, folder, merge)
-    order = None if cells is None else cells.order
+    cells = None if cells is None else _id_order_in_cells(cells, f_by_id)
+    order = f_by_id if cells is None else cells.order
     stored_facts = facts.select(list(KEYS[FACTS]))
-    if cells is not None:
-        facts = facts.take(pa.array(cells.order))
+    facts = facts.take(pa.array(order))
     f_keys = facts.select(list(KEYS[FACTS]))
     f_vec = staged(store, FACTS, stored_facts, order, folder, merge, f_keys)
     del stored_facts, f_keys
-    concepts = store.read_without(CONCEPTS, ["vector"])
+    stored_concepts = store.read_without(CONCEPTS, ["vector"])
+    stored_passages = passages
+    c_by_id, p_by_id = _by_id(stored_concepts), _by_id(stored_passages)
+    concepts, passages = stored_concepts.take(c_by_id), stored_passages.take(p_by_id)
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     ends = None  # (facts, 2) the facts' concept rows, -1 unknown: once for both uses
     if facts.num_rows and concepts.num_rows:
         ends = fact_endpoints(facts, concepts["id"])
-    c_order, p_order = hub_first_orders(concepts, passages, facts, ends)
-    ends = None if ends is None else _renumbered(ends, c_order)  # snapshot concept rows
-    stored_concepts, stored_passages = concepts, passages
-    concepts, passages = concepts.take(pa.array(c_order)), passages.take(pa.array(p_order))
+    c_local, p_local = hub_first_orders(concepts, passages, facts, ends)
+    ends = None if ends is None else _renumbered(ends, c_local)  # snapshot concept rows
+    c_order, p_order = c_by_id[c_local], p_by_id[p_local]  # as stored rows
+    concepts, passages = concepts.take(pa.array(c_local)), passages.take(pa.array(p_local))
     c_keys = list(KEYS[CONCEPTS])
     c_vec = staged(
         store,
@@ -201,6 +227,11 @@ def read_stored(
         passages.select(["id"]),
     )
     del stored_passages
-    rules, synonyms = store.read(RULES), store.read(SYNONYMS)
+    rules = store.read(RULES)
+    rules = rules.take(_by_id(rules)) if rules.num_rows else rules
+    synonyms = store.read(SYNONYMS)
+    if synonyms.num_rows:
+        ends_order = [("a", "ascending"), ("b", "ascending")]
+        synonyms = synonyms.take(pc.sort_indices(synonyms, ends_order))
     stored = Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec, ends)
     return stored, cells
