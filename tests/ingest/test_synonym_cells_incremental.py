@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from synonym_kill import killed_sync
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
@@ -125,28 +126,12 @@ def test_the_edges_do_not_depend_on_the_row_order(tmp_path):
         _same_edges(_edges(shuffled), _edges(store))
 
 
-def _killed_sync(home: str) -> None:
-    """Run the stage and SIGKILL this process once the edges are updated, before its basis."""
-    import os
-
-    store = LanceStore.open(home)
-    append = store.append
-
-    def die_at_basis(name, rows):
-        if name == BASIS:
-            os.kill(os.getpid(), signal.SIGKILL)
-        append(name, rows)
-
-    store.append = die_at_basis  # type: ignore[method-assign]
-    sync_synonyms(store, FLAT, max_drift=1.0)
-
-
 def test_a_killed_cell_run_is_finished_by_the_next_one(tmp_path):
     store = _index(LanceStore.open(tmp_path), STEPS[0][0])
     sync_synonyms(store, FLAT)
     _index(store, STEPS[2][0])
 
-    proc = mp.get_context("spawn").Process(target=_killed_sync, args=(str(tmp_path),))
+    proc = mp.get_context("spawn").Process(target=killed_sync, args=(str(tmp_path), FLAT))
     proc.start()
     proc.join(120)
     assert proc.exitcode == -signal.SIGKILL

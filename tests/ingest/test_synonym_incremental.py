@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synonym_kill import killed_sync
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
@@ -93,28 +94,12 @@ def test_drift_past_the_bound_rebuilds_in_full(tmp_path, rebuilt):
     _same_edges(_edges(store), rebuilt)
 
 
-def _killed_sync(home: str) -> None:
-    """Run the stage and SIGKILL this process once the edges are updated, before its basis."""
-    import os
-
-    store = LanceStore.open(home)
-    append = store.append
-
-    def die_at_basis(name, rows):
-        if name == BASIS:
-            os.kill(os.getpid(), signal.SIGKILL)
-        append(name, rows)
-
-    store.append = die_at_basis  # type: ignore[method-assign]
-    sync_synonyms(store, max_drift=1.0)
-
-
 def test_a_run_killed_between_writes_is_finished_by_a_full_build(tmp_path, rebuilt):
     store = _concepts_of(tmp_path, FIRST)
     sync_synonyms(store)
     _index(store, FINAL)
 
-    proc = mp.get_context("spawn").Process(target=_killed_sync, args=(str(tmp_path),))
+    proc = mp.get_context("spawn").Process(target=killed_sync, args=(str(tmp_path),))
     proc.start()
     proc.join(120)
     assert proc.exitcode == -signal.SIGKILL
