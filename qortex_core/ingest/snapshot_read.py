@@ -170,16 +170,10 @@ def _id_order_in_cells(cells: FactCells, by_id: np.ndarray) -> FactCells:
     return FactCells(np.lexsort((rank, home)), cells.centroids, cells.bounds)
 
 
-def read_stored(
-    store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
-) -> tuple[Stored, FactCells | None]:
-    """The stored tables in snapshot order, and the fact index when facts are many; the
-    vectors are memory maps of files written to ``folder``.
-
-    Snapshot order is a function of the rows, not of their stored order: facts by cell (or
-    all of them) in id order, concepts and passages hub first with ties in id order, rules by
-    id and synonym edges by their ends. A full build and a chain of incremental ones give the
-    same arrays."""
+def _facts(
+    store: LanceStore, config: GraphConfig, folder: Path, merge: Merge
+) -> tuple[pa.Table, np.ndarray, FactCells | None]:
+    """The facts' links and texts in snapshot order, their vectors, and their cells."""
     # the facts' links and texts (the texts key a merged vector, and make the facts table);
     # the relation column only when relation weights are set
     links = [*KEYS[FACTS], "subject_id", "object_id", "passage_ids"]
@@ -192,8 +186,20 @@ def read_stored(
     stored_facts = facts.select(list(KEYS[FACTS]))
     facts = facts.take(pa.array(order))
     f_keys = facts.select(list(KEYS[FACTS]))
-    f_vec = staged(store, FACTS, stored_facts, order, folder, merge, f_keys)
-    del stored_facts, f_keys
+    return facts, staged(store, FACTS, stored_facts, order, folder, merge, f_keys), cells
+
+
+def read_stored(
+    store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
+) -> tuple[Stored, FactCells | None]:
+    """The stored tables in snapshot order, and the fact index when facts are many; the
+    vectors are memory maps of files written to ``folder``.
+
+    Snapshot order is a function of the rows, not of their stored order: facts by cell (or
+    all of them) in id order, concepts and passages hub first with ties in id order, rules by
+    id and synonym edges by their ends. A full build and a chain of incremental ones give the
+    same arrays."""
+    facts, f_vec, cells = _facts(store, config, folder, merge)
     stored_concepts = store.read_without(CONCEPTS, ["vector"])
     stored_passages = passages
     c_by_id, p_by_id = _by_id(stored_concepts), _by_id(stored_passages)
