@@ -14,33 +14,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from synonym_kill import killed_sync
+from synonym_runs import index_stages, killed_sync
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
-from qortex_core.embed import HashEmbedder, HashEmbedderConfig
-from qortex_core.ingest import stages as index
-from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.synonym_stage import BASIS, sync_synonyms
 from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.storage import ids
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore
 
-EMBED = HashEmbedder(HashEmbedderConfig(64))
 CORPUS = SynthCorpus(SynthConfig(passages=420, seed=7)).passages()
 FLAT = SynonymConfig(exact_max=200, cell_size=24, probes=4)  # a centroid in 6 concepts
 GROUPS = replace(FLAT, flat_max=50, group_rate=40)  # a group in 240 concepts
 # each run: the corpus of passages, and how many concepts get a new vector
 STEPS = [(CORPUS[:360], 0), (CORPUS[:380], 0), (CORPUS[10:380], 0), (CORPUS[10:380], 25)]
 FINAL = CORPUS[10:380]
-
-
-def _index(store: LanceStore, passages) -> LanceStore:
-    """The chunks, extraction and embedding stages of ``store`` over ``passages``."""
-    extractor = OfflineExtractor()
-    index.sync_chunks(store, passages)
-    index.extract_chunks(store, extractor, 512)
-    index.embed_index(store, EMBED, extractor.cache_key)
-    return store
 
 
 def _change_vectors(store: LanceStore, count: int, seed: int) -> None:
@@ -89,7 +76,7 @@ def test_every_incremental_run_equals_a_full_build(tmp_path, config):
     store = LanceStore.open(tmp_path / "home")
     modes = []
     for step, (passages, changed) in enumerate(STEPS):
-        _index(store, passages)
+        index_stages(store, passages)
         if changed:
             _change_vectors(store, changed, step)
         report = sync_synonyms(store, config, max_drift=1.0)
@@ -105,17 +92,17 @@ def test_every_incremental_run_equals_a_full_build(tmp_path, config):
 
 
 def test_the_full_build_is_on_the_cell_path_and_moves_cells(tmp_path):
-    store = _index(LanceStore.open(tmp_path), STEPS[0][0])
+    store = index_stages(LanceStore.open(tmp_path), STEPS[0][0])
     assert sync_synonyms(store, FLAT).mode == "full"
     assert store.count(CONCEPTS) > 10 * FLAT.exact_max
-    _index(store, STEPS[1][0])
+    index_stages(store, STEPS[1][0])
     report = sync_synonyms(store, FLAT, max_drift=1.0)
     moved = int(report.reason.split(", ")[-1].split()[0])
     assert report.mode == "incremental" and moved > 0, report  # new centroids took members
 
 
 def test_the_edges_do_not_depend_on_the_row_order(tmp_path):
-    store = _index(LanceStore.open(tmp_path / "home"), FINAL)
+    store = index_stages(LanceStore.open(tmp_path / "home"), FINAL)
     rows = store.read(CONCEPTS)
     shuffled = LanceStore.open(tmp_path / "shuffled")
     order = np.random.default_rng(1).permutation(rows.num_rows)
@@ -127,9 +114,9 @@ def test_the_edges_do_not_depend_on_the_row_order(tmp_path):
 
 
 def test_a_killed_cell_run_is_finished_by_the_next_one(tmp_path):
-    store = _index(LanceStore.open(tmp_path), STEPS[0][0])
+    store = index_stages(LanceStore.open(tmp_path), STEPS[0][0])
     sync_synonyms(store, FLAT)
-    _index(store, STEPS[2][0])
+    index_stages(store, STEPS[2][0])
 
     proc = mp.get_context("spawn").Process(target=killed_sync, args=(str(tmp_path), FLAT))
     proc.start()

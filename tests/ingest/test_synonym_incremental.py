@@ -10,16 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synonym_kill import killed_sync
+from synonym_runs import index_stages, killed_sync
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
-from qortex_core.embed import HashEmbedder, HashEmbedderConfig
-from qortex_core.ingest import stages as index
-from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.synonym_stage import BASIS, heaviest_edges, sync_synonyms
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore
 
-EMBED = HashEmbedder(HashEmbedderConfig(64))
 CORPUS = SynthCorpus(SynthConfig(passages=400, seed=3)).passages()
 FIRST = CORPUS[:360]
 FINAL = CORPUS[20:]  # 20 passages removed, 40 added
@@ -27,16 +23,7 @@ FINAL = CORPUS[20:]  # 20 passages removed, 40 added
 
 def _concepts_of(home: Path, passages) -> LanceStore:
     """A store whose concepts (with vectors) are those of ``passages``; no synonyms yet run."""
-    return _index(LanceStore.open(home), passages)
-
-
-def _index(store: LanceStore, passages) -> LanceStore:
-    """The chunks, extraction and embedding stages of ``store`` over ``passages``."""
-    extractor = OfflineExtractor()
-    index.sync_chunks(store, passages)
-    index.extract_chunks(store, extractor, 512)
-    index.embed_index(store, EMBED, extractor.cache_key)
-    return store
+    return index_stages(LanceStore.open(home), passages)
 
 
 def _edges(store: LanceStore) -> dict[frozenset, float]:
@@ -69,7 +56,7 @@ def test_incremental_edges_equal_a_full_build(tmp_path, rebuilt, monkeypatch, de
     store = _concepts_of(tmp_path, FIRST)
     first = sync_synonyms(store)
     assert first.mode == "full" and first.reason == "no incremental state"
-    _index(store, FINAL)
+    index_stages(store, FINAL)
 
     report = sync_synonyms(store, max_drift=1.0)
 
@@ -86,7 +73,7 @@ def test_incremental_edges_equal_a_full_build(tmp_path, rebuilt, monkeypatch, de
 def test_drift_past_the_bound_rebuilds_in_full(tmp_path, rebuilt):
     store = _concepts_of(tmp_path, FIRST)
     sync_synonyms(store)
-    _index(store, FINAL)
+    index_stages(store, FINAL)
 
     report = sync_synonyms(store, max_drift=0.01)
 
@@ -97,7 +84,7 @@ def test_drift_past_the_bound_rebuilds_in_full(tmp_path, rebuilt):
 def test_a_run_killed_between_writes_is_finished_by_a_full_build(tmp_path, rebuilt):
     store = _concepts_of(tmp_path, FIRST)
     sync_synonyms(store)
-    _index(store, FINAL)
+    index_stages(store, FINAL)
 
     proc = mp.get_context("spawn").Process(target=killed_sync, args=(str(tmp_path),))
     proc.start()
@@ -130,7 +117,7 @@ def test_a_compaction_of_the_tables_keeps_the_next_run_incremental(tmp_path, reb
     sync_synonyms(store)
     for name in (SYNONYMS, BASIS):  # what retention and purge do: new versions, same rows
         store.open_latest(name).optimize()
-    _index(store, FINAL)
+    index_stages(store, FINAL)
 
     fresh = LanceStore.open(tmp_path)  # as the next run opens it
     report = sync_synonyms(fresh, max_drift=1.0)
