@@ -5,29 +5,26 @@ The graph has no dangling edges, every chunk is extracted or recorded as failed,
 published snapshot loads and answers a probe query (the same probe as ``qortex doctor``).
 A check whose inputs did not move since it last ran (the tables it reads, by their versions;
 the snapshot it probed, by name and manifest file) gives its remembered result: an unchanged
-run does not scan the corpus again, nor load the snapshot and the embedding model.
+run does not scan the corpus again, nor load the snapshot and the embedding model. What the
+graph_snapshot stage already established is remembered by it: the probe its gate passed, and
+the dangling edges it counted while building (a run that publishes does not check twice).
 """
-
-from pathlib import Path
 
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
 from assets.extractions import extractions
 from assets.graph_snapshot import graph_snapshot
 from pipelines.resources import EmbedderResource, ExtractorResource, StoreResource
-from qortex_core.errors import QortexError
 from qortex_core.ingest.budget import FailureBudget, judge
 from qortex_core.ingest.stage_inputs import remembered
-from qortex_core.ops.doctor import DoctorConfig, check_probe
+from qortex_core.ops.probe_memo import remembered_probe
 from qortex_core.ops.table_checks import (
-    dangling_edges,
     extraction_status,
     failed_extraction_errors,
+    remembered_dangling,
 )
-from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import CHUNKS, CONCEPTS, EXTRACTIONS, FACTS, PASSAGES, SYNONYMS
+from qortex_core.storage.store import CHUNKS, EXTRACTIONS
 
-GRAPH_TABLES = (CONCEPTS, PASSAGES, FACTS, SYNONYMS)
 EXTRACT_TABLES = (CHUNKS, EXTRACTIONS)  # what the extraction checks read
 
 
@@ -43,8 +40,7 @@ def _extraction_status(store: StoreResource, extractor: ExtractorResource) -> di
     asset=graph_snapshot, description="Every fact, synonym and passage link ends at a node."
 )
 def no_dangling_edges(store: StoreResource) -> AssetCheckResult:
-    db = store.open()
-    found = remembered(db, "dangling_edges", GRAPH_TABLES, lambda: dangling_edges(db))
+    found = remembered_dangling(store.open())
     return AssetCheckResult(
         passed=sum(found.values()) == 0, metadata={f"dangling_{k}": v for k, v in found.items()}
     )
@@ -113,35 +109,7 @@ def snapshot_answers_probe(store: StoreResource, embedder: EmbedderResource) -> 
 
 
 def _probe(store: StoreResource, embedder: EmbedderResource) -> tuple[bool, str]:
-    """The probe's verdict and detail, run again only when ``LATEST`` names another snapshot,
-    that snapshot's manifest file is not the one that passed, or the embedder changed."""
-    home, model = store.snapshots(), embedder.get()
-
-    def probe() -> list:
-        check = check_probe(home, model, DoctorConfig(probe_embeds=False))
-        return [check.ok, check.detail]
-
-    published = _published(home)
-    if published is None:  # nothing to remember it by: the probe says what is wrong
-        ok, detail = probe()
-        return bool(ok), str(detail)
-    db = store.open()
-    ok, detail = remembered(db, "snapshot_probe", (), probe, *published, model.name, keep=_passed)
-    return bool(ok), str(detail)
-
-
-def _passed(verdict: list) -> bool:
-    return bool(verdict[0])
-
-
-def _published(home: Path) -> tuple[str, str] | None:
-    """The snapshot ``LATEST`` names and its manifest file's stat (None: it cannot be read)."""
-    try:
-        name = snap.latest_name(home)
-        st = (snap.snapshots_dir(home) / name / "manifest.json").stat()
-    except (QortexError, OSError):
-        return None
-    return name, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return remembered_probe(store.open(), store.snapshots(), embedder.get())
 
 
 INGEST_CHECKS = (

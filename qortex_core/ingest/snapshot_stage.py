@@ -56,6 +56,9 @@ class SnapshotReport:
         reason: why that mode, in a few words.
         rows_added, rows_changed, rows_removed: passage, concept and fact rows against the
             previous snapshot (tables read in full are not compared: 0).
+        dangling: the stored tables' dangling edges as this build found them
+            (:func:`qortex_core.ops.table_checks.dangling_edges`' counts); None when not counted
+            (an unchanged snapshot, or no concept or passage to count against).
     """
 
     name: str
@@ -67,6 +70,7 @@ class SnapshotReport:
     rows_added: int = 0
     rows_changed: int = 0
     rows_removed: int = 0
+    dangling: dict[str, int] | None = None
 
 
 _SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
@@ -98,10 +102,12 @@ def _latest_with_inputs(latest: snap.Snapshot | None, inputs: str) -> SnapshotRe
     return SnapshotReport(path.name, latest.version, path, counts, "unchanged", "same inputs")
 
 
-def _report(path: Path, counts: SnapshotCounts, merge: Merge, why: str) -> SnapshotReport:
+def _report(
+    path: Path, counts: SnapshotCounts, merge: Merge, why: str, dangling: dict[str, int] | None
+) -> SnapshotReport:
     """The report of a published snapshot: incremental when any table was merged."""
     change = merge.change
-    rows = (change.added, change.changed, change.removed)
+    rows = (change.added, change.changed, change.removed, dangling)
     if merge.merged and merge.base is not None:
         source = merge.base.snapshot.manifest.get("name", "the previous snapshot")
         reason = f"vectors of {', '.join(merge.merged)} merged from {source}"
@@ -168,6 +174,18 @@ def _synonym_edges(stored: _Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     keys = stored.concepts["id"]
     weights = np.asarray(syn["weight"].to_numpy(), np.float32)
     return _positions(syn["a"], keys, "synonyms"), _positions(syn["b"], keys, "synonyms"), weights
+
+
+def _dangling(stored: _Stored) -> dict[str, int] | None:
+    """The dangling edges of the tables this build read: a fact or synonym end that names no
+    concept fails the build (:func:`_positions`), so only the concepts' passage links that
+    name no stored passage are counted. None when there is no concept or passage."""
+    concepts, passages = stored.concepts, stored.passages
+    if concepts.num_rows == 0 or passages.num_rows == 0:
+        return None
+    links = pc.list_flatten(concepts["passage_ids"])  # (listings,)
+    known = pc.sum(pc.is_in(links, value_set=passages["id"]))  # a null is never known
+    return {"fact": 0, "synonym": 0, "contains": len(links) - int(known.as_py() or 0)}
 
 
 def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -294,12 +312,12 @@ def build_snapshot(
     }
     folder = snap.staging_dir(home)
     try:
-        path, counts = _assemble(
+        path, counts, dangling = _assemble(
             store, home, passages, graph_config, folder, manifest_base, merge, verify
         )
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
-    return _report(path, counts, merge, why or other)
+    return _report(path, counts, merge, why or other, dangling)
 
 
 def _assemble(
@@ -311,14 +329,15 @@ def _assemble(
     manifest_base: dict,
     merge: Merge,
     verify: Callable[[str], None] | None = None,
-) -> tuple[Path, SnapshotCounts]:
+) -> tuple[Path, SnapshotCounts, dict[str, int] | None]:
     """Read, build and publish the snapshot, staging its vector files in ``folder`` (merged
-    from ``merge``'s base where it has one)."""
+    from ``merge``'s base where it has one); the dangling edges it found."""
     stored, cells = read_stored(store, passages, graph_config, folder, merge)
     give_back()  # what reading freed, before the graph is built
     arrays, edges, contains, sequence, words = _graph_arrays(
         stored, graph_config, cells, merge.base
     )
+    dangling = _dangling(stored)
     facts = stored.facts.select(list(KEYS[FACTS])) if stored.facts.num_rows else pa.table({})
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
     give_back()  # the links, before the tables are assembled
@@ -340,7 +359,7 @@ def _assemble(
     }
     if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
         manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
-    return _publish(home, arrays, tables, manifest, verify, words), counts
+    return _publish(home, arrays, tables, manifest, verify, words), counts, dangling
 
 
 def _publish(

@@ -52,5 +52,12 @@ def remembered(
             return json.loads(value)
     value = compute()
     if keep is None or keep(value):
-        store.set_stage_digest(f"memo:{name}", f"{marks} {json.dumps(value)}")
+        remember(store, name, marks, value)
     return json.loads(json.dumps(value))  # the same shape as a remembered one (lists)
+
+
+def remember(store: LanceStore, name: str, marks: str, value: Any) -> None:
+    """Record ``value`` as what :func:`remembered` ``name`` gives while the marks are ``marks``
+    (:func:`upstream_marks`, taken before the value's inputs were read: a write in between
+    changes the marks, and the value is computed again)."""
+    store.set_stage_digest(f"memo:{name}", f"{marks} {json.dumps(value)}")

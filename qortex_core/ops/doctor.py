@@ -235,9 +235,14 @@ def check_probe(
     return _judge_probe(loaded.manifest["name"], first, result, dense)
 
 
-def probe_gate(home: Path | str, embedder: Embedder) -> Callable[[str], None]:
+def probe_gate(
+    home: Path | str,
+    embedder: Embedder,
+    on_pass: Callable[[str, str], None] | None = None,
+) -> Callable[[str], None]:
     """A ``verify`` for :func:`qortex_core.ingest.stages.build_snapshot`: the new snapshot must
-    pass the probe (stored vectors, no model call) before ``LATEST`` moves to it.
+    pass the probe (stored vectors, no model call) before ``LATEST`` moves to it;
+    ``on_pass(name, detail)`` is told of a pass (:mod:`.probe_memo` remembers it).
 
     Raises (the returned function):
         SnapshotError: the probe failed; the snapshot is not published.
@@ -249,6 +254,8 @@ def probe_gate(home: Path | str, embedder: Embedder) -> Callable[[str], None]:
             raise SnapshotError(
                 f"snapshot {name} failed its probe and was not published: {found.detail}"
             )
+        if on_pass is not None:
+            on_pass(name, found.detail)
 
     return verify
 

@@ -12,6 +12,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.stage_inputs import remember, remembered, upstream_marks
 from qortex_core.storage.store import (
     CHUNKS,
     CONCEPTS,
@@ -21,6 +22,9 @@ from qortex_core.storage.store import (
     SYNONYMS,
     LanceStore,
 )
+
+GRAPH_TABLES = (CONCEPTS, PASSAGES, FACTS, SYNONYMS)  # what the dangling-edge check reads
+DANGLING_MEMO = "dangling_edges"
 
 
 def _columns(store: LanceStore, table: str, columns: Sequence[str]) -> pa.Table | None:
@@ -61,6 +65,23 @@ def dangling_edges(store: LanceStore) -> dict[str, int]:
         links = pc.list_flatten(concepts["passage_ids"])
         found["contains"] = _count(_outside(links, passages))
     return found
+
+
+def remembered_dangling(store: LanceStore) -> dict[str, int]:
+    """:func:`dangling_edges`, or its remembered counts while the graph tables are unchanged
+    (the graph_snapshot stage counts them as it builds: :func:`remember_dangling`)."""
+    return remembered(store, DANGLING_MEMO, GRAPH_TABLES, lambda: dangling_edges(store))
+
+
+def graph_marks(store: LanceStore) -> str:
+    """The graph tables' marks, taken before a build reads them (:func:`remember_dangling`)."""
+    return upstream_marks(store, GRAPH_TABLES)
+
+
+def remember_dangling(store: LanceStore, marks: str, counts: dict[str, int]) -> None:
+    """Record ``counts`` (as :func:`dangling_edges` gives them, counted by a snapshot build
+    from the tables at ``marks``) for :func:`remembered_dangling`."""
+    remember(store, DANGLING_MEMO, marks, counts)
 
 
 def _chunk_states(store: LanceStore, extractor_key: str) -> tuple[pa.Array, pa.Table | None]:

@@ -120,3 +120,19 @@ def test_a_table_changed_while_the_snapshot_reads_it_is_a_snapshot_error(synth_h
     with pytest.raises(SnapshotError, match="concepts changed"):
         build_snapshot(store, home, "hash3-16", force=True)
     assert snap.latest_name(home) == latest  # nothing published
+
+
+def test_a_build_counts_the_dangling_links_the_table_check_counts(synth_home):
+    from qortex_core.ops.table_checks import dangling_edges
+
+    home, store = synth_home
+    clean = build_snapshot(store, home, "hash3-16", force=True)
+    assert clean.dangling == dangling_edges(store) == {"fact": 0, "synonym": 0, "contains": 0}
+    concepts = store.read(CONCEPTS)
+    lists = concepts["passage_ids"].to_pylist()
+    lists[0], lists[3] = [*lists[0], "p_gone", "p_gone2"], [*lists[3], "p_gone"]
+    at = concepts.schema.get_field_index("passage_ids")
+    kind = concepts.schema.field("passage_ids").type
+    store.replace(CONCEPTS, concepts.set_column(at, "passage_ids", pa.array(lists, kind)))
+    found = build_snapshot(store, home, "hash3-16", force=True).dangling
+    assert found == dangling_edges(store) == {"fact": 0, "synonym": 0, "contains": 3}

@@ -17,7 +17,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-import pipelines.checks as checks
 from qortex_cli.commands.ingest import _check_usable
 from qortex_cli.runs.local import run_ingest
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, TokenWindow, token_window
@@ -27,7 +26,7 @@ from qortex_core.ingest.document_stage import sync_source
 from qortex_core.ingest.documents import SourceConfig
 from qortex_core.ingest.source_listing import list_tree
 from qortex_core.ingest.stage_inputs import remembered
-from qortex_core.ops import table_checks
+from qortex_core.ops import doctor, probe_memo, table_checks
 from qortex_core.storage.store import (
     CHUNKS,
     CONCEPTS,
@@ -66,26 +65,38 @@ def _counted(monkeypatch, module, name: str) -> list[int]:
 
 @pytest.mark.slow
 def test_an_unchanged_run_neither_probes_again_nor_loads_the_tokenizer(tmp_path, monkeypatch):
+    """The graph_snapshot stage's gate probes each new snapshot once; the probe check and the
+    dangling-edge check give what the stage established, and never read again unchanged."""
     monkeypatch.setenv("QORTEX_EMBEDDER", "hash:32")
     monkeypatch.setenv("QORTEX_EXTRACTOR", "offline")
     source, home = tmp_path / "src", tmp_path / "home"
     for i in range(3):
         _write(source, f"p{i}.md", f"# Karo{i} Venn\n\nKaro{i} Venn met Ilsa Marr at Orin.\n")
-    probes = _counted(monkeypatch, checks, "check_probe")
+    gate = _counted(monkeypatch, doctor, "check_probe")  # the stage's gate
+    probes = _counted(monkeypatch, probe_memo, "check_probe")  # the check's own probe
+    scans = _counted(monkeypatch, table_checks, "dangling_edges")
     windows = _counted(monkeypatch, chunk_asset, "token_window")
     first = run_ingest(source, home, progress=False)
-    assert first.checks["snapshot_answers_probe"] and (len(probes), len(windows)) == (1, 1)
+    assert first.checks["snapshot_answers_probe"] and first.checks["no_dangling_edges"]
+    assert (len(gate), len(probes), len(scans), len(windows)) == (1, 0, 0, 1)
 
     same = run_ingest(source, home, progress=False)
     assert same.summary["snapshot_status"] == "unchanged"
     assert all(same.checks.values()) and same.metadata["chunks"]["mode"] == "unchanged"
-    assert (len(probes), len(windows)) == (1, 1)  # the pass remembered, no tokenizer made
+    assert (len(gate), len(probes), len(scans), len(windows)) == (1, 0, 0, 1)  # all remembered
     assert same.metadata["chunks"]["max_tokens"] == first.metadata["chunks"]["max_tokens"]
 
     _write(source, "p3.md", "# Karo3 Venn\n\nKaro3 Venn met Ilsa Marr at Orin.\n")
     grown = run_ingest(source, home, progress=False)
     assert grown.summary["snapshot"] != first.summary["snapshot"]
-    assert grown.checks["snapshot_answers_probe"] and (len(probes), len(windows)) == (2, 2)
+    assert grown.checks["snapshot_answers_probe"] and grown.checks["no_dangling_edges"]
+    assert (len(gate), len(probes), len(scans), len(windows)) == (2, 0, 0, 2)
+
+    store = LanceStore.open(home)  # what the stage remembered is what a scan and a probe find
+    assert table_checks.remembered_dangling(store) == table_checks.dangling_edges(store)
+    store.set_stage_digest(f"memo:{probe_memo.PROBE_MEMO}", "forgotten []")
+    assert probe_memo.remembered_probe(store, home, HashEmbedder(HashEmbedderConfig(32)))[0]
+    assert len(probes) == 1  # nothing remembered for it: probed
 
 
 def test_a_failed_verdict_is_not_remembered(tmp_path):

@@ -24,7 +24,7 @@ from dagster import (
 
 from assets import INGEST_ASSETS, chunks, documents
 from assets.chunks import ChunkingConfig
-from pipelines.checks import INGEST_CHECKS, dangling_edges, extraction_status
+from pipelines.checks import INGEST_CHECKS
 from pipelines.definitions import build_definitions
 from pipelines.jobs import make_executor
 from pipelines.resources import (
@@ -39,6 +39,7 @@ from qortex_core.embed import EmbedderWrapper
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.stages import read_chunks, sync_chunks
+from qortex_core.ops.table_checks import dangling_edges, extraction_status
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.model import Extraction, Passage
 from qortex_core.storage.store import CONCEPTS, FACTS, LanceStore
