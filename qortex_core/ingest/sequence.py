@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from qortex_core.errors import ConfigError
 from qortex_core.storage import times
@@ -84,18 +82,6 @@ def _members(
     return groups
 
 
-def _epochs(event_times: Sequence[str | None]) -> np.ndarray:
-    """(n,) float64 :func:`~qortex_core.storage.times.to_epoch` of each time: the stored form
-    (``YYYY-MM-DDTHH:MM:SSZ``) parsed by one Arrow kernel, any other form one at a time."""
-    values = pa.array(list(event_times), pa.string())
-    parsed = pc.strptime(values, format="%Y-%m-%dT%H:%M:%SZ", unit="s", error_is_null=True)
-    when = pc.cast(parsed, pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64)
-    missing = np.flatnonzero(pc.is_null(parsed).to_numpy(zero_copy_only=False))
-    if missing.size:
-        when[missing] = times.epoch_array(values.take(pa.array(missing)).to_pylist())
-    return when
-
-
 def sequence_pairs(
     doc_ids: Sequence[str],
     event_times: Sequence[str | None],
@@ -110,7 +96,7 @@ def sequence_pairs(
     Returns:
         (m,) int64 passage indices ``a`` and ``b`` and (m,) int64 distances (1 = adjacent).
     """
-    when = _epochs(event_times)  # (n,) epoch seconds, NaN without a time
+    when = times.epoch_array(event_times)  # (n,) epoch seconds, NaN without a time
     a_out: list[int] = []
     b_out: list[int] = []
     d_out: list[int] = []

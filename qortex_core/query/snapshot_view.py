@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.query.fact_index import FactIndex
@@ -16,7 +17,7 @@ from qortex_core.query.rules import RuleIndex
 from qortex_core.query.scoring import FactSources
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
-from qortex_core.storage.arrow_access import READ_CHUNK, ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.storage.arrow_access import ArrowRows, ArrowStrings, Codes, HashLookup
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
 
 
@@ -169,18 +170,12 @@ class SnapshotView:
 
 
 def _epochs(passages: pa.Table) -> np.ndarray:
-    """(n_passages,) float64 epoch seconds of the ``time`` column, NaN where none (chunked, so no
-    list of every time is held)."""
+    """(n_passages,) float64 epoch seconds of the ``time`` column, NaN where none (parsed by
+    an Arrow kernel: no Python object per passage)."""
     n = passages.num_rows
     if "time" not in passages.column_names or passages["time"].null_count == n:
         return np.full(n, np.nan)
-    column = passages["time"]
-    return np.concatenate(
-        [
-            times.epoch_array(column.slice(start, READ_CHUNK).to_pylist())
-            for start in range(0, n, READ_CHUNK)
-        ]
-    )
+    return times.epoch_array(pc.cast(passages["time"], pa.string()))
 
 
 def _sequenced(manifest: dict, n_passages: int) -> float:

@@ -14,6 +14,8 @@ import datetime as dt
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 DATE_FIELDS = ("time", "date", "timestamp", "created_at")  # corpus JSON fields read as event time
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -114,9 +116,18 @@ def to_epoch(value: str | None) -> float:
             return float("nan")
 
 
-def epoch_array(values: Sequence[str | None]) -> np.ndarray:
-    """(n,) float64 epoch seconds of stored times, NaN where a passage has none."""
-    return np.array([to_epoch(v) for v in values], dtype=np.float64)
+def epoch_array(values: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """(n,) float64 :func:`to_epoch` of each stored time, NaN where a passage has none: the
+    stored form (``YYYY-MM-DDTHH:MM:SSZ``) parsed by one Arrow kernel, any other one at a time."""
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = pa.array(list(values), pa.string())
+    parsed = pc.strptime(values, format=_FORMAT, unit="s", error_is_null=True)
+    when = pc.cast(parsed, pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64)
+    missing = np.flatnonzero(pc.is_null(parsed).to_numpy(zero_copy_only=False))
+    if missing.size:  # none, or another form
+        others = values.take(pa.array(missing)).to_pylist()
+        when[missing] = np.array([to_epoch(v) for v in others], dtype=np.float64)
+    return when
 
 
 def window_mask(

@@ -55,3 +55,16 @@ def test_validate_window_errors_are_query_errors():
         validate_window("last week", None)
     with pytest.raises(QueryError, match="is after until"):
         validate_window("2023-06-01", "2023-05-01")
+
+
+def test_epoch_array_parses_every_form_as_to_epoch_does():
+    """The Arrow kernel reads the stored form; any other form (a date, an offset, junk, empty)
+    is parsed one at a time, the same as :func:`times.to_epoch` (arrays, chunked or lists)."""
+    import pyarrow as pa
+
+    values = ["2023-05-08T13:56:00Z", None, "", "2023-05-08", "2023-05-08T13:56:00+02:00", "x"]
+    want = np.array([times.to_epoch(v) for v in values])
+    assert np.isnan(want).sum() == 3 and want[3] == times.to_epoch("2023-05-08T00:00:00Z")
+    chunked = pa.chunked_array([values[:2], values[2:]], pa.string())
+    for given in (values, pa.array(values, pa.string()), chunked):
+        assert np.array_equal(times.epoch_array(given), want, equal_nan=True)
