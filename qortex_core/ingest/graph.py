@@ -97,8 +97,7 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     )
     keep = fp[:, 0] != fp[:, 1]
     fp, scale = fp[keep], scale[keep]
-    ct = graph.contains.reshape(-1, 2).astype(np.int64)
-    ct = np.unique(ct, axis=0) if len(ct) else ct  # a phrase twice in one passage is one edge
+    ct = _distinct_pairs(graph.contains.reshape(-1, 2).astype(np.int64), graph.n_passages)
     sr, sc, sw = graph.synonyms
     empty = np.zeros(0, np.int64)
     qa, qb, qw = graph.sequence if graph.sequence is not None else (empty, empty, empty)
@@ -115,6 +114,17 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n), dtype=np.float32).tocsr()
     upper.sum_duplicates()
     return sp.csr_matrix(upper + upper.T, dtype=np.float32)
+
+
+def _distinct_pairs(contains: np.ndarray, n_passages: int) -> np.ndarray:
+    """(links, 2) distinct (passage, phrase) rows, by phrase then passage: a phrase twice in one
+    passage is one edge (pairs listed phrase by phrase, as the snapshot lists them, sort in
+    about linear time: :func:`distinct_keys`)."""
+    if len(contains) == 0:
+        return contains
+    width = max(n_passages, int(contains[:, 0].max()) + 1)
+    keys = distinct_keys(contains[:, 1] * width + contains[:, 0])  # (distinct links,)
+    return np.stack([keys % width, keys // width], axis=1)
 
 
 def distinct_keys(keys: np.ndarray) -> np.ndarray:
@@ -174,14 +184,13 @@ def permute_symmetric(adjacency: sp.csr_matrix, order: np.ndarray) -> sp.csr_mat
 def fact_endpoints(facts: pa.Table, concept_ids: pa.ChunkedArray) -> np.ndarray:
     """(n_facts, 2) int64 row in ``concept_ids`` of each fact's subject and object; -1 for a
     concept that is not among them."""
-    out = np.full((facts.num_rows, 2), -1, np.int64)
-    if facts.num_rows == 0:
-        return out
-    for k, column in enumerate(("subject_id", "object_id")):
-        at = pc.index_in(facts[column], value_set=concept_ids)
-        known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-        out[known, k] = at.drop_null().to_numpy(zero_copy_only=False)
-    return out
+    n = facts.num_rows
+    if n == 0:
+        return np.full((0, 2), -1, np.int64)
+    ends = pa.chunked_array(facts["subject_id"].chunks + facts["object_id"].chunks)
+    at = pc.index_in(ends, value_set=concept_ids)  # one hash table for both ends
+    rows = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)  # (2 n,)
+    return np.stack([rows[:n], rows[n:]], axis=1)
 
 
 def hub_first_orders(

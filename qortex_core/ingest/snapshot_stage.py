@@ -5,31 +5,29 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from qortex_core.errors import SnapshotError
-from qortex_core.ingest import snapshot_base, snapshot_words
+from qortex_core.ingest import snapshot_base, snapshot_edges, snapshot_words
 from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.cells import FactCells
 from qortex_core.ingest.graph import (
     GraphConfig,
     GraphInput,
     build_adjacency,
-    distinct_keys,
     phrase_passage_counts,
 )
-from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
 from qortex_core.ingest.snapshot_base import KEYS
 from qortex_core.ingest.snapshot_cells import layout_of
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
-from qortex_core.ingest.snapshot_tables import listed, snapshot_tables
+from qortex_core.ingest.snapshot_tables import snapshot_tables
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -122,109 +120,6 @@ def _report(
     return SnapshotReport(path.name, int(path.name[1:7]), path, counts, "full", why, *rows)
 
 
-def _column(table: pa.Table, name: str) -> list:
-    """``table[name]`` as a list; [] for an empty table (which may lack the column)."""
-    return table[name].to_pylist() if table.num_rows else []
-
-
-def _positions(values: pa.ChunkedArray | pa.Array, keys: pa.ChunkedArray, what: str) -> np.ndarray:
-    """(n,) int64 row of each value in ``keys``.
-
-    Raises:
-        SnapshotError: a value is not among the keys (the tables disagree).
-    """
-    at = pc.index_in(values, value_set=keys)
-    if at.null_count:
-        raise SnapshotError(f"{at.null_count} {what} name a concept or passage that is not stored")
-    return np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
-
-
-def _fact_edges(
-    stored: _Stored, graph_config: GraphConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(n_facts, 2) fact endpoints; one (subject, object) row per (fact, source passage);
-    the per-row relation multipliers (None when no relation weight is set)."""
-    facts, concept_ids = stored.facts, stored.concepts["id"] if stored.concepts.num_rows else None
-    if facts.num_rows == 0 or concept_ids is None:
-        return np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32), None
-    if stored.fact_ends is None:
-        ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
-        fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
-    elif (stored.fact_ends < 0).any():
-        unknown = int((stored.fact_ends < 0).any(axis=1).sum())
-        raise SnapshotError(f"{unknown} facts name a concept or passage that is not stored")
-    else:
-        fact_nodes = stored.fact_ends.astype(np.int32)  # (facts, 2)
-    counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
-    fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
-    weighted = graph_config.relation_weights and "relation" in facts.schema.names
-    fact_scale = (
-        np.repeat(graph_config.relation_multipliers(_column(facts, "relation")), counts)
-        if weighted
-        else None
-    )
-    return fact_nodes, fact_pairs, fact_scale
-
-
-def _synonym_edges(stored: _Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, weight) of every synonym edge, as phrase indices."""
-    syn = stored.synonyms
-    if syn.num_rows == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-    keys = stored.concepts["id"]
-    weights = np.asarray(syn["weight"].to_numpy(), np.float32)
-    return _positions(syn["a"], keys, "synonyms"), _positions(syn["b"], keys, "synonyms"), weights
-
-
-def _dangling(stored: _Stored) -> dict[str, int] | None:
-    """The dangling edges of the tables this build read: a fact or synonym end that names no
-    concept fails the build (:func:`_positions`), so only the concepts' passage links that
-    name no stored passage are counted. None when there is no concept or passage."""
-    concepts, passages = stored.concepts, stored.passages
-    if concepts.num_rows == 0 or passages.num_rows == 0:
-        return None
-    links = pc.list_flatten(concepts["passage_ids"])  # (listings,)
-    known = pc.sum(pc.is_in(links, value_set=passages["id"]))  # a null is never known
-    return {"fact": 0, "synonym": 0, "contains": len(links) - int(known.as_py() or 0)}
-
-
-def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(row, passage index) pairs of ``table``'s ``passage_ids`` lists: stored passages only,
-    each pair once, sorted by row then passage."""
-    if table.num_rows == 0 or passages.num_rows == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    row, passage = listed(table["passage_ids"], passages["id"])  # (known listings,)
-    key = distinct_keys(row * passages.num_rows + passage)  # (pairs,) rows in order: sorted runs
-    return key // passages.num_rows, key % passages.num_rows
-
-
-def _contains(stored: _Stored) -> np.ndarray:
-    """(n_links, 2) (passage index, phrase index): each stored passage a concept lists, once."""
-    phrase, passage = _listed_passages(stored.concepts, stored.passages)
-    return np.stack([passage, phrase], axis=1)
-
-
-def _fact_passages(stored: _Stored) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (indptr, indices) of the stored passages each fact came from, sorted per fact."""
-    fact, passage = _listed_passages(stored.facts, stored.passages)
-    indptr = np.zeros(stored.facts.num_rows + 1, np.int64)
-    indptr[1:] = np.cumsum(np.bincount(fact, minlength=stored.facts.num_rows))
-    return indptr, passage.astype(np.int32)
-
-
-def _sequence_edges(
-    stored: _Stored, graph_config: GraphConfig
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, weight) passage-to-passage edges between neighbouring items of one dated source."""
-    p = stored.passages
-    # passages stored before event times were kept have no ``time`` column: no sequence then
-    when = _column(p, "time") if "time" in p.schema.names else [None] * p.num_rows
-    a, b, distance = sequence_pairs(
-        _column(p, "doc_id"), when, _column(p, "domain"), graph_config.sequence
-    )
-    return a, b, sequence_weights(distance, graph_config.sequence)
-
-
 def _graph_arrays(
     stored: _Stored,
     graph_config: GraphConfig,
@@ -235,10 +130,10 @@ def _graph_arrays(
     sequence counts (``edges``, ``passages`` in a sequence) and the passages' word frequencies
     (counted on the change from ``base``'s, :mod:`.snapshot_words`)."""
     n_phr, n_pas = stored.concepts.num_rows, stored.passages.num_rows
-    fact_nodes, fact_pairs, fact_scale = _fact_edges(stored, graph_config)
-    contains = _contains(stored)  # (n_links, 2) passage index, phrase index
-    synonyms = _synonym_edges(stored)
-    sequence = _sequence_edges(stored, graph_config)
+    fact_nodes, fact_pairs, fact_scale = snapshot_edges.fact_edges(stored, graph_config)
+    contains = snapshot_edges.contains(stored)  # (n_links, 2) passage index, phrase index
+    synonyms = snapshot_edges.synonym_edges(stored)
+    sequence = snapshot_edges.sequence_edges(stored, graph_config)
     adj = build_adjacency(
         GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale, sequence),
         graph_config,
@@ -247,7 +142,7 @@ def _graph_arrays(
         check_symmetric(adj)
     except ValueError as exc:
         raise SnapshotError(f"the built graph cannot be published: {exc}") from None
-    indptr, indices = _fact_passages(stored)
+    indptr, indices = snapshot_edges.fact_passages(stored)
     text_frequency, words = snapshot_words.text_frequency(stored.passages, stored.concepts, base)
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
@@ -295,29 +190,46 @@ def build_snapshot(
     versions = store.versions()
     passages = store.read_without(PASSAGES, ["vector"])
     # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
-    versions[fulltext.PASSAGE_TEXT] = fulltext.sync(store.db, passages)
-    give_back()  # the sync's transient rows
-    inputs = _inputs_digest(versions, embedding_model, graph_config, params)
+    text_sync = fulltext.plan_sync(store.db, passages)
     latest, why = snapshot_base.latest(home)
-    unchanged = None if force else _latest_with_inputs(latest, inputs)
-    if unchanged is not None:
-        return unchanged
+    if text_sync.idle and not force:  # else the index's version moves: not the same inputs
+        versions[fulltext.PASSAGE_TEXT] = text_sync.version
+        inputs = _inputs_digest(versions, embedding_model, graph_config, params)
+        unchanged = _latest_with_inputs(latest, inputs)
+        if unchanged is not None:
+            return unchanged
     base, other = snapshot_base.Base.of(latest, embedding_model)
-    merge = Merge(base, versions)
-    manifest_base = {
+    merge = Merge(base, dict(versions))
+    folder = snap.staging_dir(home)
+    # the index merge costs about the whole index: it runs beside the build, on its own table
+    with ThreadPoolExecutor(1, thread_name_prefix="passage-text") as pool:
+        synced = pool.submit(fulltext.apply_sync, store.db, text_sync)
+        del text_sync  # its rows are the thread's now
+
+        def manifest_base() -> dict:
+            """Once the index is synced: what the snapshot was built from."""
+            versions[fulltext.PASSAGE_TEXT] = synced.result()
+            return _manifest_base(versions, embedding_model, graph_config, params)
+
+        try:
+            path, counts, dangling = _assemble(
+                store, home, passages, graph_config, folder, manifest_base, merge, verify
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
+    return _report(path, counts, merge, why or other, dangling)
+
+
+def _manifest_base(
+    versions: dict, embedding_model: str, graph_config: GraphConfig, params: dict | None
+) -> dict:
+    """The manifest's record of the inputs: table versions, model, their digest, parameters."""
+    return {
         "embedding_model": embedding_model,
         "table_versions": versions,
-        "inputs_digest": inputs,
+        "inputs_digest": _inputs_digest(versions, embedding_model, graph_config, params),
         "params": dict(params or {}, graph=asdict(graph_config)),
     }
-    folder = snap.staging_dir(home)
-    try:
-        path, counts, dangling = _assemble(
-            store, home, passages, graph_config, folder, manifest_base, merge, verify
-        )
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
-    return _report(path, counts, merge, why or other, dangling)
 
 
 def _assemble(
@@ -326,7 +238,7 @@ def _assemble(
     passages: pa.Table,
     graph_config: GraphConfig,
     folder: Path,
-    manifest_base: dict,
+    manifest_base: Callable[[], dict],
     merge: Merge,
     verify: Callable[[str], None] | None = None,
 ) -> tuple[Path, SnapshotCounts, dict[str, int] | None]:
@@ -337,7 +249,7 @@ def _assemble(
     arrays, edges, contains, sequence, words = _graph_arrays(
         stored, graph_config, cells, merge.base
     )
-    dangling = _dangling(stored)
+    dangling = snapshot_edges.dangling(stored)
     facts = stored.facts.select(list(KEYS[FACTS])) if stored.facts.num_rows else pa.table({})
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
     give_back()  # the links, before the tables are assembled
@@ -353,7 +265,7 @@ def _assemble(
         contains=contains,
     )
     manifest = {
-        **manifest_base,
+        **manifest_base(),
         "counts": counts.as_dict(),
         "sequence": sequence,  # conversational structure (ingest/sequence.py)
     }

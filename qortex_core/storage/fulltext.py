@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +55,64 @@ def open_latest(db):
         return None
 
 
+@dataclass(frozen=True)
+class SyncPlan:
+    """What :func:`sync` has to do to make ``passage_text`` hold a passage set: rows to add
+    and ids to delete.
+
+    Attributes:
+        table: the table, None when it is to be made (or stays absent: no passage at all).
+        new: (id, text) rows not held yet (every row when the table is to be made).
+        gone: held ids that are not among the passages.
+    """
+
+    table: Any
+    new: pa.Table
+    gone: list[str]
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to write: the table holds exactly the passages (or there are none)."""
+        return self.new.num_rows == 0 and not self.gone
+
+    @property
+    def version(self) -> int:
+        """The table's version as it stands (0: no table)."""
+        return int(self.table.version) if self.table is not None else 0
+
+
+def plan_sync(db, passages: pa.Table) -> SyncPlan:
+    """What :func:`sync` would write for ``passages`` (a read of the held ids; no write)."""
+    table, rows = open_latest(db), passage_rows(passages)
+    if table is None:
+        return SyncPlan(None, rows, [])
+    held = table.search().select(["id"]).limit(None).to_arrow()["id"]  # no Python set of ids
+    new = rows.filter(pc.invert(pc.is_in(rows["id"], value_set=held)))
+    gone = sorted(set(held.filter(pc.invert(pc.is_in(held, value_set=rows["id"]))).to_pylist()))
+    return SyncPlan(table, new, gone)
+
+
+def apply_sync(db, plan: SyncPlan) -> int:
+    """Carry out ``plan``; the table's version after it (0: no passages, no table). The
+    index merge (``optimize()``) costs about the whole index, so a caller with other work may
+    run this beside it (it writes ``passage_text`` only)."""
+    table = plan.table
+    if plan.idle:
+        return plan.version
+    if table is None:
+        return int(_create(db, plan.new).version)
+    if plan.new.num_rows:
+        table.add(plan.new)
+    for start in range(0, len(plan.gone), _DELETE_BATCH):
+        quoted = ", ".join(
+            "'" + v.replace("'", "''") + "'" for v in plan.gone[start : start + _DELETE_BATCH]
+        )
+        table.delete(f"id IN ({quoted})")
+    table.optimize(cleanup_older_than=_KEEP_VERSIONS)  # index the new rows, compact
+    _reindex_if_stale(table)
+    return int(table.version)
+
+
 def sync(db, passages: pa.Table) -> int:
     """Make ``passage_text`` hold exactly ``passages``' ids; its version (0: no passages).
 
@@ -60,26 +120,7 @@ def sync(db, passages: pa.Table) -> int:
         db: the store's LanceDB connection.
         passages: the passages table (``id``, ``title``, ``text``) being published.
     """
-    table = open_latest(db)
-    if passages.num_rows == 0 and table is None:
-        return 0
-    rows = passage_rows(passages)
-    if table is None:
-        return int(_create(db, rows).version)
-    held = table.search().select(["id"]).limit(None).to_arrow()["id"]  # no Python set of ids
-    new = rows.filter(pc.invert(pc.is_in(rows["id"], value_set=held)))
-    gone = sorted(set(held.filter(pc.invert(pc.is_in(held, value_set=rows["id"]))).to_pylist()))
-    if new.num_rows:
-        table.add(new)
-    for start in range(0, len(gone), _DELETE_BATCH):
-        quoted = ", ".join(
-            "'" + v.replace("'", "''") + "'" for v in gone[start : start + _DELETE_BATCH]
-        )
-        table.delete(f"id IN ({quoted})")
-    if new.num_rows or gone:
-        table.optimize(cleanup_older_than=_KEEP_VERSIONS)  # index the new rows, compact
-        _reindex_if_stale(table)
-    return int(table.version)
+    return apply_sync(db, plan_sync(db, passages))
 
 
 def _reindex_if_stale(table) -> None:
