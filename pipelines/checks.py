@@ -18,21 +18,18 @@ from pipelines.resources import EmbedderResource, ExtractorResource, StoreResour
 from qortex_core.ingest.budget import FailureBudget, judge
 from qortex_core.ingest.stage_inputs import remembered
 from qortex_core.ops.probe_memo import remembered_probe
-from qortex_core.ops.table_checks import (
-    extraction_status,
-    failed_extraction_errors,
-    remembered_dangling,
-)
+from qortex_core.ops.table_checks import extraction_states, remembered_dangling
 from qortex_core.storage.store import CHUNKS, EXTRACTIONS
 
 EXTRACT_TABLES = (CHUNKS, EXTRACTIONS)  # what the extraction checks read
 
 
-def _extraction_status(store: StoreResource, extractor: ExtractorResource) -> dict[str, int]:
-    """:func:`extraction_status`, read again only when the chunks or extractions were written."""
+def _extraction_states(store: StoreResource, extractor: ExtractorResource) -> dict:
+    """:func:`extraction_states` (the three extraction checks' one pass over the chunks), read
+    again only when the chunks or extractions were written."""
     db, key = store.open(), extractor.get().cache_key
     return remembered(
-        db, "extraction_status", EXTRACT_TABLES, lambda: extraction_status(db, key), key
+        db, "extraction_states", EXTRACT_TABLES, lambda: extraction_states(db, key), key
     )
 
 
@@ -51,7 +48,7 @@ def no_dangling_edges(store: StoreResource) -> AssetCheckResult:
     description="Every chunk is extracted or recorded as failed; nothing silently dropped.",
 )
 def every_chunk_accounted(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
-    counts = _extraction_status(store, extractor)
+    counts = _extraction_states(store, extractor)["status"]
     return AssetCheckResult(passed=counts["missing"] == 0, metadata=counts)
 
 
@@ -59,7 +56,7 @@ def every_chunk_accounted(store: StoreResource, extractor: ExtractorResource) ->
     asset=extractions, description="No chunk is left failed (failures are retried on the next run)."
 )
 def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
-    counts = _extraction_status(store, extractor)
+    counts = _extraction_states(store, extractor)["status"]
     return AssetCheckResult(
         passed=counts["failed"] == 0, severity=AssetCheckSeverity.WARN, metadata=counts
     )
@@ -72,10 +69,8 @@ def no_failed_extractions(store: StoreResource, extractor: ExtractorResource) ->
     "failed, fails the run: no snapshot is published and the previous one keeps answering).",
 )
 def within_failure_budget(store: StoreResource, extractor: ExtractorResource) -> AssetCheckResult:
-    db, key = store.open(), extractor.get().cache_key
-    errors, chunks = remembered(
-        db, "failed_extractions", EXTRACT_TABLES, lambda: failed_extraction_errors(db, key), key
-    )
+    states = _extraction_states(store, extractor)
+    errors, chunks = states["errors"], states["chunks"]
     verdict = judge(errors, chunks, FailureBudget.from_env())
     return AssetCheckResult(
         passed=verdict.passed,

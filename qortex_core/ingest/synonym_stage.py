@@ -45,6 +45,7 @@ BASIS = "synonym_basis"
 _STATE = "synonyms"  # stage-state key: JSON of the settings digest, drift and table versions
 MAX_DRIFT = 0.2  # concepts added + removed since the last full build, as a share of its concepts
 _PROBE_SEED = 20_240_611
+_PRINT_BYTES = 1 << 20  # one block of fingerprint products (fits the cache)
 _DELETE_LIST = 1000  # up to this many ids a delete is one predicate; above, a filtered rewrite
 
 Mode = Literal["unchanged", "incremental", "full"]
@@ -114,10 +115,16 @@ def fingerprints(vectors: np.ndarray) -> np.ndarray:
     odd numbers, summed with 64-bit wrap-around. Integer arithmetic: a row's fingerprint is the
     same in any table (a float product's last bit can depend on the matrix around the row),
     and two rows that differ in any bit almost surely differ here."""
-    bits = np.ascontiguousarray(vectors, np.float32).view(np.uint32).astype(np.uint64)
     rng = np.random.default_rng(_PROBE_SEED)
     odd = rng.integers(0, 1 << 62, vectors.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    return (bits * odd).sum(axis=1, dtype=np.uint64).view(np.int64)
+    out = np.empty(len(vectors), np.uint64)
+    step = max(1, _PRINT_BYTES // max(8 * vectors.shape[1], 1))  # rows whose products fit cache
+    for s in range(0, len(vectors), step):
+        bits = np.ascontiguousarray(vectors[s : s + step], np.float32).view(np.uint32)
+        wide = bits.astype(np.uint64)  # (step, d)
+        np.multiply(wide, odd, out=wide)
+        wide.sum(axis=1, dtype=np.uint64, out=out[s : s + step])
+    return out.view(np.int64)
 
 
 @dataclass(frozen=True)

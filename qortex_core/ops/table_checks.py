@@ -100,7 +100,10 @@ def _chunk_states(store: LanceStore, extractor_key: str) -> tuple[pa.Array, pa.T
 
 def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:
     """Chunks with a successful extraction, a recorded failure, or nothing at all."""
-    rows, stored = _chunk_states(store, extractor_key)
+    return _status(*_chunk_states(store, extractor_key))
+
+
+def _status(rows: pa.Array, stored: pa.Table | None) -> dict[str, int]:
     if stored is None:
         return {"ok": 0, "failed": 0, "missing": len(rows)}
     status = stored["status"].combine_chunks().take(rows)
@@ -111,7 +114,10 @@ def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:
 
 def failed_extraction_errors(store: LanceStore, extractor_key: str) -> tuple[list[str], int]:
     """The recorded errors of the current chunks whose extraction failed, and the chunk count."""
-    rows, stored = _chunk_states(store, extractor_key)
+    return _errors(*_chunk_states(store, extractor_key))
+
+
+def _errors(rows: pa.Array, stored: pa.Table | None) -> tuple[list[str], int]:
     if stored is None:
         return [], len(rows)
     recorded = rows.filter(pc.is_valid(rows))
@@ -119,3 +125,12 @@ def failed_extraction_errors(store: LanceStore, extractor_key: str) -> tuple[lis
     failed = pc.invert(pc.fill_null(pc.equal(status, "ok"), False))
     errors = stored["error"].combine_chunks().take(recorded.filter(failed))
     return [str(e) for e in errors.to_pylist()], len(rows)
+
+
+def extraction_states(store: LanceStore, extractor_key: str) -> dict:
+    """:func:`extraction_status` (``status``) and :func:`failed_extraction_errors` (``errors``,
+    ``chunks``) from one pass over the chunks, as one JSON value (the extraction checks share
+    it)."""
+    rows, stored = _chunk_states(store, extractor_key)
+    errors, chunks = _errors(rows, stored)
+    return {"status": _status(rows, stored), "errors": errors, "chunks": chunks}

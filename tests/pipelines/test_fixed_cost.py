@@ -251,6 +251,8 @@ def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path):
     assert table_checks.extraction_status(store, key) == status
     assert table_checks.failed_extraction_errors(store, key) == errors
     assert sorted(errors[0]) == ["HTTP 401", "timeout"] and status["missing"] == 1
+    shared = table_checks.extraction_states(store, key)  # the checks' one pass
+    assert (shared["status"], (shared["errors"], shared["chunks"])) == (status, errors)
 
 
 @pytest.mark.slow
