@@ -66,7 +66,9 @@ def synonym_edges(stored: Stored) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     keys = stored.concepts["id"]
     weights = np.asarray(syn["weight"].to_numpy(), np.float32)
-    return _positions(syn["a"], keys, "synonyms"), _positions(syn["b"], keys, "synonyms"), weights
+    ends = pa.chunked_array(syn["a"].chunks + syn["b"].chunks)  # one lookup for both ends
+    at = _positions(ends, keys, "synonyms")
+    return at[: syn.num_rows], at[syn.num_rows :], weights
 
 
 def dangling(stored: Stored) -> dict[str, int] | None:

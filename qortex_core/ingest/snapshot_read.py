@@ -203,7 +203,9 @@ def read_stored(
     stored_concepts = store.read_without(CONCEPTS, ["vector"])
     stored_passages = passages
     c_by_id, p_by_id = _by_id(stored_concepts), _by_id(stored_passages)
-    concepts, passages = stored_concepts.take(c_by_id), stored_passages.take(p_by_id)
+    # what the hub order reads, in id order; the whole tables are taken once, in snapshot order
+    concepts = stored_concepts.select(["id", "passage_ids"]).take(c_by_id)
+    passages = stored_passages.select(["id"]).take(p_by_id)
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     ends = None  # (facts, 2) the facts' concept rows, -1 unknown: once for both uses
     if facts.num_rows and concepts.num_rows:
@@ -211,7 +213,8 @@ def read_stored(
     c_local, p_local = hub_first_orders(concepts, passages, facts, ends)
     ends = None if ends is None else _renumbered(ends, c_local)  # snapshot concept rows
     c_order, p_order = c_by_id[c_local], p_by_id[p_local]  # as stored rows
-    concepts, passages = concepts.take(pa.array(c_local)), passages.take(pa.array(p_local))
+    concepts = stored_concepts.take(pa.array(c_order))
+    passages = stored_passages.take(pa.array(p_order))
     c_keys = list(KEYS[CONCEPTS])
     c_vec = staged(
         store,
