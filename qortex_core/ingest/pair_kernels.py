@@ -1,5 +1,5 @@
 """Compiled kernels of the synonym and cell searches (numba): the scan of a block of
-similarities for the pairs above a threshold, and k-means' per-cell sums.
+similarities for the pairs above a threshold.
 
 ``np.nonzero(sims >= threshold)`` makes a boolean copy of the block and then walks it a second
 time at a few nanoseconds an element; at 1M passages the synonym search scans ~20 G
@@ -64,17 +64,3 @@ def above(
     if n:
         _fill(some, t, r, c, w)
     return rows[r], c, w
-
-
-@numba.njit(nogil=True, cache=True)
-def _add_rows(sums, at, rows):  # pragma: no cover - compiled
-    for i in range(rows.shape[0]):
-        cell = at[i]
-        for j in range(rows.shape[1]):
-            sums[cell, j] += rows[i, j]
-
-
-def add_rows(sums: np.ndarray, at: np.ndarray, rows: np.ndarray) -> None:
-    """``np.add.at(sums, at, rows)``: row ``i`` of the (n, d) ``rows`` added to row ``at[i]`` of
-    ``sums``, in the same order and precision (bit for bit), ~10x faster on k-means' samples."""
-    _add_rows(sums, np.ascontiguousarray(at, np.int64), np.ascontiguousarray(rows, sums.dtype))

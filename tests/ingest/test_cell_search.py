@@ -1,13 +1,12 @@
-"""The two-level cell search (ingest/cells.py CellSearch): exact up to EXACT_CELLS centroids;
-above, far fewer comparisons per vector and almost always the same cell as the exact search."""
+"""The nearest-centroid search, and synonym cells that are a function of the concept set (the
+same pairs whatever the row order)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from qortex_core.ingest import cells as cells_mod
-from qortex_core.ingest.cells import CellSearch, FactCellsConfig, fact_cells, nearest_cells
+from qortex_core.ingest.cells import nearest_cells
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_pairs
 
 
@@ -16,45 +15,6 @@ def _clustered(n: int, centres: int, dim: int, seed: int) -> np.ndarray:
     c = rng.normal(size=(centres, dim))
     v = c[rng.integers(0, centres, n)] + rng.normal(scale=0.3, size=(n, dim))
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
-
-
-def test_up_to_the_limit_the_search_is_exact():
-    v = _clustered(2000, 50, 16, 0)
-    centroids = cells_mod.spherical_kmeans(v, 64, 0)
-    search = CellSearch.of(centroids)
-    assert search.coarse is None
-    assert np.array_equal(search.nearest(v, 3), nearest_cells(v, centroids, 3))
-
-
-def test_above_the_limit_few_comparisons_and_nearly_the_exact_cells(monkeypatch):
-    monkeypatch.setattr(cells_mod, "EXACT_CELLS", 16)
-    v = _clustered(20_000, 400, 24, 1)
-    centroids = cells_mod.spherical_kmeans(v, 400, 1)
-    search = CellSearch.of(centroids, 1)
-    assert search.coarse is not None and len(search.coarse) == 20  # ceil(sqrt(400)) groups
-    compared = np.mean([c.size for c in search.candidates]) + len(search.coarse)
-    assert compared <= 100  # a vector meets a quarter of the centroids (4 sqrt(cells))
-    got = search.nearest(v, 1)[:, 0]
-    want = nearest_cells(v, centroids, 1)[:, 0]
-    assert (got == want).mean() >= 0.95
-    sims = np.einsum("nd,nd->n", v, centroids[got]), np.einsum("nd,nd->n", v, centroids[want])
-    assert np.all(sims[0] <= sims[1] + 1e-6)  # never better than the exact best: same scores
-    two = search.nearest(v, 2)
-    assert np.all(two[:, 0] != two[:, 1])  # two distinct cells
-
-
-def test_fact_cells_with_the_two_level_search_list_every_fact_once(monkeypatch):
-    monkeypatch.setattr(cells_mod, "EXACT_CELLS", 16)
-    v = _clustered(8000, 100, 16, 2)
-    index = fact_cells(v, FactCellsConfig(min_facts=0, cell_size=40))
-    assert index is not None and len(index.centroids) == 200
-    assert np.array_equal(np.sort(index.order), np.arange(8000))
-    assert index.bounds[0] == 0 and index.bounds[-1] == 8000 and np.all(np.diff(index.bounds) >= 0)
-    home = np.empty(8000, np.int64)
-    for c in range(len(index.centroids)):
-        home[index.order[index.bounds[c] : index.bounds[c + 1]]] = c
-    exact = nearest_cells(v, index.centroids, 1)[:, 0]
-    assert (home == exact).mean() >= 0.95
 
 
 @pytest.mark.parametrize(

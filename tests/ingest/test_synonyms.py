@@ -163,16 +163,3 @@ def test_cell_assignment_grows_as_m_to_the_1_5_not_m_squared(monkeypatch):
     small, large = _comparisons(monkeypatch, 4000), _comparisons(monkeypatch, 16000)
     assert large / small < 10
     assert large < 16000 * (16000 / 16) / 2  # under half of one level's comparisons
-
-
-def test_k_means_sums_equal_add_at_bit_for_bit():
-    from qortex_core.ingest.pair_kernels import add_rows
-
-    rng = np.random.default_rng(3)
-    rows = rng.normal(size=(5000, 24)).astype(np.float32)
-    at = rng.integers(0, 70, 5000)
-    want = np.zeros((70, 24), np.float32)
-    np.add.at(want, at, rows)
-    got = np.zeros((70, 24), np.float32)
-    add_rows(got, at, rows)
-    assert np.array_equal(got, want)

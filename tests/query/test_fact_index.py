@@ -10,7 +10,7 @@ import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
-from qortex_core.ingest.cells import FactCellsConfig, fact_cells, nearest_cells
+from qortex_core.ingest.cells import FactCellsConfig, nearest_cells
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.stages import build_index, build_snapshot
@@ -39,21 +39,6 @@ def homes(tmp_path_factory):
             build_snapshot(store, home, EMBED.name, config, force=True)
         out.append(home)
     return out
-
-
-def test_cells_group_every_fact_under_its_nearest_centroid():
-    rng = np.random.default_rng(1)
-    v = rng.normal(size=(500, 8)).astype(np.float32)
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    cells = fact_cells(v, FactCellsConfig(min_facts=0, cell_size=50))
-    assert cells is not None and cells.centroids.shape == (10, 8)
-    assert sorted(cells.order.tolist()) == list(range(500))  # a permutation
-    assert cells.bounds[0] == 0 and cells.bounds[-1] == 500 and np.all(np.diff(cells.bounds) >= 0)
-    home = nearest_cells(v, cells.centroids, 1)[:, 0]
-    for c in range(10):
-        members = cells.order[cells.bounds[c] : cells.bounds[c + 1]]
-        assert np.all(home[members] == c)
-    assert fact_cells(v, FactCellsConfig(min_facts=501)) is None  # too few: no index
 
 
 def test_an_indexed_snapshot_stores_its_facts_cell_by_cell(homes):
