@@ -14,7 +14,7 @@ Every document's chunks, extractions and vectors belong to the shard :func:`shar
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -275,11 +275,8 @@ def merge_embeddings(
         cache.add(new, np.stack([vectors[k] for k in new]))  # (new, d)
     drop_staging(store, "embeddings")
     report = embed_index(store, embedder, extractor_key, progress)
-    return EmbedReport(
-        report.passages,
-        report.concepts,
-        report.facts,
-        report.rules,
+    return replace(  # the mode, reason and row counts as embed_index reports them
+        report,
         texts_embedded=report.texts_embedded + len(vectors),
         cache_hits=max(report.cache_hits - len(vectors), 0),
     )

@@ -56,6 +56,9 @@ def test_sharded_stages_build_the_one_shard_graph(tmp_path: Path, embedder, coun
     assert sum(s.chunks for s in staged) == len({p.id for p in passages}) == merged.chunks
     assert merged.extracted == merged.chunks and merged.cached == merged.failed == 0
     assert report.texts_embedded == len(set(many.read(EMBEDDINGS)["key"].to_pylist()))
+    assert report.mode == "full" and report.reason.startswith("first build")  # embed_index's
+    tables = ("passages", "concepts", "facts", "rules")
+    assert report.rows_added == sum(many.count(n) for n in tables) > 0
     assert snapshot_graph(tmp_path / "many") == snapshot_graph(tmp_path / "one")
     assert not [n for n in many.table_names() if n.startswith("staging_")]  # merges cleaned up
     by_shard = {sh.shard_of(p.doc_id, count) for p in passages}
