@@ -64,16 +64,19 @@ class SyncPlan:
         table: the table, None when it is to be made (or stays absent: no passage at all).
         new: (id, text) rows not held yet (every row when the table is to be made).
         gone: held ids that are not among the passages.
+        stale: the rows are right but the index does not cover exactly them (a run stopped
+            between writing rows and indexing them): it is merged again.
     """
 
     table: Any
     new: pa.Table
     gone: list[str]
+    stale: bool = False
 
     @property
     def idle(self) -> bool:
-        """Nothing to write: the table holds exactly the passages (or there are none)."""
-        return self.new.num_rows == 0 and not self.gone
+        """Nothing to write: the table holds exactly the passages, indexed (or there are none)."""
+        return self.new.num_rows == 0 and not self.gone and not self.stale
 
     @property
     def version(self) -> int:
@@ -89,7 +92,8 @@ def plan_sync(db, passages: pa.Table) -> SyncPlan:
     held = table.search().select(["id"]).limit(None).to_arrow()["id"]  # no Python set of ids
     new = rows.filter(pc.invert(pc.is_in(rows["id"], value_set=held)))
     gone = sorted(set(held.filter(pc.invert(pc.is_in(held, value_set=rows["id"]))).to_pylist()))
-    return SyncPlan(table, new, gone)
+    stale = new.num_rows == 0 and not gone and not _covered(table)
+    return SyncPlan(table, new, gone, stale)
 
 
 def apply_sync(db, plan: SyncPlan) -> int:
@@ -123,14 +127,23 @@ def sync(db, passages: pa.Table) -> int:
     return apply_sync(db, plan_sync(db, passages))
 
 
+def _covered(table) -> bool:
+    """Whether the full-text index covers exactly the table's rows (none unindexed, none
+    deleted but still counted); False when the table has no index."""
+    indices = table.list_indices()
+    if not indices:
+        return False
+    stats = table.index_stats(indices[0].name)
+    return stats.num_unindexed_rows == 0 and stats.num_indexed_rows == table.count_rows()
+
+
 def _reindex_if_stale(table) -> None:
     """Rebuild the index when it does not cover exactly the table's rows (deleted rows still
     counted, or rows left unindexed): its BM25 statistics would then differ from those of an
     index built on the same passages at once."""
     from lancedb.index import FTS
 
-    stats = table.index_stats(table.list_indices()[0].name)
-    if stats.num_unindexed_rows == 0 and stats.num_indexed_rows == table.count_rows():
+    if _covered(table):
         return
     _log.info("passage_text: the full-text index is rebuilt (its statistics drifted)")
     table.create_index("text", config=FTS(with_position=False), replace=True)

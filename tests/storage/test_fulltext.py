@@ -95,3 +95,19 @@ def test_after_adds_and_deletes_search_equals_a_full_build(tmp_path):
         assert got[0] == want[0], text  # equal scores ranked by id, not by where rows lie
         np.testing.assert_array_equal(got[1], want[1])
         assert len(set(want[1].tolist())) < len(want[1])  # the query has ties to rank
+
+
+def test_rows_written_but_not_indexed_are_indexed_by_the_next_sync(tmp_path):
+    """A run stopped between adding the rows and merging the index: the next sync sees the
+    same ids, and still folds them into the index (a stale index scores BM25 differently)."""
+    db = LanceStore.open(tmp_path).db
+    fulltext.sync(db, _passages([A, B]))
+    table = fulltext.open_latest(db)
+    table.add(fulltext.passage_rows(_passages([C])))  # the stopped run's rows, unindexed
+    plan = fulltext.plan_sync(db, _passages([A, B, C]))
+    assert plan.new.num_rows == 0 and not plan.gone and plan.stale and not plan.idle
+    version = fulltext.apply_sync(db, plan)
+    latest, exact = fulltext.open_pinned(db, version)
+    stats = latest.index_stats(latest.list_indices()[0].name)
+    assert exact and stats.num_unindexed_rows == 0 and stats.num_indexed_rows == 3
+    assert fulltext.plan_sync(db, _passages([A, B, C])).idle  # nothing left to do
