@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import SnapshotError
-from qortex_core.ingest.graph import GraphConfig, distinct_keys
+from qortex_core.ingest.graph import GraphConfig, distinct_keys, fact_endpoints
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
 from qortex_core.ingest.snapshot_read import Stored
 from qortex_core.ingest.snapshot_tables import listed
@@ -40,14 +40,11 @@ def fact_edges(
     facts, concept_ids = stored.facts, stored.concepts["id"] if stored.concepts.num_rows else None
     if facts.num_rows == 0 or concept_ids is None:
         return np.zeros((0, 2), np.int32), np.zeros((0, 2), np.int32), None
-    if stored.fact_ends is None:
-        ends = [_positions(facts[c], concept_ids, "facts") for c in ("subject_id", "object_id")]
-        fact_nodes = np.stack(ends, axis=1).astype(np.int32)  # (facts, 2)
-    elif (stored.fact_ends < 0).any():
-        unknown = int((stored.fact_ends < 0).any(axis=1).sum())
+    ends = fact_endpoints(facts, concept_ids) if stored.fact_ends is None else stored.fact_ends
+    if (ends < 0).any():
+        unknown = int((ends < 0).any(axis=1).sum())
         raise SnapshotError(f"{unknown} facts name a concept or passage that is not stored")
-    else:
-        fact_nodes = stored.fact_ends.astype(np.int32)  # (facts, 2)
+    fact_nodes = ends.astype(np.int32)  # (facts, 2)
     counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
     fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
     weighted = graph_config.relation_weights and "relation" in facts.schema.names

@@ -191,6 +191,7 @@ def build_snapshot(
     passages = store.read_without(PASSAGES, ["vector"])
     # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
     text_sync = fulltext.plan_sync(store.db, passages)
+    give_back()  # the plan's transient rows
     latest, why = snapshot_base.latest(home)
     if text_sync.idle and not force:  # else the index's version moves: not the same inputs
         versions[fulltext.PASSAGE_TEXT] = text_sync.version
