@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -53,16 +54,14 @@ class Merge:
 @dataclass(frozen=True)
 class Stored:
     """The stored tables a snapshot is assembled from (passages, concepts and facts without
-    their vectors, which are numpy arrays in the same row order)."""
+    their vectors, which ``vectors`` writes beside the build, in the same row order)."""
 
     passages: pa.Table
     concepts: pa.Table
     facts: pa.Table
     rules: pa.Table
     synonyms: pa.Table
-    passage_vectors: np.ndarray
-    concept_vectors: np.ndarray
-    fact_vectors: np.ndarray
+    vectors: vectors.VectorFiles
     fact_ends: np.ndarray | None = None  # (facts, 2) subject, object rows of ``concepts``
 
 
@@ -171,9 +170,10 @@ def _id_order_in_cells(cells: FactCells, by_id: np.ndarray) -> FactCells:
 
 
 def _facts(
-    store: LanceStore, config: GraphConfig, folder: Path, merge: Merge
-) -> tuple[pa.Table, np.ndarray, FactCells | None]:
-    """The facts' links and texts in snapshot order, their vectors, and their cells."""
+    store: LanceStore, config: GraphConfig, folder: Path, merge: Merge, files: vectors.VectorFiles
+) -> tuple[pa.Table, FactCells | None]:
+    """The facts' links and texts in snapshot order, and their cells; their vectors are
+    handed to ``files``."""
     # the facts' links and texts (the texts key a merged vector, and make the facts table);
     # the relation column only when relation weights are set
     links = [*KEYS[FACTS], "subject_id", "object_id", "passage_ids"]
@@ -186,20 +186,26 @@ def _facts(
     stored_facts = facts.select(list(KEYS[FACTS]))
     facts = facts.take(pa.array(order))
     f_keys = facts.select(list(KEYS[FACTS]))
-    return facts, staged(store, FACTS, stored_facts, order, folder, merge, f_keys), cells
+    files.submit(FACTS, partial(staged, store, FACTS, stored_facts, order, folder, merge, f_keys))
+    return facts, cells
 
 
 def read_stored(
-    store: LanceStore, passages: pa.Table, config: GraphConfig, folder: Path, merge: Merge
+    store: LanceStore,
+    passages: pa.Table,
+    config: GraphConfig,
+    folder: Path,
+    merge: Merge,
+    files: vectors.VectorFiles,
 ) -> tuple[Stored, FactCells | None]:
     """The stored tables in snapshot order, and the fact index when facts are many; the
-    vectors are memory maps of files written to ``folder``.
+    vectors are memory maps of files ``files`` writes to ``folder`` beside the build.
 
     Snapshot order is a function of the rows, not of their stored order: facts by cell (or
     all of them) in id order, concepts and passages hub first with ties in id order, rules by
     id and synonym edges by their ends. A full build and a chain of incremental ones give the
     same arrays."""
-    facts, f_vec, cells = _facts(store, config, folder, merge)
+    facts, cells = _facts(store, config, folder, merge, files)
     stored_concepts = store.read_without(CONCEPTS, ["vector"])
     stored_passages = passages
     c_by_id, p_by_id = _by_id(stored_concepts), _by_id(stored_passages)
@@ -216,31 +222,20 @@ def read_stored(
     concepts = stored_concepts.take(pa.array(c_order))
     passages = stored_passages.take(pa.array(p_order))
     c_keys = list(KEYS[CONCEPTS])
-    c_vec = staged(
-        store,
-        CONCEPTS,
-        stored_concepts.select(c_keys),
-        c_order,
-        folder,
-        merge,
-        concepts.select(c_keys),
+    c_stored, c_ordered = stored_concepts.select(c_keys), concepts.select(c_keys)
+    files.submit(
+        CONCEPTS, partial(staged, store, CONCEPTS, c_stored, c_order, folder, merge, c_ordered)
     )
-    del stored_concepts
-    p_vec = staged(
-        store,
-        PASSAGES,
-        stored_passages.select(["id"]),
-        p_order,
-        folder,
-        merge,
-        passages.select(["id"]),
+    p_stored, p_ordered = stored_passages.select(["id"]), passages.select(["id"])
+    files.submit(
+        PASSAGES, partial(staged, store, PASSAGES, p_stored, p_order, folder, merge, p_ordered)
     )
-    del stored_passages
+    del stored_concepts, stored_passages
     rules = store.read(RULES)
     rules = rules.take(_by_id(rules)) if rules.num_rows else rules
     synonyms = store.read(SYNONYMS)
     if synonyms.num_rows:
         ends_order = [("a", "ascending"), ("b", "ascending")]
         synonyms = synonyms.take(pc.sort_indices(synonyms, ends_order))
-    stored = Stored(passages, concepts, facts, rules, synonyms, p_vec, c_vec, f_vec, ends)
+    stored = Stored(passages, concepts, facts, rules, synonyms, files, ends)
     return stored, cells

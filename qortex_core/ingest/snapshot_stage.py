@@ -28,6 +28,7 @@ from qortex_core.ingest.snapshot_cells import layout_of
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
+from qortex_core.ingest.snapshot_vectors import VectorFiles
 from qortex_core.storage import fulltext, ids
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -150,10 +151,10 @@ def _graph_arrays(
         adj_indices=adj.indices.astype(np.int32),
         adj_data=adj.data.astype(np.float32),
         adj_degree=weighted_degree(adj),
-        passage_vectors=stored.passage_vectors,
-        fact_vectors=stored.fact_vectors,
+        passage_vectors=stored.vectors.get(PASSAGES),
+        fact_vectors=stored.vectors.get(FACTS),
         fact_nodes=fact_nodes,
-        phrase_vectors=stored.concept_vectors,
+        phrase_vectors=stored.vectors.get(CONCEPTS),
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
         phrase_text_frequency=text_frequency,
         fact_passage_indptr=indptr,
@@ -244,8 +245,24 @@ def _assemble(
     verify: Callable[[str], None] | None = None,
 ) -> tuple[Path, SnapshotCounts, dict[str, int] | None]:
     """Read, build and publish the snapshot, staging its vector files in ``folder`` (merged
-    from ``merge``'s base where it has one); the dangling edges it found."""
-    stored, cells = read_stored(store, passages, graph_config, folder, merge)
+    from ``merge``'s base where it has one, on a worker beside the build); the dangling edges
+    it found."""
+    with VectorFiles.beside() as files:
+        stored, cells = read_stored(store, passages, graph_config, folder, merge, files)
+        return _built(store, home, stored, cells, graph_config, manifest_base, merge, verify)
+
+
+def _built(
+    store: LanceStore,
+    home: str | Path,
+    stored: _Stored,
+    cells: FactCells | None,
+    graph_config: GraphConfig,
+    manifest_base: Callable[[], dict],
+    merge: Merge,
+    verify: Callable[[str], None] | None = None,
+) -> tuple[Path, SnapshotCounts, dict[str, int] | None]:
+    """Build and publish the snapshot of ``stored``; the dangling edges it found."""
     give_back()  # what reading freed, before the graph is built
     arrays, edges, contains, sequence, words = _graph_arrays(
         stored, graph_config, cells, merge.base
@@ -272,7 +289,8 @@ def _assemble(
     }
     if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
         manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
-    return _publish(home, arrays, tables, manifest, verify, words), counts, dangling
+    published = _publish(home, arrays, tables, manifest, verify, words, stored.vectors.digests())
+    return published, counts, dangling
 
 
 def _publish(
@@ -282,9 +300,11 @@ def _publish(
     manifest: dict,
     verify: Callable[[str], None] | None = None,
     words: pa.Table | None = None,
+    digests: dict[str, str] | None = None,
 ) -> Path:
     """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
-    vectors, :func:`.snapshot_read.staged`) are linked in rather than written again."""
+    vectors, :func:`.snapshot_read.staged`) are linked in rather than written again, with
+    their SHA-256 from ``digests`` (path -> digest) where it was taken as they were staged."""
     data = arrays.as_dict()
     files = {
         name: Path(a.filename)
@@ -294,4 +314,5 @@ def _publish(
     kept = {name: a for name, a in data.items() if name not in files}
     extra = {} if words is None else {snapshot_words.WORDS: words}  # the next build's base
     published = snap.Snapshot(arrays=kept, tables={**tables.as_dict(), **extra}, manifest=manifest)
-    return snap.publish(home, published, files=files, check=verify)
+    known = {name: digests[str(p)] for name, p in files.items() if str(p) in (digests or {})}
+    return snap.publish(home, published, files=files, check=verify, digests=known)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
+from qortex_core.storage.checksums import sha256_of
 from qortex_core.storage.store import LanceStore, arrow_to_vectors
 
 BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and writes at once
@@ -180,3 +182,53 @@ def write_permuted(source: Path, order: np.ndarray, path: Path) -> None:
 def load(path: Path) -> np.ndarray:
     """The finished file as a read-only memory map (what :func:`publish` links in)."""
     return np.load(path, mmap_mode="r")
+
+
+def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str]:
+    """The memory map ``write`` returns, once its file is hashed and on disk: its SHA-256."""
+    array = write()
+    path = Path(str(getattr(array, "filename", "") or ""))
+    if not path.is_file():
+        raise SnapshotError("a staged vector array is not a file")  # a caller's bug
+    digest = sha256_of(path)
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+    return array, digest
+
+
+class VectorFiles:
+    """The snapshot's vector files, written beside the build on one worker thread, in the
+    order asked (Lance reads, numpy copies and file writes release the GIL, so the build goes
+    on meanwhile); each finished file is hashed and flushed there, so publishing links it in
+    without reading it again (:func:`qortex_core.storage.snapshot.publish`'s ``digests``)."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self._pool = pool
+        self._pending: dict[str, Future[tuple[np.ndarray, str]]] = {}
+
+    @classmethod
+    @contextmanager
+    def beside(cls) -> Iterator[VectorFiles]:
+        """Files written on a worker that is joined on exit (what it had not begun is dropped
+        when the build fails)."""
+        pool = ThreadPoolExecutor(1, thread_name_prefix="snapshot-vectors")
+        try:
+            yield cls(pool)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, name: str, write: Callable[[], np.ndarray]) -> None:
+        """Write table ``name``'s file with ``write`` (which returns its memory map)."""
+        self._pending[name] = self._pool.submit(_sealed, write)
+
+    def get(self, name: str) -> np.ndarray:
+        """Table ``name``'s finished vectors (re-raises what writing them raised)."""
+        return self._pending[name].result()[0]
+
+    def digests(self) -> dict[str, str]:
+        """Each finished file's path -> SHA-256."""
+        out = {}
+        for future in self._pending.values():
+            array, digest = future.result()
+            out[str(array.filename)] = digest
+        return out

@@ -55,14 +55,31 @@ def _hex_keys(raw: np.ndarray) -> np.ndarray | None:
     id has another form."""
     if raw.dtype.itemsize != 18 or not np.all(np.char.str_len(raw) == 18):
         return None
-    chars = raw.view(np.uint8).reshape(len(raw), 18)
+    return _parsed(raw.view(np.uint8).reshape(len(raw), 18))
+
+
+def _arrow_hex_keys(names: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """:func:`_hex_keys` read straight from an Arrow string column's bytes (no Python string
+    per id); None when the column is of another kind or an id of another length."""
+    arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    if arr.null_count or not pa.types.is_string(arr.type):
+        return None
+    n, (_, offsets_buf, data) = len(arr), arr.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int32, n + 1, arr.offset * 4)  # (n+1,)
+    if not np.all(np.diff(offsets) == 18):
+        return None
+    return _parsed(np.frombuffer(data, np.uint8, 18 * n, int(offsets[0])).reshape(n, 18))
+
+
+def _parsed(chars: np.ndarray) -> np.ndarray | None:
+    """The keys of (n, 18) id bytes, or None when one is not ``c_`` + 16 hex digits."""
     if not (np.all(chars[:, 0] == ord("c")) and np.all(chars[:, 1] == ord("_"))):
         return None
     d = chars[:, 2:].astype(np.int64)
     val = np.where(d >= ord("a"), d - ord("a") + 10, d - ord("0"))  # (n, 16)
     if np.any((val < 0) | (val > 15)):
         return None
-    key = np.zeros(len(raw), np.uint64)
+    key = np.zeros(len(chars), np.uint64)
     for i in range(16):
         key = (key << np.uint64(4)) | val[:, i].astype(np.uint64)
     return (key >> np.uint64(1)).astype(np.int64)
@@ -70,6 +87,10 @@ def _hex_keys(raw: np.ndarray) -> np.ndarray | None:
 
 def concept_keys(names: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
     """(n,) int64 key of each concept id: the top 63 bits of its digest (non-negative)."""
+    if isinstance(names, (pa.Array, pa.ChunkedArray)) and len(names):
+        fast = _arrow_hex_keys(names)
+        if fast is not None:
+            return fast
     values = names.to_pylist() if isinstance(names, (pa.Array, pa.ChunkedArray)) else list(names)
     if not values:
         return np.zeros(0, np.int64)
@@ -197,3 +218,21 @@ def cell_members(cells: np.ndarray, layout: Layout) -> list[np.ndarray]:
     with :data:`NO_CELL`); one cell of every row for an exact layout."""
     count = max(len(layout.keys), 1)
     return members_of(cell_positions(cells, layout), count + 1)[:count]
+
+
+def some_cell_members(cells: np.ndarray, layout: Layout, wanted: np.ndarray) -> list[np.ndarray]:
+    """:func:`cell_members` of only the cells at positions ``wanted`` (ascending, unique, in
+    ``layout.keys``), in that order: one search of every concept's cells among the few wanted
+    keys, and a sort of only their members (not of every concept's cells)."""
+    if layout.kind == EXACT:
+        return [np.arange(cells.shape[0]) for _ in wanted]
+    keys = layout.keys[wanted]  # (w,) ascending, as layout.keys
+    if keys.size == 0:
+        return []
+    at = np.minimum(np.searchsorted(keys, cells), keys.size - 1)  # (m, probes)
+    rows, probe = np.nonzero(keys[at] == cells)  # padding (NO_CELL) is no key: never a hit
+    cell = at[rows, probe]  # (hits,) rows ascending: a stable sort keeps them so in each cell
+    order = np.argsort(cell, kind="stable")
+    bounds = np.searchsorted(cell[order], np.arange(keys.size + 1))  # (w+1,)
+    grouped = rows[order]
+    return [grouped[bounds[c] : bounds[c + 1]] for c in range(keys.size)]

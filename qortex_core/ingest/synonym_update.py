@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.cells import members_of
-from qortex_core.ingest.synonym_layout import NO_CELL, Layout, cell_members, cell_positions
+from qortex_core.ingest.synonym_layout import NO_CELL, Layout, cell_positions, some_cell_members
 from qortex_core.ingest.synonyms import eligible_mask
 
 _BLOCK_FLOATS = 1 << 24  # similarities held at once (64 MB)
@@ -106,25 +106,19 @@ def reassign(
 
 
 def candidates(
-    v: np.ndarray,
-    cells: np.ndarray,
-    layout: Layout,
-    members: list[np.ndarray],
-    rows: np.ndarray,
-    threshold: float,
+    v: np.ndarray, cells: np.ndarray, layout: Layout, rows: np.ndarray, threshold: float
 ) -> _Pairs:
-    """Directed pairs (i, j, cosine) of each of ``rows`` with the members of its cells (
-    ``members``: :func:`cell_members` of ``cells``) at cosine >= threshold (self excluded),
-    each once."""
+    """Directed pairs (i, j, cosine) of each of ``rows`` with the members of its cells (of
+    ``cells``, every concept's) at cosine >= threshold (self excluded), each once."""
     from qortex_core.ingest.pair_kernels import above
 
-    count = len(members)
+    count = max(len(layout.keys), 1)
     pos = cell_positions(cells[rows], layout)  # (rows, probes)
+    asked = members_of(pos, count + 1)[:count]  # each cell's rows among ``rows``
+    wanted = np.array([c for c, at in enumerate(asked) if at.size], np.int64)  # (w,)
     parts = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))]
-    for cell, at in enumerate(members_of(pos, count + 1)[:count]):
-        if at.size == 0:
-            continue
-        q, cols = rows[at], members[cell]
+    for cell, cols in zip(wanted.tolist(), some_cell_members(cells, layout, wanted)):
+        q = rows[asked[cell]]
         against = np.ascontiguousarray(v[cols].T)  # (d, size)
         step = max(1, _BLOCK_FLOATS // max(cols.size, 1))
         for s in range(0, q.size, step):
@@ -215,15 +209,14 @@ def update_edges(
 
     from qortex_core.ingest.synonyms import top_k_per_row
 
-    members = cell_members(cells, layout)
     # products of a few rows against one cell: BLAS threads cost more than they give there
     # (0.27 s with one, 4.1 s with two on 2 busy cores, 2,161 rows of a 53k-concept set)
     with threadpool_limits(limits=1, user_api="blas"):
-        near = candidates(v, cells, layout, members, changed, threshold)[1]
+        near = candidates(v, cells, layout, changed, threshold)[1]
         affected = np.unique(np.concatenate([changed, near, touched]).astype(np.int64))
         around = np.setdiff1d(neighbours(affected), affected)  # B
         rows = np.concatenate([affected, around])
-        r, c, w = candidates(v, cells, layout, members, np.sort(rows), threshold)
+        r, c, w = candidates(v, cells, layout, np.sort(rows), threshold)
     order = np.lexsort((c, r))
     r, c, w = top_k_per_row(r[order], c[order], w[order], top_k + 1, keys)
     keep = np.isin(r, affected) | np.isin(c, affected)

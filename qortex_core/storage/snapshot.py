@@ -25,7 +25,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
-from qortex_core.storage.checksums import digests_of, sha256_of
+from qortex_core.storage.checksums import digests_of
 from qortex_core.storage.pointer import read_own_file, read_pointer
 from qortex_core.storage.snapshot_schema import check_manifest
 from qortex_core.storage.snapshot_shapes import shape_problems
@@ -167,21 +167,30 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _write_payload(tmp: Path, snapshot: Snapshot, files: Mapping[str, Path]) -> dict[str, str]:
-    """Write arrays, link staged files and write tables into ``tmp``; file name -> sha256."""
+def _write_payload(
+    tmp: Path, snapshot: Snapshot, files: Mapping[str, Path], known: Mapping[str, str]
+) -> dict[str, str]:
+    """Write arrays, link staged files and write tables into ``tmp``; file name -> sha256
+    (a linked file's from ``known`` where given; the others hashed side by side)."""
     digests: dict[str, str] = {}
+    written: list[Path] = []
     for name, array in snapshot.arrays.items():
         target = tmp / f"{name}.npy"
         np.save(target, np.ascontiguousarray(array))
-        digests[target.name] = sha256_of(target)
+        written.append(target)
     for name, source in files.items():
         target = tmp / f"{name}.npy"
         _link_or_copy(Path(source), target)
-        digests[target.name] = sha256_of(target)
+        if name in known:
+            digests[target.name] = known[name]
+        else:
+            written.append(target)
     for name, table in snapshot.tables.items():
         target = tmp / f"{name}.arrow"
         _write_arrow(table, target)
-        digests[target.name] = sha256_of(target)
+        written.append(target)
+    for target, digest in zip(written, digests_of(written)):
+        digests[target.name] = str(digest)
     return digests
 
 
@@ -190,6 +199,7 @@ def publish(
     snapshot: Snapshot,
     files: Mapping[str, Path] | None = None,
     check: Callable[[str], None] | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
 
@@ -198,7 +208,8 @@ def publish(
 
     ``files`` maps array names to finished ``.npy`` files (e.g. from :func:`staging_dir`) that
     are linked (or copied) in as they are rather than written from memory; the caller keeps
-    them unchanged until this returns.
+    them unchanged until this returns; ``digests`` gives the SHA-256 of some of them (by
+    array name), taken when they were finished, so they are not read again here.
 
     The directory is complete and fsynced before the pointer moves, and the
     pointer is replaced with ``os.replace``, so readers see the old or the new
@@ -207,7 +218,7 @@ def publish(
     root = snapshots_dir(home)
     tmp = _new_folder(home, ".tmp-")
     try:
-        digests = _write_payload(tmp, snapshot, files or {})
+        digests = _write_payload(tmp, snapshot, files or {}, digests or {})
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
         manifest = dict(

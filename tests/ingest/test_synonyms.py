@@ -163,3 +163,42 @@ def test_cell_assignment_grows_as_m_to_the_1_5_not_m_squared(monkeypatch):
     small, large = _comparisons(monkeypatch, 4000), _comparisons(monkeypatch, 16000)
     assert large / small < 10
     assert large < 16000 * (16000 / 16) / 2  # under half of one level's comparisons
+
+
+def test_the_members_of_a_few_cells_are_those_of_every_cell():
+    from qortex_core.ingest.synonym_layout import (
+        NO_CELL,
+        cell_members,
+        layout_of,
+        some_cell_members,
+    )
+
+    v = _clustered(3000, 16, seed=5)
+    keys = np.random.default_rng(5).integers(0, 2**62, len(v))
+    layout = layout_of(v, keys, SynonymConfig(exact_max=100, cell_size=16, probes=3))
+    cells = layout.assign(v)
+    cells[::11, -1] = NO_CELL  # padding, as a concept with fewer cells has
+    every = cell_members(cells, layout)
+    assert len(every) > 50 and sum(m.size for m in every) == (cells != NO_CELL).sum()
+    wanted = np.sort(np.random.default_rng(6).choice(len(every), 40, replace=False))
+    some = some_cell_members(cells, layout, wanted)
+    assert len(some) == 40
+    for cell, members in zip(wanted.tolist(), some):
+        assert np.array_equal(members, every[cell])
+
+
+def test_concept_keys_read_from_arrow_bytes_equal_the_python_rule():
+    import pyarrow as pa
+
+    from qortex_core.ingest.synonym_layout import concept_keys
+    from qortex_core.storage import ids
+
+    names = [ids.concept_id(f"concept {i}") for i in range(500)]
+    want = np.array([int(v[2:], 16) >> 1 for v in names], np.int64)  # the id's own digest
+    chunked = pa.chunked_array([pa.array(names[:200]), pa.array(names[200:])])
+    assert np.array_equal(concept_keys(chunked), want)
+    assert np.array_equal(concept_keys(pa.array(names).slice(100, 300)), want[100:400])
+    other = [*names[:3], "c_not-a-hex-id", "x"]  # one id of another form: every key digested
+    digested = np.array([int(ids.digest(v), 16) >> 1 for v in other], np.int64)
+    assert np.array_equal(concept_keys(pa.array(other)), digested)
+    assert np.array_equal(concept_keys(other), digested)
