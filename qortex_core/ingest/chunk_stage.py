@@ -209,6 +209,40 @@ def extract_chunks(
     return report
 
 
+def _ok_chunks(store: LanceStore, extractor_key: str) -> pa.Array:
+    """The chunk ids with a successful extraction under ``extractor_key`` (filtered by Lance:
+    no payload read). A row's key is :func:`extraction_key` of these two columns."""
+    table = store.open_latest(EXTRACTIONS)
+    if table is None:
+        return pa.array([], pa.string())
+    quoted = extractor_key.replace("'", "''")
+    query = table.search().where(f"extractor = '{quoted}' AND status = 'ok'")
+    return query.select(["passage_id"]).limit(None).to_arrow()["passage_id"].combine_chunks()
+
+
+def _to_extract(
+    store: LanceStore, extractor_key: str, only: Collection[str] | None
+) -> tuple[int, pa.Table]:
+    """The number of chunks (``only``'s), and the rows of those without a successful
+    extraction under ``extractor_key``, sorted by id, with their extraction key (a column)."""
+    # chunks stay Arrow rows and become Passage objects a batch at a time: a million live
+    # objects made every garbage collection walk them (a third of the stage's time at 1M)
+    every = store.read_columns(CHUNKS, ["id"])
+    if not every.num_rows:
+        return 0, pa.table({})
+    ids = every["id"].combine_chunks()
+    if only is not None:
+        ids = ids.filter(pc.is_in(ids, value_set=pa.array(list(only), pa.string())))
+    todo = ids.filter(pc.invert(pc.is_in(ids, value_set=_ok_chunks(store, extractor_key))))
+    if len(todo) == every.num_rows:  # every chunk (a first run): one read, no filter
+        rows = store.read(CHUNKS)
+    else:  # only the rows to extract are read (their texts)
+        rows = store.read_where(CHUNKS, "id", todo.to_pylist())
+    rows = rows.take(pc.sort_indices(rows["id"]))
+    keys = [extraction_key(i, extractor_key) for i in rows["id"].to_pylist()]
+    return len(ids), rows.append_column("key", pa.array(keys, pa.string()))
+
+
 def _extract_missing(
     store: LanceStore,
     extractor: Extractor,
@@ -217,21 +251,11 @@ def _extract_missing(
     only: Collection[str] | None,
     into: str,
 ) -> ExtractReport:
-    """:func:`extract_chunks` without the unchanged-run check: reads the chunks and keys."""
-    # chunks stay Arrow rows and become Passage objects a batch at a time: a million live
-    # objects made every garbage collection walk them (a third of the stage's time at 1M)
-    chunks = _sorted_chunks(store)
-    if only is not None and chunks.num_rows:
-        chunks = chunks.filter(pc.is_in(chunks["id"], value_set=pa.array(list(only), pa.string())))
+    """:func:`extract_chunks` without the unchanged-run check: reads the chunks' ids, the
+    successful extractions' chunk ids, and only the chunks still to extract."""
     key = extractor.cache_key
-    stored = store.read_columns(EXTRACTIONS, ["key", "status"])  # not the payloads
-    todo = chunks
-    if chunks.num_rows:  # each chunk's extraction key, once: it filters and it is written
-        keys = pa.array([extraction_key(i, key) for i in chunks["id"].to_pylist()], pa.string())
-        todo = chunks = chunks.append_column("key", keys)
-    if stored.num_rows and chunks.num_rows:
-        done = stored["key"].filter(pc.equal(stored["status"], "ok")).combine_chunks()
-        todo = chunks.filter(pc.invert(pc.is_in(chunks["key"], value_set=done)))
+    chunks, todo = _to_extract(store, key, only)
+    stored = store.read_columns(EXTRACTIONS, ["key"])  # not the payloads
     # a key stored with a failed status is replaced (upsert); new keys are appended
     writer = _ExtractionWriter(store, into, stored["key"] if stored.num_rows else None)
     failed = dropped = 0
@@ -257,9 +281,9 @@ def _extract_missing(
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
     return ExtractReport(
-        chunks=chunks.num_rows,
+        chunks=chunks,
         extracted=todo.num_rows - failed,
-        cached=chunks.num_rows - todo.num_rows,
+        cached=chunks - todo.num_rows,
         failed=failed,
         ungrounded_dropped=dropped,
     )

@@ -86,16 +86,15 @@ def remember_dangling(store: LanceStore, marks: str, counts: dict[str, int]) -> 
 
 def _chunk_states(store: LanceStore, extractor_key: str) -> tuple[pa.Array, pa.Table | None]:
     """Per chunk (sorted by id): the row of its extraction under ``extractor_key`` (null: none
-    recorded), and the extractions' key, status and error columns."""
-    from qortex_core.ingest.chunk_stage import extraction_key
-
+    recorded), and those extractions' chunk id, status and error columns (a chunk has one
+    row per extractor: its key is the digest of the two)."""
     chunks = _ids(_columns(store, CHUNKS, ["id"]))
     chunks = chunks.take(pc.sort_indices(chunks))
-    keys = pa.array([extraction_key(c, extractor_key) for c in chunks.to_pylist()], pa.string())
-    stored = _columns(store, EXTRACTIONS, ["key", "status", "error"])
+    stored = _columns(store, EXTRACTIONS, ["passage_id", "extractor", "status", "error"])
     if stored is None:
-        return pa.nulls(len(keys), pa.int32()), None
-    return pc.index_in(keys, value_set=stored["key"].combine_chunks()), stored
+        return pa.nulls(len(chunks), pa.int32()), None
+    stored = stored.filter(pc.equal(stored["extractor"], extractor_key))
+    return pc.index_in(chunks, value_set=stored["passage_id"].combine_chunks()), stored
 
 
 def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:

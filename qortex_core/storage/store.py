@@ -27,6 +27,7 @@ FEEDBACK_EVENTS = "feedback_events"
 QUERY_LOG = "query_log"
 FACTORS = "teleportation_factors"
 STAGE_STATE = "stage_state"
+WHERE_IN_MAX = 4096  # values a filtered read (read_where) names in one Lance filter
 APPEND_ATTEMPTS = 4  # an append that raced a table's creation is retried on the created table
 
 
@@ -265,11 +266,22 @@ class LanceStore:
             raise _unreadable(name, exc) from None
 
     def read_where(self, name: str, key: str, values: list[str]) -> pa.Table:
-        """Rows whose ``key`` is one of ``values``."""
-        full = self.read(name)
-        if full.num_rows == 0 or not values:
-            return full.slice(0, 0)
-        return full.filter(pc.is_in(full[key], value_set=pa.array(values, type=pa.string())))
+        """Rows whose ``key`` is one of ``values``, in row order: up to :data:`WHERE_IN_MAX`
+        values, Lance filters the rows (it reads the ``key`` column, then only the rows that
+        match); more, every row is read and filtered here."""
+        table = self._table(name)
+        if table is None:
+            return pa.table({})
+        if not values:
+            return table.schema.empty_table()
+        if len(values) > WHERE_IN_MAX:
+            full = self.read(name)
+            return full.filter(pc.is_in(full[key], value_set=pa.array(values, type=pa.string())))
+        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+        try:
+            return table.search().where(f"{key} IN ({quoted})").limit(None).to_arrow()
+        except (OSError, RuntimeError) as exc:
+            raise _unreadable(name, exc) from None
 
     def upsert(self, name: str, rows: pa.Table, key: str = "id") -> None:
         if rows.num_rows == 0:

@@ -237,7 +237,10 @@ def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path):
         EXTRACTIONS,
         pa.table(
             {
-                "key": [extraction_key(c, key) for c in chunks[:4]] + ["other"],
+                "key": [extraction_key(c, key) for c in chunks[:4]]
+                + [extraction_key("c5", "other/v1")],
+                "passage_id": chunks,
+                "extractor": [key] * 4 + ["other/v1"],  # c5: only another extractor's row
                 "status": ["ok", "failed", "ok", "failed", "failed"],
                 "error": [None, "HTTP 401", None, "timeout", "elsewhere"],
             }

@@ -99,3 +99,29 @@ def test_retriever_errors(tmp_path, toy_home, embedder):
     with pytest.raises(QueryError, match="unknown mode"):
         retriever.query(BRIDGE_QUESTION, mode="pagerank")
     assert retriever.query(BRIDGE_QUESTION, top_k=1).passages  # still answers after the errors
+
+
+def test_read_where_filters_in_lance_or_reads_every_row_with_the_same_rows(tmp_path, monkeypatch):
+    from qortex_core.storage import store as store_module
+
+    store = LanceStore.open(tmp_path)
+    names = [f"k{i:03d}" for i in range(200)] + ["it's", "a,b"]
+    store.upsert("chunks", rows(names, "t"))
+    store.upsert("chunks", rows(["k150", "k007"], "u"))  # updated rows keep their ids
+    wanted = ["k007", "it's", "a,b", "k150", "missing", "k199"]
+    filtered = store.read_where("chunks", "id", wanted)
+    monkeypatch.setattr(store_module, "WHERE_IN_MAX", 2)  # past it: one scan, then a filter
+    scanned = store.read_where("chunks", "id", wanted)
+    assert filtered.schema.equals(store.read("chunks").schema)
+    assert filtered.sort_by("id").equals(scanned.sort_by("id"))
+    got = dict(zip(filtered["id"].to_pylist(), filtered["text"].to_pylist()))
+    assert got == {
+        "k007": "u k007",
+        "it's": "t it's",
+        "a,b": "t a,b",
+        "k150": "u k150",
+        "k199": "t k199",
+    }
+    empty = store.read_where("chunks", "id", [])
+    assert empty.num_rows == 0 and empty.schema.equals(filtered.schema)
+    assert store.read_where("absent", "id", ["a"]).num_rows == 0
