@@ -125,7 +125,8 @@ def diff_inputs(current: pa.Table, stored: pa.Table) -> ChunkDiff:
     new = pc.is_null(at).to_numpy(zero_copy_only=False)  # (current,)
     gone = ~pc.is_in(stored["id"], value_set=current["id"]).to_numpy(zero_copy_only=False)
     both = current.filter(pa.array(~new))
-    before = stored.take(pc.drop_null(at))  # (both,) the stored row of each kept chunk
+    # (both,) the stored row of each kept chunk: the compared columns only (not ``listed``)
+    before = stored.select(list(COLUMNS)).take(pc.drop_null(at))
     moved = np.zeros(both.num_rows, bool)
     for column in PLACE:
         moved |= _differs(both[column], before[column])

@@ -28,18 +28,15 @@ def passage_texts(passages: pa.Table) -> pa.ChunkedArray:
 
 
 def _kept(passages: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(n,) True where a passage is the base's (same id, title and text); (n_base,) True where
-    a base passage is kept so."""
+    """(n,) True where a passage is the base's; (n_base,) True where a base passage is kept.
+
+    The id is the digest of the title and text (``Passage.full_text``), so the same id is the
+    same words: the texts are not compared (a title moved into the text only moves a word
+    across the separator, which is no word)."""
     at = pc.index_in(passages["id"], value_set=base["id"])
-    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    rows = np.asarray(at.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
-    same = found.copy()
-    hit = pa.array(rows[found])
-    for column in ("title", "text"):
-        equal = pc.equal(passages[column].filter(pa.array(found)), base[column].take(hit))
-        same[found] &= equal.fill_null(False).to_numpy(zero_copy_only=False)
+    same = pc.is_valid(at).to_numpy(zero_copy_only=False)
     used = np.zeros(base.num_rows, bool)
-    used[rows[same]] = True
+    used[np.asarray(at.drop_null().to_numpy(zero_copy_only=False), np.int64)] = True
     return same, used
 
 

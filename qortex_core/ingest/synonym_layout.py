@@ -72,17 +72,19 @@ def _arrow_hex_keys(names: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
 
 
 def _parsed(chars: np.ndarray) -> np.ndarray | None:
-    """The keys of (n, 18) id bytes, or None when one is not ``c_`` + 16 hex digits."""
+    """The keys of (n, 18) id bytes, or None when one is not ``c_`` + 16 lower-case hex
+    digits."""
     if not (np.all(chars[:, 0] == ord("c")) and np.all(chars[:, 1] == ord("_"))):
         return None
-    d = chars[:, 2:].astype(np.int64)
-    val = np.where(d >= ord("a"), d - ord("a") + 10, d - ord("0"))  # (n, 16)
-    if np.any((val < 0) | (val > 15)):
+    digits = np.ascontiguousarray(chars[:, 2:])  # (n, 16)
+    if not _HEX[digits].all():
         return None
-    key = np.zeros(len(chars), np.uint64)
-    for i in range(16):
-        key = (key << np.uint64(4)) | val[:, i].astype(np.uint64)
+    key = np.frombuffer(bytes.fromhex(digits.tobytes().decode("ascii")), ">u8")  # (n,)
     return (key >> np.uint64(1)).astype(np.int64)
+
+
+_HEX = np.zeros(256, bool)  # the bytes of lower-case hex digits
+_HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = True
 
 
 def concept_keys(names: Sequence[str] | pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -220,6 +222,9 @@ def cell_members(cells: np.ndarray, layout: Layout) -> list[np.ndarray]:
     return members_of(cell_positions(cells, layout), count + 1)[:count]
 
 
+_LOW_BITS = 1 << 20  # entries of the table of wanted keys' low bits (some_cell_members)
+
+
 def some_cell_members(cells: np.ndarray, layout: Layout, wanted: np.ndarray) -> list[np.ndarray]:
     """:func:`cell_members` of only the cells at positions ``wanted`` (ascending, unique, in
     ``layout.keys``), in that order: one search of every concept's cells among the few wanted
@@ -229,9 +234,14 @@ def some_cell_members(cells: np.ndarray, layout: Layout, wanted: np.ndarray) -> 
     keys = layout.keys[wanted]  # (w,) ascending, as layout.keys
     if keys.size == 0:
         return []
-    at = np.minimum(np.searchsorted(keys, cells), keys.size - 1)  # (m, probes)
-    rows, probe = np.nonzero(keys[at] == cells)  # padding (NO_CELL) is no key: never a hit
-    cell = at[rows, probe]  # (hits,) rows ascending: a stable sort keeps them so in each cell
+    # a table of the wanted keys' low bits first: only the few entries it passes are searched
+    low = np.zeros(_LOW_BITS, bool)
+    low[keys & (_LOW_BITS - 1)] = True
+    rows, probe = np.nonzero(low[cells & (_LOW_BITS - 1)])  # (maybe,) rows ascending
+    found = cells[rows, probe]
+    at = np.minimum(np.searchsorted(keys, found), keys.size - 1)  # (maybe,)
+    hit = keys[at] == found  # padding (NO_CELL) is no key: never a hit
+    rows, cell = rows[hit], at[hit]  # rows ascending: a stable sort keeps them so in each cell
     order = np.argsort(cell, kind="stable")
     bounds = np.searchsorted(cell[order], np.arange(keys.size + 1))  # (w+1,)
     grouped = rows[order]

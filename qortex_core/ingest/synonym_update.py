@@ -46,6 +46,8 @@ def padded_cells(lists: pa.ChunkedArray | pa.Array, probes: int) -> np.ndarray:
     """(n, probes) int64 cell keys from a list column (short lists padded with ``NO_CELL``)."""
     lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
     values = pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    if values.size == len(lengths) * probes and np.all(lengths == probes):  # every list full
+        return values.reshape(len(lengths), probes)
     out = np.full((len(lengths), probes), NO_CELL, np.int64)
     if values.size:
         row = np.repeat(np.arange(len(lengths)), lengths)

@@ -80,14 +80,39 @@ class SynonymConfig:
 
 
 def eligible_mask(names: Sequence[str] | pa.Array | pa.ChunkedArray, min_chars: int) -> np.ndarray:
-    """(n,) bool: names with at least ``min_chars`` ASCII letters or digits."""
+    """(n,) bool: names with at least ``min_chars`` ASCII letters or digits (counted on the
+    UTF-8 bytes: a byte of another character is never one)."""
     arr = (
         pa.array(names, pa.string())
         if not isinstance(names, (pa.Array, pa.ChunkedArray))
         else names
     )
-    alnum = pc.replace_substring_regex(arr, pattern="[^A-Za-z0-9]", replacement="")
-    return pc.greater_equal(pc.utf8_length(alnum), min_chars).to_numpy(zero_copy_only=False)
+    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    counts = [_alnum_counts(c) for c in chunks]
+    return np.concatenate(counts) >= min_chars if counts else np.zeros(0, bool)
+
+
+_ALNUM = np.zeros(256, bool)  # the bytes of ASCII letters and digits
+_ALNUM[
+    np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
+] = True
+
+
+def _alnum_counts(arr: pa.Array) -> np.ndarray:
+    """(n,) ASCII letters and digits in each string of ``arr`` (0 for a null)."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = pc.cast(arr, pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    _, offsets, data = arr.buffers()
+    width = np.int32 if pa.types.is_string(arr.type) else np.int64
+    at = np.frombuffer(offsets, width)[arr.offset : arr.offset + n + 1].astype(np.int64)
+    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    running = np.zeros(at[-1] - at[0] + 1, np.int64)  # (bytes+1,) alphanumerics before each
+    np.cumsum(_ALNUM[raw[at[0] : at[-1]]], out=running[1:])
+    counts = running[at[1:] - at[0]] - running[at[:-1] - at[0]]
+    return np.where(pc.is_valid(arr).to_numpy(zero_copy_only=False), counts, 0)
 
 
 def _block_pairs(

@@ -202,3 +202,14 @@ def test_concept_keys_read_from_arrow_bytes_equal_the_python_rule():
     digested = np.array([int(ids.digest(v), 16) >> 1 for v in other], np.int64)
     assert np.array_equal(concept_keys(pa.array(other)), digested)
     assert np.array_equal(concept_keys(other), digested)
+
+
+def test_eligible_names_count_ascii_letters_and_digits_as_the_regex_does():
+    import pyarrow as pa
+
+    names = ["ab", "abc", "a-b-c", "é€ab", "xéééy1", None, "12", "", "Ωmega", "  x y z "]
+    reference = [len(_ALNUM.sub("", s or "")) >= 3 for s in names]
+    assert eligible_mask(names, 3).tolist() == reference
+    assert eligible_mask(pa.array(names, pa.large_string()).slice(2), 3).tolist() == reference[2:]
+    chunked = pa.chunked_array([pa.array(names[:4]), pa.array(names[4:])])
+    assert eligible_mask(chunked, 3).tolist() == reference
