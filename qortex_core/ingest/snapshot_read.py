@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -205,8 +206,10 @@ def read_stored(
     all of them) in id order, concepts and passages hub first with ties in id order, rules by
     id and synonym edges by their ends. A full build and a chain of incremental ones give the
     same arrays."""
-    facts, cells = _facts(store, config, folder, merge, files)
-    stored_concepts = store.read_without(CONCEPTS, ["vector"])
+    with ThreadPoolExecutor(1, thread_name_prefix="snapshot-concepts") as pool:
+        reading = pool.submit(store.read_without, CONCEPTS, ["vector"])  # beside the facts
+        facts, cells = _facts(store, config, folder, merge, files)
+        stored_concepts = reading.result()
     stored_passages = passages
     c_by_id, p_by_id = _by_id(stored_concepts), _by_id(stored_passages)
     # what the hub order reads, in id order; the whole tables are taken once, in snapshot order

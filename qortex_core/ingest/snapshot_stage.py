@@ -189,11 +189,13 @@ def build_snapshot(
     (:func:`qortex_core.storage.snapshot.publish`).
     """
     versions = store.versions()
-    passages = store.read_without(PASSAGES, ["vector"])
-    # the passages' BM25 index, incremental; the snapshot pins its version (storage/fulltext.py)
-    text_sync = fulltext.plan_sync(store.db, passages)
-    give_back()  # the plan's transient rows
-    latest, why = snapshot_base.latest(home)
+    with ThreadPoolExecutor(1, thread_name_prefix="snapshot-base") as pool:
+        loading = pool.submit(snapshot_base.latest, home)  # verified (hashed) meanwhile
+        passages = store.read_without(PASSAGES, ["vector"])
+        # the passages' BM25 index, incremental; the snapshot pins its version (fulltext.py)
+        text_sync = fulltext.plan_sync(store.db, passages)
+        give_back()  # the plan's transient rows
+        latest, why = loading.result()
     if text_sync.idle and not force:  # else the index's version moves: not the same inputs
         versions[fulltext.PASSAGE_TEXT] = text_sync.version
         inputs = _inputs_digest(versions, embedding_model, graph_config, params)
