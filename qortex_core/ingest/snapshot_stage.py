@@ -316,5 +316,6 @@ def _publish(
     kept = {name: a for name, a in data.items() if name not in files}
     extra = {} if words is None else {snapshot_words.WORDS: words}  # the next build's base
     published = snap.Snapshot(arrays=kept, tables={**tables.as_dict(), **extra}, manifest=manifest)
-    known = {name: digests[str(p)] for name, p in files.items() if str(p) in (digests or {})}
+    given = digests or {}
+    known = {name: given[str(p)] for name, p in files.items() if str(p) in given}
     return snap.publish(home, published, files=files, check=verify, digests=known)

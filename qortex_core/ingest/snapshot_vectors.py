@@ -184,8 +184,9 @@ def load(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r")
 
 
-def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str]:
-    """The memory map ``write`` returns, once its file is hashed and on disk: its SHA-256."""
+def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str, str]:
+    """The memory map ``write`` returns, once its file is hashed and on disk: its path and
+    SHA-256."""
     array = write()
     path = Path(str(getattr(array, "filename", "") or ""))
     if not path.is_file():
@@ -193,7 +194,7 @@ def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str]:
     digest = sha256_of(path)
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
-    return array, digest
+    return array, str(path), digest
 
 
 class VectorFiles:
@@ -204,7 +205,7 @@ class VectorFiles:
 
     def __init__(self, pool: ThreadPoolExecutor) -> None:
         self._pool = pool
-        self._pending: dict[str, Future[tuple[np.ndarray, str]]] = {}
+        self._pending: dict[str, Future[tuple[np.ndarray, str, str]]] = {}
 
     @classmethod
     @contextmanager
@@ -227,8 +228,4 @@ class VectorFiles:
 
     def digests(self) -> dict[str, str]:
         """Each finished file's path -> SHA-256."""
-        out = {}
-        for future in self._pending.values():
-            array, digest = future.result()
-            out[str(array.filename)] = digest
-        return out
+        return {path: digest for _, path, digest in (f.result() for f in self._pending.values())}
