@@ -37,7 +37,8 @@ from qortex_core.errors import (
 from qortex_core.ingest.documents import not_found
 from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.store import is_uri, prepare_folder
+from qortex_core.storage.folders import prepare_folder
+from qortex_core.storage.store import is_uri
 from qortex_core.storage.writer_lock import writer_lock
 
 

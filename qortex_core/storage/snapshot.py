@@ -170,27 +170,17 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def _write_payload(
     tmp: Path, snapshot: Snapshot, files: Mapping[str, Path], known: Mapping[str, str]
 ) -> dict[str, str]:
-    """Write arrays, link staged files and write tables into ``tmp``; file name -> sha256
-    (a linked file's from ``known`` where given; the others hashed side by side)."""
-    digests: dict[str, str] = {}
-    written: list[Path] = []
+    """Write arrays, link staged files and write tables into the new folder ``tmp``; file name
+    -> sha256 (a linked file's from ``known`` where given; the others hashed side by side)."""
     for name, array in snapshot.arrays.items():
-        target = tmp / f"{name}.npy"
-        np.save(target, np.ascontiguousarray(array))
-        written.append(target)
+        np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
     for name, source in files.items():
-        target = tmp / f"{name}.npy"
-        _link_or_copy(Path(source), target)
-        if name in known:
-            digests[target.name] = known[name]
-        else:
-            written.append(target)
+        _link_or_copy(Path(source), tmp / f"{name}.npy")
     for name, table in snapshot.tables.items():
-        target = tmp / f"{name}.arrow"
-        _write_arrow(table, target)
-        written.append(target)
-    for target, digest in zip(written, digests_of(written)):
-        digests[target.name] = str(digest)
+        _write_arrow(table, tmp / f"{name}.arrow")
+    digests = {f"{name}.npy": digest for name, digest in known.items() if name in files}
+    hashed = [p for p in sorted(tmp.iterdir()) if p.name not in digests]
+    digests.update((p.name, str(d)) for p, d in zip(hashed, digests_of(hashed)))
     return digests
 
 
@@ -206,14 +196,12 @@ def publish(
     ``check(name)`` runs on the complete directory before the pointer moves: when it raises,
     the directory is removed and ``LATEST`` stays (a snapshot failing its probe is not published).
 
-    ``files`` maps array names to finished ``.npy`` files (e.g. from :func:`staging_dir`) that
-    are linked (or copied) in as they are rather than written from memory; the caller keeps
-    them unchanged until this returns; ``digests`` gives the SHA-256 of some of them (by
-    array name), taken when they were finished, so they are not read again here.
+    ``files`` maps array names to finished ``.npy`` files (from :func:`staging_dir`, left
+    unchanged until this returns), linked (or copied) in, not written from memory;
+    ``digests``: the SHA-256 of some of them (by name), so they are not read again.
 
-    The directory is complete and fsynced before the pointer moves, and the
-    pointer is replaced with ``os.replace``, so readers see the old or the new
-    snapshot, never a partial one.
+    The directory is complete and fsynced before the pointer moves (``os.replace``): readers
+    see the old or the new snapshot, never a partial one.
     """
     root = snapshots_dir(home)
     tmp = _new_folder(home, ".tmp-")

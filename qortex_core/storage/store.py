@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Protocol, Sequence, cast
+from typing import Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.errors import HomeError, QortexError, StorageError, storage_error
+from qortex_core.errors import HomeError, storage_error
+from qortex_core.storage.folders import prepare_folder
 
 CHUNKS = "chunks"
 PASSAGES = "passages"
@@ -119,29 +119,6 @@ def _unreadable(name: str, exc: BaseException) -> HomeError:
     """A :class:`HomeError`: a table exists but cannot be read (damaged, or not Lance)."""
     detail = " ".join(str(exc).split())[:200]
     return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
-
-
-def prepare_folder(home: Path, label: str = "data home") -> None:
-    """Create a writer's folder (the data home, DAGSTER_HOME) and check it is writable.
-
-    Raises:
-        StorageError: it lies on a read-only filesystem, or the disk refused the folder.
-        HomeError: it cannot be created or is not writable (permissions).
-    """
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        where = f"cannot create {label} {home}"
-        error: QortexError = storage_error(where, exc) or HomeError(f"{where}: {exc.strerror}")
-        raise error from None
-    if os.statvfs(home).f_flag & os.ST_RDONLY:
-        # EROFS is an environment failure, so storage_error never returns None here
-        problem = storage_error(f"{label} {home} cannot be written", OSError(errno.EROFS, "ro"))
-        raise cast(StorageError, problem)
-    if not os.access(home, os.W_OK | os.X_OK):
-        raise HomeError(
-            f"{label} {home} is not writable: fix its permissions or mount, or choose another"
-        )
 
 
 class LanceStore:
