@@ -111,3 +111,39 @@ def test_rows_written_but_not_indexed_are_indexed_by_the_next_sync(tmp_path):
     stats = latest.index_stats(latest.list_indices()[0].name)
     assert exact and stats.num_unindexed_rows == 0 and stats.num_indexed_rows == 3
     assert fulltext.plan_sync(db, _passages([A, B, C])).idle  # nothing left to do
+
+
+def _same_as_a_full_build(tmp_path, table, final) -> None:
+    whole = LanceStore.open(tmp_path / "whole").db
+    rebuilt, _ = fulltext.open_pinned(whole, fulltext.sync(whole, _passages(final)))
+    for text in ["harbour", "ship stone", "apple river bridge", "castle quartz", "orchard"]:
+        got, want = fulltext.search(table, text, 10), fulltext.search(rebuilt, text, 10)
+        assert got[0] == want[0], text
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_sync_that_only_deletes_scores_as_a_full_build(tmp_path):
+    """The table keeps stable row ids, whose index counts deleted rows until rebuilt."""
+    rows = _corpus(200)
+    db = LanceStore.open(tmp_path / "steps").db
+    fulltext.sync(db, _passages(rows[:150]))
+    fulltext.sync(db, _passages(rows[:170]))
+    steps, _ = fulltext.open_pinned(db, fulltext.sync(db, _passages(rows[10:170])))
+    assert fulltext._stable(steps) and not fulltext._pending(steps)
+    _same_as_a_full_build(tmp_path, steps, rows[10:170])
+
+
+def test_deletes_stopped_before_the_index_rebuild_are_rebuilt_by_the_next_sync(tmp_path):
+    rows = _corpus(200)
+    db = LanceStore.open(tmp_path / "steps").db
+    fulltext.sync(db, _passages(rows[:170]))
+    table = fulltext.open_latest(db)
+    fulltext._rebuild_after_deletes(table, deleting=True)  # the stopped run's mark, then ...
+    table.delete("id IN ('" + "', '".join(r[0] for r in rows[:10]) + "')")  # ... its deletes
+    table.optimize()
+    plan = fulltext.plan_sync(db, _passages(rows[10:170]))
+    assert plan.stale and not plan.idle and not plan.gone
+    steps, _ = fulltext.open_pinned(db, fulltext.apply_sync(db, plan))
+    assert not fulltext._pending(steps)
+    _same_as_a_full_build(tmp_path, steps, rows[10:170])
+    assert fulltext.plan_sync(db, _passages(rows[10:170])).idle
