@@ -238,6 +238,9 @@ def _rewrite_and_clean(
     """Rewrite ``name`` from its live rows, re-pin it if the latest snapshot pins it, and clean
     every version older than ``age``; the table's version after."""
     version = _rewrite(store, name)
+    if name == fulltext.PASSAGE_TEXT:
+        fulltext.finish_rebuild(store.open_latest(name))
+        version = int(store.open_latest(name).version)
     if name == fulltext.PASSAGE_TEXT and kept:
         _repin(home, name, version)
     with warnings.catch_warnings():  # "removes every version but the latest": meant

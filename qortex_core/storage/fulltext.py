@@ -68,6 +68,12 @@ def _pending(table) -> bool:
     return _REBUILD_TAG in table.tags.list()
 
 
+def finish_rebuild(table) -> None:
+    """Finish the index rebuild a stopped sync left marked (its version tag would block the
+    cleanup of old versions: ``qortex prune`` and ``purge`` call this first)."""
+    _rebuild_after_deletes(table, deleting=False)
+
+
 def _rebuild_after_deletes(table, deleting: bool) -> None:
     """Around a sync's deletes on a stable-row-id table: mark (a version tag) before them,
     rebuild the index and drop the mark after; a sync stopped in between leaves the mark,

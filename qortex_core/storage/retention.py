@@ -12,6 +12,7 @@ from pathlib import Path
 
 from qortex_core.errors import ConfigError
 from qortex_core.jsonable import JsonRecord
+from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import QUERY_LOG, LanceStore
 
@@ -138,6 +139,8 @@ def optimize_tables(home: str | Path, keep_since_iso: str = "") -> dict[str, int
         table = store.open_latest(name)
         if table is None:
             continue
+        if name == fulltext.PASSAGE_TEXT:
+            fulltext.finish_rebuild(table)
         table.optimize(cleanup_older_than=age)
         out[name] = int(store.open_latest(name).version)
     return out

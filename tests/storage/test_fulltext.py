@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pyarrow as pa
 
@@ -147,3 +149,28 @@ def test_deletes_stopped_before_the_index_rebuild_are_rebuilt_by_the_next_sync(t
     assert not fulltext._pending(steps)
     _same_as_a_full_build(tmp_path, steps, rows[10:170])
     assert fulltext.plan_sync(db, _passages(rows[10:170])).idle
+
+
+def test_a_stopped_syncs_mark_does_not_block_prune_or_purge(tmp_path):
+    """The mark is a version tag, and LanceDB refuses to clean a tagged version: ``qortex
+    prune`` (compact and clean every table) and ``purge`` (rewrite) finish the rebuild first."""
+    from qortex_core.ops.purge import _rewrite_and_clean
+    from qortex_core.storage.retention import optimize_tables
+
+    def purge(home, store) -> None:
+        _rewrite_and_clean(store, fulltext.PASSAGE_TEXT, dt.timedelta(0), home, [])
+
+    rows = _corpus(120)
+    for home, clean in (
+        (tmp_path / "prune", lambda h, s: optimize_tables(h)),
+        (tmp_path / "purge", purge),
+    ):
+        store = LanceStore.open(home)
+        fulltext.sync(store.db, _passages(rows[:110]))
+        table = fulltext.open_latest(store.db)
+        fulltext._rebuild_after_deletes(table, deleting=True)  # a sync stopped after its mark
+        table.delete("id IN ('p_0000', 'p_0001')")
+        clean(home, store)  # raised "tagged version(s) marked for cleanup" before
+        latest = fulltext.open_latest(store.db)
+        assert not fulltext._pending(latest)
+        _same_as_a_full_build(home, latest, rows[2:110])
