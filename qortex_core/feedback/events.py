@@ -19,6 +19,7 @@ import pyarrow as pa
 from qortex_core.errors import QueryError, StorageError
 from qortex_core.jsonable import JsonRecord
 from qortex_core.storage import ids
+from qortex_core.storage.sql import sql_quote
 from qortex_core.storage.store import FEEDBACK_EVENTS, QUERY_LOG, LanceStore
 
 KINDS = ("accepted", "rejected", "partial")
@@ -51,10 +52,6 @@ LOG_SCHEMA = pa.schema(
 def now() -> dt.datetime:
     """The current UTC time (microsecond resolution, as stored)."""
     return dt.datetime.now(dt.timezone.utc)
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)
@@ -185,7 +182,7 @@ class QueryLog:
             if table is None
             else (
                 table.search()
-                .where(f"query_id = {_quote(query_id)}")
+                .where(f"query_id = {sql_quote(query_id)}")
                 .limit(None)
                 .to_arrow()
                 .to_pylist()
@@ -326,5 +323,5 @@ def recorded_event_ids(store: LanceStore, query_id: str) -> set[str]:
     table = store.open_latest(FEEDBACK_EVENTS)
     if table is None:
         return set()
-    rows = table.search().where(f"query_id = {_quote(query_id)}").select(["event_id"])
+    rows = table.search().where(f"query_id = {sql_quote(query_id)}").select(["event_id"])
     return set(rows.limit(None).to_arrow()["event_id"].to_pylist())

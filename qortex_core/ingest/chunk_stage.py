@@ -19,6 +19,7 @@ from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.stage_inputs import upstream_marks
 from qortex_core.storage import ids, times
 from qortex_core.storage.model import Extraction, Passage
+from qortex_core.storage.sql import sql_quote
 from qortex_core.storage.store import (
     CHUNKS,
     EXTRACTIONS,
@@ -209,15 +210,15 @@ def extract_chunks(
     return report
 
 
-def _ok_chunks(store: LanceStore, extractor_key: str) -> pa.Array:
-    """The chunk ids with a successful extraction under ``extractor_key`` (filtered by Lance:
-    no payload read). A row's key is :func:`extraction_key` of these two columns."""
+def ok_extractions(store: LanceStore, extractor_key: str, columns: list[str]) -> pa.Table:
+    """``columns`` of the successful extractions under ``extractor_key`` (filtered by Lance:
+    other extractors' rows and unasked columns, such as the payloads, are not read). A row's
+    key is :func:`extraction_key` of its ``passage_id`` and extractor."""
     table = store.open_latest(EXTRACTIONS)
     if table is None:
-        return pa.array([], pa.string())
-    quoted = extractor_key.replace("'", "''")
-    query = table.search().where(f"extractor = '{quoted}' AND status = 'ok'")
-    return query.select(["passage_id"]).limit(None).to_arrow()["passage_id"].combine_chunks()
+        return pa.table({c: pa.array([], pa.string()) for c in columns})
+    query = table.search().where(f"extractor = {sql_quote(extractor_key)} AND status = 'ok'")
+    return query.select(columns).limit(None).to_arrow()
 
 
 def _to_extract(
@@ -233,7 +234,8 @@ def _to_extract(
     ids = every["id"].combine_chunks()
     if only is not None:
         ids = ids.filter(pc.is_in(ids, value_set=pa.array(list(only), pa.string())))
-    todo = ids.filter(pc.invert(pc.is_in(ids, value_set=_ok_chunks(store, extractor_key))))
+    done = ok_extractions(store, extractor_key, ["passage_id"])["passage_id"].combine_chunks()
+    todo = ids.filter(pc.invert(pc.is_in(ids, value_set=done)))
     if len(todo) == every.num_rows:  # every chunk (a first run): one read, no filter
         rows = store.read(CHUNKS)
     else:  # only the rows to extract are read (their texts)

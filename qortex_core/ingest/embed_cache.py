@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from qortex_core.embed import Embedder, EmbedderWrapper
 from qortex_core.ingest.chunk_stage import Progress, no_progress
 from qortex_core.storage import ids
+from qortex_core.storage.sql import sql_in
 from qortex_core.storage.store import EMBEDDINGS, LanceStore, arrow_to_vectors, vectors_to_arrow
 
 SLICE_TEXTS = 4096  # texts per model call: whole batches, a progress report after each
@@ -192,9 +193,9 @@ class LanceVectorCache:
         (the key column's index, read in full, pays off only for many keys)."""
         wanted = pa.array(keys, pa.string())
         columns = ["key", "vector"] if with_vectors else ["key"]
-        quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in dict.fromkeys(keys))
         table = self.store.open_latest(EMBEDDINGS)  # a filtered scan: only the rows asked for
-        query = table.search().where(f"key IN ({quoted})") if table is not None else None
+        where = sql_in("key", dict.fromkeys(keys))
+        query = table.search().where(where) if table is not None else None
         got = query.select(columns).limit(None).to_arrow() if query is not None else pa.table({})
         rows = _positions(wanted, got["key"].combine_chunks()) if got.num_rows else None
         hit = rows >= 0 if rows is not None else np.zeros(len(keys), bool)

@@ -34,6 +34,7 @@ from qortex_core.ingest.embed_cache import CachedEmbedder
 from qortex_core.ingest.embed_inputs import ChunkDiff, rows_of
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
 from qortex_core.ingest.vector_reuse import TEXT_COLUMNS, embedded_texts
+from qortex_core.storage.sql import sql_in
 from qortex_core.storage.store import (
     CHUNKS,
     CONCEPTS,
@@ -102,8 +103,7 @@ def _stored_rows(
     parts = []
     for start in range(0, len(values), FILTER_IDS):
         part = values[start : start + FILTER_IDS]
-        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in part)
-        query = table.search().where(f"id IN ({quoted})").select(columns).limit(None)
+        query = table.search().where(sql_in("id", part)).select(columns).limit(None)
         parts.append(query.to_arrow())
     return pa.concat_tables(parts)
 

@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore
+from qortex_core.ingest.chunk_stage import ok_extractions
+from qortex_core.storage.store import CHUNKS, LanceStore
 
 EMBEDDED_CHUNKS = "embedded_chunks"  # the stage's record of the chunks its tables hold
 PLACE = ("doc_id", "title", "domain", "time", "ingested_at")  # a passage row's other columns
@@ -53,14 +54,8 @@ def current_inputs(store: LanceStore, extractor_key: str) -> pa.Table:
 
 
 def _payloads(store: LanceStore, extractor_key: str) -> pa.Table:
-    """``passage_id`` and ``payload`` of the successful extractions under ``extractor_key``
-    (filtered by Lance: other extractors' payloads are not read)."""
-    table = store.open_latest(EXTRACTIONS)
-    if table is None:
-        return pa.table({"passage_id": pa.array([], pa.string())})
-    quoted = extractor_key.replace("'", "''")
-    query = table.search().where(f"extractor = '{quoted}' AND status = 'ok'")
-    return query.select(["passage_id", "payload"]).limit(None).to_arrow()
+    """``passage_id`` and ``payload`` of the successful extractions under ``extractor_key``."""
+    return ok_extractions(store, extractor_key, ["passage_id", "payload"])
 
 
 def empty_inputs() -> pa.Table:

@@ -38,6 +38,7 @@ from qortex_core.ingest.synonym_update import (
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_search
 from qortex_core.storage import ids
+from qortex_core.storage.sql import sql_in
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
 
 _log = logging.getLogger(__name__)
@@ -385,8 +386,7 @@ def heaviest_edges(store: LanceStore, limit: int = 10) -> list[tuple[str, str, f
     table = store.open_latest(CONCEPTS)
     names: dict[str, str] = {}
     if table is not None:
-        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in wanted)
-        query = table.search().where(f"id IN ({quoted})").select(["id", "name"]).limit(None)
+        query = table.search().where(sql_in("id", wanted)).select(["id", "name"]).limit(None)
         named = query.to_arrow()
         names = dict(zip(named["id"].to_pylist(), named["name"].to_pylist()))
     pairs = zip(top["a"].to_pylist(), top["b"].to_pylist(), top["weight"].to_pylist())

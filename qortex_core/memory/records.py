@@ -27,6 +27,7 @@ from qortex_core.memory.metadata import clean_metadata
 from qortex_core.redact import RedactionConfig, redact
 from qortex_core.storage import ids, times
 from qortex_core.storage.record_lock import is_local
+from qortex_core.storage.sql import sql_quote
 from qortex_core.storage.store import LanceStore, vectors_to_arrow
 
 MEMORIES = "memories"
@@ -233,8 +234,7 @@ class MemoryTable:
             return pa.table({})
         if since is None:
             return self._retrying(handle, lambda: handle.to_arrow())
-        quoted = since.replace("'", "''")
-        where = f"created_at >= '{quoted}'"
+        where = f"created_at >= {sql_quote(since)}"
         return self._retrying(handle, lambda: handle.search().where(where).limit(None).to_arrow())
 
     def matching_ids(self, predicate: str) -> set[str] | None:

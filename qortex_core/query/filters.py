@@ -27,6 +27,7 @@ from typing import Sequence
 
 from qortex_core.errors import QueryError
 from qortex_core.storage import times
+from qortex_core.storage.sql import sql_quote
 
 RANGES = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 OPERATORS = ("eq", "in", *RANGES)
@@ -176,19 +177,14 @@ def _kind(value: object) -> str:
 
 
 # -- the predicate, as LanceDB (DataFusion, Lance's JSON functions) evaluates it ------------
-def _quote(text: str) -> str:
-    """A SQL string literal: the text in single quotes, each quote doubled."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _sql(condition: Condition, column: str) -> str:
     key = condition.key
-    raw = f"json_extract({column}, {_quote('$.' + key)})"  # the value as JSON text
+    raw = f"json_extract({column}, {sql_quote('$.' + key)})"  # the value as JSON text
     if condition.op in RANGES:
         bound = condition.values[0]
         if condition.on_time:
-            left = f"TRY_CAST(json_get_string({column}, {_quote(key)}) AS TIMESTAMP)"
-            right = f"TRY_CAST({_quote(str(bound))} AS TIMESTAMP)"
+            left = f"TRY_CAST(json_get_string({column}, {sql_quote(key)}) AS TIMESTAMP)"
+            right = f"TRY_CAST({sql_quote(str(bound))} AS TIMESTAMP)"
             return f"({raw} LIKE '\"%' AND {left} {RANGES[condition.op]} {right})"
         return f"TRY_CAST({raw} AS DOUBLE) {RANGES[condition.op]} {float(bound)!r}"
     tests = [_equal_sql(value, key, column, raw) for value in condition.values]
@@ -197,10 +193,12 @@ def _sql(condition: Condition, column: str) -> str:
 
 def _equal_sql(value: Scalar, key: str, column: str, raw: str) -> str:
     if isinstance(value, bool):
-        return f"{raw} = {_quote('true' if value else 'false')}"
+        return f"{raw} = {sql_quote('true' if value else 'false')}"
     if isinstance(value, (int, float)):
         return f"TRY_CAST({raw} AS DOUBLE) = {float(value)!r}"
-    return f"({raw} LIKE '\"%' AND json_get_string({column}, {_quote(key)}) = {_quote(value)})"
+    return (
+        f"({raw} LIKE '\"%' AND json_get_string({column}, {sql_quote(key)}) = {sql_quote(value)})"
+    )
 
 
 # -- the same test on one dict ---------------------------------------------------------------

@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.storage.sql import sql_in
+
 PASSAGE_TEXT = "passage_text"
 _KEEP_VERSIONS = dt.timedelta(days=36500)  # optimize() must not clean versions snapshots pin
 _DELETE_BATCH = 500
@@ -151,10 +153,7 @@ def apply_sync(db, plan: SyncPlan) -> int:
     if plan.new.num_rows:
         table.add(plan.new)
     for start in range(0, len(plan.gone), _DELETE_BATCH):
-        quoted = ", ".join(
-            "'" + v.replace("'", "''") + "'" for v in plan.gone[start : start + _DELETE_BATCH]
-        )
-        table.delete(f"id IN ({quoted})")
+        table.delete(sql_in("id", plan.gone[start : start + _DELETE_BATCH]))
     table.optimize(cleanup_older_than=_KEEP_VERSIONS)  # index the new rows, compact
     _rebuild_after_deletes(table, deleting=False)
     _reindex_if_stale(table)

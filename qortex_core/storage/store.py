@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import HomeError, storage_error
 from qortex_core.storage.folders import prepare_folder
+from qortex_core.storage.sql import sql_in
 
 CHUNKS = "chunks"
 PASSAGES = "passages"
@@ -254,9 +255,8 @@ class LanceStore:
         if len(values) > WHERE_IN_MAX:
             full = self.read(name)
             return full.filter(pc.is_in(full[key], value_set=pa.array(values, type=pa.string())))
-        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
         try:
-            return table.search().where(f"{key} IN ({quoted})").limit(None).to_arrow()
+            return table.search().where(sql_in(key, values)).limit(None).to_arrow()
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
@@ -282,9 +282,8 @@ class LanceStore:
         table = self._table(name)
         if table is None or not values:
             return
-        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
         with self._writing(name):
-            table.delete(f"{key} IN ({quoted})")
+            table.delete(sql_in(key, values))
 
     def replace(self, name: str, rows: pa.Table | pa.RecordBatchReader) -> None:
         table = self._table(name)
