@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from qortex_core.ingest.cells import members_of, nearest_cells
 from qortex_core.storage import ids
+from qortex_core.storage.arrow_access import utf8_buffers
 
 
 class LayoutSettings(Protocol):
@@ -61,14 +62,12 @@ def _hex_keys(raw: np.ndarray) -> np.ndarray | None:
 def _arrow_hex_keys(names: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
     """:func:`_hex_keys` read straight from an Arrow string column's bytes (no Python string
     per id); None when the column is of another kind or an id of another length."""
-    arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
-    if arr.null_count or not pa.types.is_string(arr.type):
+    if names.null_count:
         return None
-    n, (_, offsets_buf, data) = len(arr), arr.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int32, n + 1, arr.offset * 4)  # (n+1,)
-    if not np.all(np.diff(offsets) == 18):
+    raw, at = utf8_buffers(names)
+    if not np.all(np.diff(at) == 18):
         return None
-    return _parsed(np.frombuffer(data, np.uint8, 18 * n, int(offsets[0])).reshape(n, 18))
+    return _parsed(raw[at[0] : at[-1]].reshape(len(at) - 1, 18))
 
 
 def _parsed(chars: np.ndarray) -> np.ndarray | None:

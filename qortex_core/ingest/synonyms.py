@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.synonym_layout import NO_CELL, Layout, cell_members, layout_of, name_keys
+from qortex_core.storage.arrow_access import utf8_buffers
 
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 _BAND_FLOATS = 1 << 18  # similarities of one band of rows inside a cell (1 MB: in cache)
@@ -87,32 +88,17 @@ def eligible_mask(names: Sequence[str] | pa.Array | pa.ChunkedArray, min_chars: 
         if not isinstance(names, (pa.Array, pa.ChunkedArray))
         else names
     )
-    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
-    counts = [_alnum_counts(c) for c in chunks]
-    return np.concatenate(counts) >= min_chars if counts else np.zeros(0, bool)
+    raw, at = utf8_buffers(arr)
+    running = np.zeros(at[-1] - at[0] + 1, np.int64)  # (bytes+1,) alphanumerics before each
+    np.cumsum(_ALNUM[raw[at[0] : at[-1]]], out=running[1:])
+    counts = running[at[1:] - at[0]] - running[at[:-1] - at[0]]  # (n,)
+    return (counts >= min_chars) & pc.is_valid(arr).to_numpy(zero_copy_only=False)
 
 
 _ALNUM = np.zeros(256, bool)  # the bytes of ASCII letters and digits
 _ALNUM[
     np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
 ] = True
-
-
-def _alnum_counts(arr: pa.Array) -> np.ndarray:
-    """(n,) ASCII letters and digits in each string of ``arr`` (0 for a null)."""
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = pc.cast(arr, pa.large_string())
-    n = len(arr)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    _, offsets, data = arr.buffers()
-    width = np.int32 if pa.types.is_string(arr.type) else np.int64
-    at = np.frombuffer(offsets, width)[arr.offset : arr.offset + n + 1].astype(np.int64)
-    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    running = np.zeros(at[-1] - at[0] + 1, np.int64)  # (bytes+1,) alphanumerics before each
-    np.cumsum(_ALNUM[raw[at[0] : at[-1]]], out=running[1:])
-    counts = running[at[1:] - at[0]] - running[at[:-1] - at[0]]
-    return np.where(pc.is_valid(arr).to_numpy(zero_copy_only=False), counts, 0)
 
 
 def _block_pairs(

@@ -108,17 +108,27 @@ def large_strings(strings: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.cast(strings, pa.large_string())
 
 
+def utf8_buffers(strings: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of a string column and its (n+1,) int64 offsets into them (string i is
+    ``raw[at[i]:at[i + 1]]``; a null spans whatever its slot holds), with no copy of the
+    bytes of one unchunked ``large_string`` array."""
+    wide = large_strings(strings)
+    if not len(wide):
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    _, offsets, data = wide.buffers()
+    at = np.frombuffer(offsets, np.int64)[wide.offset : wide.offset + len(wide) + 1]
+    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return raw, at
+
+
 def string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """(n,) int64 FNV-1a hash of each string's UTF-8 bytes: stable across processes, unlike
     Python's salted ``hash``, and one compiled pass over the column's buffers instead of a
     Python object per row. A null's entry is the hash of whatever bytes its slot spans
     (callers leave nulls out)."""
-    wide = large_strings(strings)
-    out = np.empty(len(wide), np.uint64)
-    if len(wide):
-        _, offsets, data = wide.buffers()
-        at = np.frombuffer(offsets, np.int64)[wide.offset : wide.offset + len(wide) + 1]
-        raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    raw, at = utf8_buffers(strings)
+    out = np.empty(len(at) - 1, np.uint64)
+    if len(out):
         _fnv1a(raw, at, out)
     return out.view(np.int64)
 
