@@ -49,7 +49,7 @@ def passage_rows(passages: pa.Table) -> pa.Table:
 
 def _create(db, rows: pa.Table):
     """The table, with stable row ids: a compaction then moves rows without remapping the
-    index, which halves the cost of merging a few new rows (6.3 s -> 3.3 s at 100k). Deleted
+    index, which makes merging a few new rows cheaper (docs/benchmarks.md). Deleted
     rows stay in such an index's statistics, so a sync that deletes rebuilds it
     (:func:`_rebuild_after_deletes`)."""
     from lancedb.index import FTS
