@@ -19,7 +19,7 @@ from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.stage_inputs import upstream_marks
 from qortex_core.storage import ids, times
 from qortex_core.storage.model import Extraction, Passage
-from qortex_core.storage.sql import sql_quote
+from qortex_core.storage.sql import sql_in, sql_quote
 from qortex_core.storage.store import (
     CHUNKS,
     EXTRACTIONS,
@@ -210,15 +210,24 @@ def extract_chunks(
     return report
 
 
-def ok_extractions(store: LanceStore, extractor_key: str, columns: list[str]) -> pa.Table:
+def ok_extractions(
+    store: LanceStore,
+    extractor_key: str,
+    columns: list[str] | dict[str, str],
+    only: list[str] | None = None,
+) -> pa.Table:
     """``columns`` of the successful extractions under ``extractor_key`` (filtered by Lance:
-    other extractors' rows and unasked columns, such as the payloads, are not read). A row's
-    key is :func:`extraction_key` of its ``passage_id`` and extractor."""
+    other extractors' rows and unasked columns, such as the payloads, are not read; a dict
+    maps output names to SQL expressions Lance computes), of the chunks ``only`` names when
+    given (at most :data:`~qortex_core.storage.store.WHERE_IN_MAX`). A row's key is
+    :func:`extraction_key` of its ``passage_id`` and extractor."""
     table = store.open_latest(EXTRACTIONS)
     if table is None:
         return pa.table({c: pa.array([], pa.string()) for c in columns})
-    query = table.search().where(f"extractor = {sql_quote(extractor_key)} AND status = 'ok'")
-    return query.select(columns).limit(None).to_arrow()
+    where = f"extractor = {sql_quote(extractor_key)} AND status = 'ok'"
+    if only is not None:
+        where += f" AND {sql_in('passage_id', only)}" if only else " AND false"
+    return table.search().where(where).select(columns).limit(None).to_arrow()
 
 
 def _to_extract(

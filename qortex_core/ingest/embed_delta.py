@@ -31,7 +31,7 @@ from qortex_core.errors import QortexError
 from qortex_core.ingest.chunk_stage import Progress
 from qortex_core.ingest.concept_delta import updated_concepts
 from qortex_core.ingest.embed_cache import CachedEmbedder
-from qortex_core.ingest.embed_inputs import ChunkDiff, rows_of
+from qortex_core.ingest.embed_inputs import ChunkDiff, LazyInputs, rows_of
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
 from qortex_core.ingest.vector_reuse import TEXT_COLUMNS, embedded_texts
 from qortex_core.storage.sql import sql_in
@@ -182,39 +182,45 @@ def _delta(name: str, rows: pa.Table, stored: pa.Table, touched: pa.Array) -> Ta
 
 
 def node_delta(
-    store: LanceStore, name: str, current: pa.Table, touched: pa.Array, changed: list[str]
+    store: LanceStore, name: str, current: LazyInputs, touched: pa.Array, changed: list[str]
 ) -> TableDelta:
     """The rows of fact or rule table ``name`` with a ``touched`` id, merged again over the
     chunks that mention them (those the stored rows list, and the ``changed`` chunks)."""
     stored = _stored_of(store, name, touched)
     listed = pc.list_flatten(stored["passage_ids"]).to_pylist() if stored.num_rows else []
-    part = rows_of(current, sorted({*listed, *changed}))  # every chunk naming a touched id
+    part = current.rows({*listed, *changed})  # every chunk naming a touched id
     rows = getattr(_merged(part), name)()
     return _delta(name, rows.filter(pc.is_in(rows["id"], value_set=touched)), stored, touched)
 
 
 @dataclass
 class NodeDeltas:
-    """The node tables' deltas, and ``listed`` (``id``, ``listed``) of every recorded chunk
-    the record will hold for the changed ones."""
+    """The node tables' deltas, and ``listed`` (``id``, ``listed``) of the changed chunks and
+    of the recorded chunks the touched concepts name (the record takes the changed ones')."""
 
     deltas: list[TableDelta]
     listed: pa.Table
 
 
+def _listings(stored: pa.Table, recorded: LazyInputs, mine: pa.Table) -> pa.Table:
+    """``id``, ``listed`` of every chunk the ``stored`` concept rows name (as recorded) and of
+    the changed chunks (``mine``, as merged now)."""
+    named = pc.list_flatten(stored["passage_ids"]) if stored.num_rows else pa.array([], pa.string())
+    others = pc.unique(named).filter(pc.invert(pc.is_in(pc.unique(named), value_set=mine["id"])))
+    return pa.concat_tables([recorded.rows(others.to_pylist()).select(["id", "listed"]), mine])
+
+
 def node_deltas(
-    store: LanceStore, current: pa.Table, stored_inputs: pa.Table, diff: ChunkDiff
+    store: LanceStore, current: LazyInputs, recorded: LazyInputs, diff: ChunkDiff
 ) -> NodeDeltas:
     """The concepts, facts and rules deltas of ``diff``: the concepts updated from their
     stored rows (:mod:`.concept_delta`), facts and rules merged over their chunks."""
     changed = diff.node_chunks()
-    before = _node_ids(rows_of(stored_inputs, changed))
-    now = rows_of(current, sorted({*changed, *diff.moved}))
+    before = _node_ids(recorded.rows(changed))
+    now = current.rows({*changed, *diff.moved})
     merged = _merged(now)  # the changed chunks' contributions (moved ones add what they did)
     concepts = merged.concepts()
-    mine = pa.table({"id": now["id"], "listed": merged.listed})
-    unchanged = pc.invert(pc.is_in(stored_inputs["id"], value_set=now["id"]))
-    listed = pa.concat_tables([stored_inputs.filter(unchanged).select(["id", "listed"]), mine])
+    listed = mine = pa.table({"id": now["id"], "listed": merged.listed})
     after = {CONCEPTS: concepts, FACTS: merged.facts(), RULES: merged.rules()}
     out = []
     for name in NODE_TABLES:
@@ -224,13 +230,14 @@ def node_deltas(
             out.append(node_delta(store, name, current, touched, changed))
             continue
         stored = _stored_of(store, name, touched)
+        listed = _listings(stored, recorded, mine)
         rows = updated_concepts(
             stored,
             concepts,
             sorted({*changed, *diff.moved}),
-            current,
+            current.keys,
             listed,
-            lambda chunks: _merged(rows_of(current, chunks)).concepts(),
+            lambda chunks: _merged(current.rows(chunks)).concepts(),
         )
         out.append(_delta(name, rows, stored, touched))
     return NodeDeltas(out, listed)
@@ -238,7 +245,7 @@ def node_deltas(
 
 def passage_delta(store: LanceStore, current: pa.Table, diff: ChunkDiff) -> TableDelta:
     """The passage rows of new and moved chunks (texts read for those only), and the ids of
-    removed chunks."""
+    removed chunks (``current``: every chunk's id and :data:`~.embed_inputs.PLACE`)."""
     wanted = sorted({*diff.added, *diff.moved})
     part = rows_of(current, wanted)
     text = _chunk_texts(store, part["id"])

@@ -8,25 +8,29 @@ successful extraction payload under the stage's extractor (null when it had none
 ids of the concepts that payload lists (``listed``: what a concept's domains are made of). The
 current inputs are read column-wise (the chunks table without its texts, the extractions of
 that extractor) and compared with the stored rows by id with Arrow compute: no Python object
-per chunk.
+per chunk. The comparison reads each payload's BLAKE3 digest, which Lance computes
+(:data:`DIGEST`), not the payloads: an incremental run then reads the payloads of the chunks
+it merges again, by id (:class:`LazyInputs`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.chunk_stage import ok_extractions
-from qortex_core.storage.store import CHUNKS, LanceStore
+from qortex_core.storage.store import CHUNKS, WHERE_IN_MAX, LanceStore
 
 EMBEDDED_CHUNKS = "embedded_chunks"  # the stage's record of the chunks its tables hold
 PLACE = ("doc_id", "title", "domain", "time", "ingested_at")  # a passage row's other columns
 COLUMNS = ("id", *PLACE, "payload")
 LISTED = pa.list_(pa.string())
+DIGEST = "payload_digest"  # a payload's BLAKE3, computed by Lance: a diff reads no payload
+_DIGEST_SQL = "digest(payload, 'blake3')"
 
 
 def _string_column(rows: pa.Table, name: str) -> pa.Array | pa.ChunkedArray:
@@ -36,30 +40,42 @@ def _string_column(rows: pa.Table, name: str) -> pa.Array | pa.ChunkedArray:
     return pa.nulls(rows.num_rows, pa.string())
 
 
-def current_inputs(store: LanceStore, extractor_key: str) -> pa.Table:
+def current_inputs(
+    store: LanceStore, extractor_key: str, digests: bool = False, only: list[str] | None = None
+) -> pa.Table:
     """Every chunk's :data:`COLUMNS` now (in stored order): its successful payload under
-    ``extractor_key`` or null."""
+    ``extractor_key`` or null; with ``digests`` the payload's :data:`DIGEST` instead (Lance
+    hashes the payloads: none is read); ``only``: the rows of those chunk ids (at most
+    :data:`~qortex_core.storage.store.WHERE_IN_MAX`)."""
     table = store.open_latest(CHUNKS)
     names = table.schema.names if table is not None else []
-    chunks = store.read_columns(CHUNKS, [c for c in ("id", *PLACE) if c in names])
+    columns = [c for c in ("id", *PLACE) if c in names]
+    if only is None:
+        chunks = store.read_columns(CHUNKS, columns)
+    else:
+        chunks = store.read_where(CHUNKS, "id", only, columns) if columns else pa.table({})
+    payload_column = DIGEST if digests else "payload"
     if chunks.num_rows == 0:
-        return empty_inputs()
-    found = _payloads(store, extractor_key)
-    payload = pa.nulls(chunks.num_rows, pa.string())
+        return _empty(payload_column)
+    asked = {"passage_id": "passage_id", payload_column: _DIGEST_SQL if digests else "payload"}
+    found = ok_extractions(store, extractor_key, asked, only)
+    payload = pa.nulls(chunks.num_rows, pa.binary() if digests else pa.string())
     if found.num_rows:
         at = pc.index_in(chunks["id"], value_set=found["passage_id"])  # null where none
-        payload = found["payload"].take(at)
-    columns = {c: _string_column(chunks, c) for c in ("id", *PLACE)}
-    return pa.table({**columns, "payload": payload})
-
-
-def _payloads(store: LanceStore, extractor_key: str) -> pa.Table:
-    """``passage_id`` and ``payload`` of the successful extractions under ``extractor_key``."""
-    return ok_extractions(store, extractor_key, ["passage_id", "payload"])
+        payload = found[payload_column].take(at)
+    columns_now = {c: _string_column(chunks, c) for c in ("id", *PLACE)}
+    return pa.table({**columns_now, payload_column: payload})
 
 
 def empty_inputs() -> pa.Table:
-    return pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
+    return _empty("payload")
+
+
+def _empty(payload_column: str) -> pa.Table:
+    kind = {DIGEST: pa.binary()}
+    return pa.table(
+        {c: pa.array([], kind.get(c, pa.string())) for c in (*COLUMNS[:-1], payload_column)}
+    )
 
 
 def has_record(store: LanceStore) -> bool:
@@ -68,16 +84,26 @@ def has_record(store: LanceStore) -> bool:
     return table is not None and "listed" in table.schema.names
 
 
-def stored_inputs(store: LanceStore) -> pa.Table | None:
+def stored_inputs(
+    store: LanceStore, digests: bool = False, only: list[str] | None = None
+) -> pa.Table | None:
     """The stored record (:data:`COLUMNS` and ``listed``, in stored order), or None when
-    there is none (or one without the ``listed`` column)."""
+    there is none (or one without the ``listed`` column); with ``digests`` the payload's
+    :data:`DIGEST` instead of the payload and no ``listed``; ``only``: those chunk ids' rows
+    (at most :data:`~qortex_core.storage.store.WHERE_IN_MAX`)."""
     table = store.open_latest(EMBEDDED_CHUNKS)
     if table is None or "listed" not in table.schema.names:
         return None
-    rows = store.read_columns(EMBEDDED_CHUNKS, [*COLUMNS, "listed"])
-    if rows.num_rows == 0:
+    columns: list[str] | dict[str, str] = [*COLUMNS, "listed"]
+    if digests:
+        columns = {**{c: c for c in COLUMNS[:-1]}, DIGEST: _DIGEST_SQL}
+    if only is None:
+        rows = store.read_columns(EMBEDDED_CHUNKS, columns)
+    else:
+        rows = store.read_where(EMBEDDED_CHUNKS, "id", only, columns)
+    if rows.num_rows == 0 and not digests:
         return empty_inputs().append_column("listed", pa.array([], LISTED))
-    return rows
+    return rows if rows.num_rows else _empty(DIGEST)
 
 
 def _differs(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -109,6 +135,10 @@ class ChunkDiff:
         """Chunks that changed in any way."""
         return len(self.added) + len(self.removed) + len(set(self.moved) | set(self.reextracted))
 
+    def recorded(self) -> list[str]:
+        """Chunks whose record row is written again, sorted."""
+        return sorted({*self.added, *self.moved, *self.reextracted})
+
     def node_chunks(self) -> list[str]:
         """Chunks whose contribution to the node tables may have changed, sorted."""
         return sorted({*self.added, *self.removed, *self.reextracted})
@@ -121,11 +151,12 @@ def diff_inputs(current: pa.Table, stored: pa.Table) -> ChunkDiff:
     gone = ~pc.is_in(stored["id"], value_set=current["id"]).to_numpy(zero_copy_only=False)
     both = current.filter(pa.array(~new))
     # (both,) the stored row of each kept chunk: the compared columns only (not ``listed``)
-    before = stored.select(list(COLUMNS)).take(pc.drop_null(at))
+    before = stored.select(current.column_names).take(pc.drop_null(at))
     moved = np.zeros(both.num_rows, bool)
     for column in PLACE:
         moved |= _differs(both[column], before[column])
-    payload = _differs(both["payload"], before["payload"])
+    compared = DIGEST if DIGEST in both.column_names else "payload"
+    payload = _differs(both[compared], before[compared])
     reextracted = payload | _differs(both["domain"], before["domain"])
     ids = both["id"]
     return ChunkDiff(
@@ -142,6 +173,34 @@ def rows_of(inputs: pa.Table, wanted: list[str]) -> pa.Table:
         return inputs.slice(0, 0)
     rows = inputs.filter(pc.is_in(inputs["id"], value_set=pa.array(wanted, pa.string())))
     return rows.take(pc.sort_indices(rows["id"]))
+
+
+FETCH_MAX = 4 * WHERE_IN_MAX  # ids read by filtered queries; more: the columns are read whole
+
+
+class LazyInputs:
+    """One side of a diff: every chunk's key columns in memory (the payload's :data:`DIGEST`),
+    the full rows (payloads, and the record's ``listed``) read by id when asked: an
+    incremental run reads the payloads of the chunks it merges again, not of every chunk.
+
+    Attributes:
+        keys: every chunk's ``id``, :data:`PLACE` and :data:`DIGEST`.
+    """
+
+    def __init__(self, keys: pa.Table, read: Callable[[list[str] | None], pa.Table]) -> None:
+        self.keys = keys
+        self._read = read  # chunk ids (None: every chunk) -> their full rows
+        self._every: pa.Table | None = None
+
+    def rows(self, wanted: Iterable[str]) -> pa.Table:
+        """The full rows of the ``wanted`` chunk ids it holds, sorted by id (:func:`rows_of`)."""
+        ids = sorted(set(wanted))
+        if len(ids) > FETCH_MAX:  # one read of every row beats many filtered ones
+            if self._every is None:
+                self._every = self._read(None)
+            return rows_of(self._every, ids)
+        parts = [self._read(ids[s : s + WHERE_IN_MAX]) for s in range(0, len(ids), WHERE_IN_MAX)]
+        return rows_of(pa.concat_tables(parts) if parts else self._read([]), ids)
 
 
 class Payloads(Mapping[str, str]):
@@ -182,7 +241,7 @@ def write_record(
     """Record ``current`` (with ``listed``: ``id``, ``listed`` of its chunks) as what the
     tables were built from: the whole table (``diff`` None) or only the rows of ``diff``'s
     chunks."""
-    wanted = None if diff is None else sorted({*diff.added, *diff.moved, *diff.reextracted})
+    wanted = None if diff is None else diff.recorded()
     rows = current if wanted is None else rows_of(current, wanted)
     at = pc.index_in(rows["id"], value_set=listed["id"])
     if at.null_count:

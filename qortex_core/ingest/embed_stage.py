@@ -34,7 +34,9 @@ from qortex_core.ingest.embed_delta import (
 )
 from qortex_core.ingest.embed_inputs import (
     EMBEDDED_CHUNKS,
+    LISTED,
     ChunkDiff,
+    LazyInputs,
     Payloads,
     current_inputs,
     diff_inputs,
@@ -195,29 +197,40 @@ def embed_index(
     why = _full_reason(store, embedder, built)
     if not why and store.stage_digest(INPUTS_STATE) == inputs:  # no table read at all
         return _unchanged([store.count(name) for name in OUTPUTS])
-    current = current_inputs(store, extractor_key)
-    if not why:
-        stored = stored_inputs(store)
-        diff = diff_inputs(current, stored if stored is not None else empty_inputs())
+    if not why:  # compared by the payloads' digests: no payload is read to find the change
+        keys = current_inputs(store, extractor_key, digests=True)
+        recorded = stored_inputs(store, digests=True)
+        diff = diff_inputs(keys, recorded if recorded is not None else empty_inputs())
         if diff.empty:
             store.set_stage_digest(INPUTS_STATE, inputs)
             return _unchanged([store.count(name) for name in OUTPUTS])
-        if diff.size <= max(max_drift * len(stored or []), drift_floor):
+        n = len(recorded or [])
+        if diff.size <= max(max_drift * n, drift_floor):
+            current = LazyInputs(keys, lambda only: current_inputs(store, extractor_key, only=only))
+            stored = LazyInputs(recorded or keys, lambda only: _recorded(store, only))
             report = _incremental(store, embedder, current, stored, diff, progress)
             store.set_stage_digest(INPUTS_STATE, inputs)
             return report
-        why = f"{diff.size} of {len(stored or [])} chunks changed (over {max_drift:.0%}): rebuilt"
-        del stored
-    report = _full(store, embedder, current, progress, why)
+        why = f"{diff.size} of {n} chunks changed (over {max_drift:.0%}): rebuilt"
+        del keys, recorded
+    report = _full(store, embedder, current_inputs(store, extractor_key), progress, why)
     store.set_stage_digest(INPUTS_STATE, inputs)
     return report
+
+
+def _recorded(store: LanceStore, only: list[str] | None) -> pa.Table:
+    """The record's full rows (of the chunk ids ``only``, or every one)."""
+    rows = stored_inputs(store, only=only)
+    return (
+        rows if rows is not None else empty_inputs().append_column("listed", pa.array([], LISTED))
+    )
 
 
 def _incremental(
     store: LanceStore,
     embedder: Embedder,
-    current: pa.Table,
-    stored: pa.Table,
+    current: LazyInputs,
+    stored: LazyInputs,
     diff: ChunkDiff,
     progress: Progress,
 ) -> EmbedReport:
@@ -225,13 +238,13 @@ def _incremental(
     before = [store.count(name) for name in OUTPUTS]
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
     nodes = node_deltas(store, current, stored, diff)
-    deltas = [passage_delta(store, current, diff), *nodes.deltas]
+    deltas = [passage_delta(store, current.keys, diff), *nodes.deltas]
     embed_deltas(deltas, cached, progress)
     store.set_stage_digest(PENDING_STATE, "incremental")  # before the first write
     for done, delta in enumerate(deltas, 1):
         write_delta(store, delta)
         progress("embed_tables", done, 4)
-    write_record(store, current, nodes.listed, diff)
+    write_record(store, current.rows(diff.recorded()), nodes.listed, diff)
     compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
     if deltas[1].rows.num_rows or deltas[1].deleted:  # the synonym stage reads the concepts
         changed = deltas[1].rows["id"].to_pylist() + deltas[1].deleted

@@ -89,7 +89,9 @@ def eligible_mask(names: Sequence[str] | pa.Array | pa.ChunkedArray, min_chars: 
         else names
     )
     raw, at = utf8_buffers(arr)
-    running = np.zeros(at[-1] - at[0] + 1, np.int64)  # (bytes+1,) alphanumerics before each
+    size = int(at[-1] - at[0])
+    # (bytes+1,) alphanumerics before each byte (int32 while it fits: half the fresh memory)
+    running = np.zeros(size + 1, np.int32 if size < 2**31 else np.int64)
     np.cumsum(_ALNUM[raw[at[0] : at[-1]]], out=running[1:])
     counts = running[at[1:] - at[0]] - running[at[:-1] - at[0]]  # (n,)
     return (counts >= min_chars) & pc.is_valid(arr).to_numpy(zero_copy_only=False)

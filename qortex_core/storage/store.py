@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Protocol, Sequence
+from typing import Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -122,6 +122,11 @@ def _unreadable(name: str, exc: BaseException) -> HomeError:
     return HomeError(f"table {name!r} in the data home is unreadable: {detail}")
 
 
+def _selected(columns: Sequence[str] | Mapping[str, str]) -> list[str] | dict[str, str]:
+    """Columns as LanceDB's ``select`` takes them: names, or output names to SQL expressions."""
+    return dict(columns) if isinstance(columns, Mapping) else list(columns)
+
+
 class LanceStore:
     """LanceDB on disk (or an object-store URI) as the single store of record."""
 
@@ -204,13 +209,14 @@ class LanceStore:
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
-    def read_columns(self, name: str, columns: Sequence[str]) -> pa.Table:
-        """Only ``columns`` of every row, in row order (empty table if it does not exist)."""
+    def read_columns(self, name: str, columns: Sequence[str] | Mapping[str, str]) -> pa.Table:
+        """Only ``columns`` of every row, in row order (empty table if it does not exist); a
+        mapping names each output's SQL expression, computed by Lance (a column's digest)."""
         table = self._table(name)
         if table is None:
             return pa.table({})
         try:
-            return table.search().select(list(columns)).limit(None).to_arrow()
+            return table.search().select(_selected(columns)).limit(None).to_arrow()
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
@@ -243,20 +249,26 @@ class LanceStore:
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 
-    def read_where(self, name: str, key: str, values: list[str]) -> pa.Table:
-        """Rows whose ``key`` is one of ``values``, in row order: up to :data:`WHERE_IN_MAX`
-        values, Lance filters the rows (it reads the ``key`` column, then only the rows that
-        match); more, every row is read and filtered here."""
+    def read_where(
+        self,
+        name: str,
+        key: str,
+        values: list[str],
+        columns: Sequence[str] | Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """Rows whose ``key`` is one of ``values`` in row order (``columns`` as
+        :meth:`read_columns` takes them, or all): up to :data:`WHERE_IN_MAX` values Lance
+        filters them (reading ``key``, then the matches); more are filtered here."""
         table = self._table(name)
         if table is None:
             return pa.table({})
-        if not values:
-            return table.schema.empty_table()
         if len(values) > WHERE_IN_MAX:
-            full = self.read(name)
+            full = self.read(name) if columns is None else self.read_columns(name, columns)
             return full.filter(pc.is_in(full[key], value_set=pa.array(values, type=pa.string())))
+        query = table.search().where(sql_in(key, values) if values else "false")
+        query = query if columns is None else query.select(_selected(columns))
         try:
-            return table.search().where(sql_in(key, values)).limit(None).to_arrow()
+            return query.limit(None).to_arrow()
         except (OSError, RuntimeError) as exc:
             raise _unreadable(name, exc) from None
 

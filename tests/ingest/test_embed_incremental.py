@@ -18,7 +18,7 @@ import pytest
 
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
 from qortex_core.errors import QortexError
-from qortex_core.ingest import embed_delta, embed_stage
+from qortex_core.ingest import embed_delta, embed_inputs, embed_stage
 from qortex_core.ingest.embed_inputs import EMBEDDED_CHUNKS, current_inputs
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.stages import embed_index, extract_chunks, sync_chunks
@@ -202,3 +202,24 @@ def test_tables_in_many_fragments_are_compacted_and_keep_their_rows(tmp_path, mo
         stats = store.open_latest(name).stats()["fragment_stats"]
         assert stats["num_fragments"] <= 3, (name, stats)
     _assert_same_as_full_build(store, tmp_path)
+
+
+@pytest.mark.parametrize("fetch_max", [embed_inputs.FETCH_MAX, 1])
+def test_lazy_inputs_read_the_rows_a_full_read_holds(tmp_path, monkeypatch, fetch_max):
+    """The incremental path reads payloads by id (or every row, past ``FETCH_MAX`` ids): the
+    rows it gets are those of a full read, and the digests tell a changed payload apart."""
+    monkeypatch.setattr(embed_inputs, "FETCH_MAX", fetch_max)
+    store = LanceStore.open(tmp_path / "h")
+    _ingest(store, [_passage(i) for i in range(12)])
+    every = current_inputs(store, KEY)
+    wanted = sorted(every["id"].to_pylist())[3:7] + ["p_not_a_chunk"]
+    lazy = embed_inputs.LazyInputs(
+        current_inputs(store, KEY, digests=True),
+        lambda only: current_inputs(store, KEY, only=only),
+    )
+    assert lazy.rows(wanted).to_pydict() == embed_inputs.rows_of(every, wanted).to_pydict()
+    assert lazy.rows([]).num_rows == 0
+    before = embed_inputs.stored_inputs(store, digests=True)
+    _rewrite_payload(store, wanted[0], lambda p: {**p, "facts": []})
+    diff = embed_inputs.diff_inputs(current_inputs(store, KEY, digests=True), before)
+    assert (diff.reextracted, diff.added, diff.removed, diff.moved) == ([wanted[0]], [], [], [])
