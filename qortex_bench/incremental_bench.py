@@ -6,7 +6,8 @@ into a source folder; ``qortex ingest`` full; ``delta`` more files and ``qortex 
 consolidate``. Every step is the real CLI in a child process (its wall seconds and peak RSS),
 with the hash embedder and the offline extractor. Then a full rebuild of the same final corpus
 (the same files, the same memories) in a fresh home, and the top 10 passages of every mode on
-the same queries from both homes: after incremental runs the answers must be the rebuild's.
+the same queries from both homes: after incremental runs the answers must be the rebuild's,
+and so must the synonym edges (:func:`synonym_agreement`).
 """
 
 from __future__ import annotations
@@ -121,6 +122,25 @@ def agreement(a: dict[str, list[list[str]]], b: dict[str, list[list[str]]]) -> d
     }
 
 
+def synonym_agreement(home: Path, rebuilt: Path) -> dict:
+    """The synonym edges after the incremental runs against the rebuild's: how many each
+    holds, the share they have in common (Jaccard) and each one's edge recall on the same
+    sampled concepts (:func:`~qortex_bench.scale_bench.synonym_recall`: incremental, rebuild)."""
+    from qortex_bench.scale_bench import synonym_recall
+    from qortex_core.storage.store import SYNONYMS, LanceStore
+
+    stores = [LanceStore.open(str(h)) for h in (home, rebuilt)]
+    edges = [s.read(SYNONYMS) for s in stores]
+    sets = [{frozenset(p) for p in zip(e["a"].to_pylist(), e["b"].to_pylist())} for e in edges]
+    union = sets[0] | sets[1]
+    return {
+        "incremental": len(sets[0]),
+        "rebuild": len(sets[1]),
+        "jaccard": round(len(sets[0] & sets[1]) / len(union), 4) if union else 1.0,
+        "edge_recall": [synonym_recall(s)["recall"] for s in stores],
+    }
+
+
 def _summary(stdout: str) -> dict:
     """What a step's ``--json`` output says it did (step seconds, embedded, cache hits)."""
     import json
@@ -165,6 +185,7 @@ def run_size(config: IncrementalConfig, n: int, consolidate: Consolidate) -> dic
     out["peak_rss_mb"] = children_peak_rss_mb()  # the largest step so far (ladders grow)
     out["steps"] = {name: _summary(step["stdout"]) for name, step in steps.items()}
     out["top10_agreement"] = same
+    out["synonym_edges"] = synonym_agreement(home, rebuilt)
     fact = f"{memory_texts(total, 1, config.seed + 1)[0]} It stores amber lanterns."
     out["freshness"] = freshness(home, config.dim, fact, consolidate)
     out["top10_agreement_min"] = min(same.values()) if same else 1.0

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.embed import Embedder
+from qortex_core.ingest import row_changes
 from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.chunk_stage import (
     Progress,
@@ -241,11 +242,17 @@ def _incremental(
     deltas = [passage_delta(store, current.keys, diff), *nodes.deltas]
     embed_deltas(deltas, cached, progress)
     store.set_stage_digest(PENDING_STATE, "incremental")  # before the first write
+    versions = store.versions()
     for done, delta in enumerate(deltas, 1):
         write_delta(store, delta)
         progress("embed_tables", done, 4)
     write_record(store, current.rows(diff.recorded()), nodes.listed, diff)
     compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
+    facts = next(d for d in deltas if d.name == FACTS)  # a snapshot's base holds the others
+    written = facts.rows["id"].to_pylist() if facts.rows.num_rows else []
+    row_changes.record(
+        store, FACTS, versions.get(FACTS, 0), store.versions()[FACTS], written, facts.deleted
+    )
     if deltas[1].rows.num_rows or deltas[1].deleted:  # the synonym stage reads the concepts
         changed = deltas[1].rows["id"].to_pylist() + deltas[1].deleted
         store.set_stage_digest(
@@ -282,6 +289,7 @@ def _full(
     if store.stage_digest(MODEL_STATE) != embedder.name:  # no old vector is this model's
         store.set_stage_digest(MODEL_STATE, "")
     store.set_stage_digest(PENDING_STATE, "full")  # before the first write
+    row_changes.clear(store, FACTS)
     chunks = read_chunks(store)
     cached = CachedEmbedder(embedder, LanceVectorCache(store))
     n_passages = len(chunks)

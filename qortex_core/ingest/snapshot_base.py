@@ -131,14 +131,27 @@ def reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowC
     return rows, same, change
 
 
-def fetch(store: LanceStore, name: str, offsets: np.ndarray, ids: pa.Array) -> np.ndarray:
+def fetch(
+    store: LanceStore,
+    name: str,
+    offsets: np.ndarray,
+    ids: pa.Array,
+    read: tuple[pa.Array, np.ndarray] | None = None,
+) -> np.ndarray:
     """(len(offsets), d) vectors of the stored rows at ``offsets``, checked against ``ids``
-    (read in offset order, a block at a time, then put in the order asked).
+    (read in offset order, a block at a time, then put in the order asked); of the rows
+    ``read`` holds (ids, vectors: read by id already) when given, by their ids.
 
     Raises:
         SnapshotError: the table changed since the stage read its rows.
     """
     from qortex_core.storage.store import arrow_to_vectors
+
+    if read is not None:
+        at = pc.index_in(ids, value_set=read[0])
+        if at.null_count:
+            raise vectors.changed(name)
+        return read[1][at.to_numpy(zero_copy_only=False)]
 
     order = np.argsort(offsets, kind="stable")  # (f,) Lance takes rows in offset order
     want = ids.take(pa.array(order))
@@ -165,6 +178,7 @@ def write_merged(
     base: Base,
     path: Path,
     known: tuple[np.ndarray, np.ndarray, RowChange] | None = None,
+    read: tuple[pa.Array, np.ndarray] | None = None,
 ) -> tuple[RowChange, bool]:
     """Write table ``name``'s vectors in snapshot order to the ``.npy`` file ``path``: the base's
     vector for each unchanged row, LanceDB's for the others.
@@ -177,6 +191,8 @@ def write_merged(
         base: the base snapshot.
         path: the file to write.
         known: :func:`reused` of ``keys`` when the caller has it already.
+        read: the new and changed rows' ids and vectors, where they were read by id (see
+            :func:`fetch`).
 
     Returns:
         The change against the base, and whether the file was written (not when the merge
@@ -187,7 +203,9 @@ def write_merged(
     if n and (change.added + change.changed) > FULL_FRACTION * n:
         return change, False
     fresh = np.flatnonzero(~same)  # (f,) snapshot rows read from LanceDB
-    got = fetch(store, name, offsets[fresh], keys["id"].take(pa.array(fresh)).combine_chunks())
+    got = fetch(
+        store, name, offsets[fresh], keys["id"].take(pa.array(fresh)).combine_chunks(), read
+    )
     dim = old.shape[1] if old.ndim == 2 and len(old) else got.shape[1]
     if len(got) and got.shape[1] != dim:
         return change, False  # another width: the base's vectors are of no use

@@ -26,6 +26,7 @@ from qortex_core.ingest.snapshot_base import (
     write_merged,
 )
 from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cells
+from qortex_core.ingest.snapshot_facts import base_facts
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
@@ -42,6 +43,9 @@ class Merge:
             be at its version once merged: it is not read again, as a full read would check).
         reuse: a table's :func:`~.snapshot_base.reused` in stored row order, where already
             computed (the facts', by their cells).
+        fresh: a table's rows read by id with their vectors (ids, vectors), where its rows
+            were taken from the base (:mod:`.snapshot_facts`): their offsets are not the
+            table's, their vectors are these.
     """
 
     base: Base | None
@@ -50,6 +54,7 @@ class Merge:
     merged: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     reuse: dict[str, tuple[np.ndarray, np.ndarray, RowChange]] = field(default_factory=dict)
+    fresh: dict[str, tuple[pa.Array, np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,9 @@ def _merged(
     known = merge.reuse.get(name)
     if known is not None:  # the stored-order match, put in snapshot order
         known = (known[0][offsets], known[1][offsets], known[2])
-    change, written = write_merged(store, name, ordered, offsets, merge.base, path, known)
+    change, written = write_merged(
+        store, name, ordered, offsets, merge.base, path, known, merge.fresh.get(name)
+    )
     if written and store.versions().get(name) != merge.versions.get(name):
         raise vectors.changed(name)  # a write between the reads of this build
     merge.change = merge.change + change
@@ -116,6 +123,8 @@ def staged(
     stored = folder / f"{name}.stored.npy"
     if not stored.exists() and _merged(store, name, keys, order, final, merge, ordered):
         return vectors.load(final)
+    if not stored.exists() and name in merge.fresh:  # rows of the base's, not the table's order
+        raise vectors.changed(name)
     if not stored.exists():
         vectors.write_stored(store, name, keys["id"], stored)
     if order is None:
@@ -138,17 +147,21 @@ def _fact_cells(
     if bounds is not None and merge.base is not None:
         base = merge.base
         keys = facts.select(list(KEYS[FACTS]))
-        rows, same, change = reused(keys, base.keys(FACTS))
-        merge.reuse[FACTS] = (rows, same, change)
+        if FACTS not in merge.reuse:
+            merge.reuse[FACTS] = reused(keys, base.keys(FACTS))
+        rows, same, change = merge.reuse[FACTS]
         if (~same).sum() <= FULL_FRACTION * facts.num_rows:
             new = np.flatnonzero(~same)
             ids = keys["id"].take(pa.array(new)).combine_chunks()
-            fresh, old = fetch(store, FACTS, new, ids), base.vectors(FACTS)
+            fresh = fetch(store, FACTS, new, ids, merge.fresh.get(FACTS))
+            old = base.vectors(FACTS)
             if not len(fresh) or fresh.shape[1:] == old.shape[1:]:  # else: another width
                 base_row = np.where(same, rows, -1)
                 base_ids = base.keys(FACTS)["id"]
                 return merged_cells(keys["id"], base_row, fresh, base_ids, old, bounds, config)
     stored = folder / f"{FACTS}.stored.npy"
+    if FACTS in merge.fresh:  # rows in the base's order, not the table's: not streamed
+        raise vectors.changed(FACTS)
     vectors.write_stored(store, FACTS, facts["id"], stored)
     with vectors.mapped(stored) as (rows_map, release):
         return full_cells(facts["id"], rows_map, config, release)
@@ -170,6 +183,23 @@ def _id_order_in_cells(cells: FactCells, by_id: np.ndarray) -> FactCells:
     return FactCells(np.lexsort((rank, home)), cells.centroids, cells.bounds)
 
 
+def _from_base(
+    store: LanceStore, config: GraphConfig, merge: Merge, columns: list[str]
+) -> pa.Table | None:
+    """The facts taken from the base but for the rows changed since (:mod:`.snapshot_facts`),
+    when its fact cells can be merged too; else None (the table is read in full)."""
+    if merge.base is None:
+        return None
+    n, cells = store.count(FACTS), config.fact_cells
+    if n >= max(cells.min_facts, 2) and merge.base.fact_bounds(layout_of(n, cells)) is None:
+        return None  # the cells are computed anew, from every vector in the table's order
+    got = base_facts(store, merge.base, merge.versions.get(FACTS), columns)
+    if got is None or (~got.reuse[1]).sum() > FULL_FRACTION * n:
+        return None  # ... and so are the vectors of a change this large
+    merge.reuse[FACTS], merge.fresh[FACTS] = got.reuse, got.fresh
+    return got.facts
+
+
 def _facts(
     store: LanceStore, config: GraphConfig, folder: Path, merge: Merge, files: vectors.VectorFiles
 ) -> tuple[pa.Table, FactCells | None]:
@@ -178,7 +208,9 @@ def _facts(
     # the facts' links and texts (the texts key a merged vector, and make the facts table);
     # the relation column only when relation weights are set
     links = [*KEYS[FACTS], "subject_id", "object_id", "passage_ids"]
-    facts = store.read_columns(FACTS, links + ["relation"] if config.relation_weights else links)
+    links = links + ["relation"] if config.relation_weights else links
+    taken = _from_base(store, config, merge, links)
+    facts = store.read_columns(FACTS, links) if taken is None else taken
     f_by_id = _by_id(facts)
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
     cells = _fact_cells(store, facts, config.fact_cells, folder, merge)

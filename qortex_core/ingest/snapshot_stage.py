@@ -25,6 +25,7 @@ from qortex_core.ingest.graph import (
 )
 from qortex_core.ingest.snapshot_base import KEYS
 from qortex_core.ingest.snapshot_cells import layout_of
+from qortex_core.ingest.snapshot_facts import FACT_LINKS, links_of
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
@@ -112,6 +113,8 @@ def _report(
         reason = f"vectors of {', '.join(merge.merged)} merged from {source}"
         if merge.read:
             reason += f"; {', '.join(merge.read)} read in full"
+        if FACTS in merge.fresh:  # the rows too (ingest/snapshot_facts.py)
+            reason += f"; fact rows from the base, {len(merge.fresh[FACTS][0])} read by id"
         return SnapshotReport(
             path.name, int(path.name[1:7]), path, counts, "incremental", reason, *rows
         )
@@ -271,6 +274,7 @@ def _built(
     )
     dangling = snapshot_edges.dangling(stored)
     facts = stored.facts.select(list(KEYS[FACTS])) if stored.facts.num_rows else pa.table({})
+    extra = {FACT_LINKS: links_of(stored.facts)} if stored.facts.num_rows else {}
     stored = replace(stored, facts=pa.table({}))  # the links are in the arrays now
     give_back()  # the links, before the tables are assembled
     tables = snapshot_tables(stored.concepts, stored.passages, facts, stored.rules)
@@ -291,7 +295,8 @@ def _built(
     }
     if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
         manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
-    published = _publish(home, arrays, tables, manifest, verify, words, stored.vectors.digests())
+    extra[snapshot_words.WORDS] = words  # the next build's base, with the links
+    published = _publish(home, arrays, tables, manifest, verify, extra, stored.vectors.digests())
     return published, counts, dangling
 
 
@@ -301,7 +306,7 @@ def _publish(
     tables: SnapshotTables,
     manifest: dict,
     verify: Callable[[str], None] | None = None,
-    words: pa.Table | None = None,
+    extra: dict[str, pa.Table] | None = None,
     digests: dict[str, str] | None = None,
 ) -> Path:
     """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
@@ -314,8 +319,8 @@ def _publish(
         if isinstance(a, np.memmap) and a.filename is not None
     }
     kept = {name: a for name, a in data.items() if name not in files}
-    extra = {} if words is None else {snapshot_words.WORDS: words}  # the next build's base
-    published = snap.Snapshot(arrays=kept, tables={**tables.as_dict(), **extra}, manifest=manifest)
+    tables_of = {**tables.as_dict(), **(extra or {})}  # ``extra``: what the next build reads
+    published = snap.Snapshot(arrays=kept, tables=tables_of, manifest=manifest)
     given = digests or {}
     known = {name: given[str(p)] for name, p in files.items() if str(p) in given}
     return snap.publish(home, published, files=files, check=verify, digests=known)

@@ -42,6 +42,10 @@ def test_bench_incremental_agrees_with_a_full_rebuild_and_reports_every_step(tmp
         assert size[f"{step}_ratio"] == pytest.approx(size[f"{step}_s"] / size["full_s"], 1e-3)
     assert size["peak_rss_mb"] > 0
     assert size["top10_agreement"] == {"dense": 1.0, "hipporag": 1.0, "hybrid": 1.0}
+    synonyms = size["synonym_edges"]  # the incremental runs' edges are the rebuild's
+    assert synonyms["rebuild"] > 0 and synonyms["incremental"] == synonyms["rebuild"]
+    assert synonyms["jaccard"] == 1.0
+    assert synonyms["edge_recall"][0] == synonyms["edge_recall"][1] is not None
     steps = size["steps"]
     assert steps["plus_delta"]["new_documents"] == 3 and steps["unchanged"]["embedded"] == 0
     assert steps["unchanged"]["new_documents"] == 0 and steps["consolidate"]["memories"] == 3

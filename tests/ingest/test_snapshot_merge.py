@@ -64,6 +64,8 @@ def test_each_later_build_merged_the_fact_vectors_and_cells(built):
     for report in reports[1:]:
         made = report["graph_snapshot"]
         assert made.mode == "incremental" and "facts" in made.reason, made
+        # the fact rows too: the base's, but for those the embedding stage wrote since
+        assert "fact rows from the base" in made.reason, made
     assert reports[2]["graph_snapshot"].rows_removed > 0
 
 
@@ -115,3 +117,31 @@ def test_the_cell_size_doubles_so_a_fact_is_compared_with_every_centroid():
     assert snapshot_cells.cell_size(1_450_000, config) == 1024  # 100k passages' facts
     assert snapshot_cells.cell_size(14_500_000, config) == 4096  # 1M passages'
     assert 14_500_000 / 4096 <= EXACT_CELLS
+
+
+@pytest.mark.parametrize("break_with", ["rewrite", "old_base"])
+def test_fact_rows_are_read_in_full_when_the_base_cannot_give_them(tmp_path, break_with):
+    """A write of the facts table outside the embedding stage (the same rows rewritten, as a
+    compaction does), or a base without its fact links (a snapshot of an older qortex),
+    leaves no way to tell which rows changed: the facts table is read in full, with the same
+    result."""
+    home = tmp_path / "h"
+    store = LanceStore.open(home)
+    _run(store, home, FILES[:120])
+    if break_with == "rewrite":
+        store.replace("facts", store.read("facts"))
+    else:  # the latest snapshot as an older qortex published it: no fact links
+        latest = snap.load(home)
+        tables = {k: t for k, t in latest.tables.items() if k != "fact_links"}
+        snap.publish(home, snap.Snapshot(dict(latest.arrays), tables, dict(latest.manifest)))
+    made = _run(store, home, FILES[:135])["graph_snapshot"]
+    assert made.mode == "incremental" and "fact rows from the base" not in made.reason, made
+    merged = snap.load(home)
+    model = merged.manifest["embedding_model"]
+    params = {k: v for k, v in merged.manifest["params"].items() if k != "graph"}
+    assert build_snapshot(store, tmp_path / "full", model, CELLS, params).mode == "full"
+    rebuilt = snap.load(tmp_path / "full")
+    for name, want in rebuilt.arrays.items():
+        assert np.array_equal(merged.arrays[name], want), name
+    assert merged.tables["facts"].equals(rebuilt.tables["facts"])
+    assert merged.tables["fact_links"].equals(rebuilt.tables["fact_links"])

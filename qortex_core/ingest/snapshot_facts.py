@@ -1,0 +1,89 @@
+"""The facts of an incremental snapshot from its base: every fact row the embedding stage did
+not touch since the base was built (:mod:`.row_changes`) is the base's row, read from the base
+snapshot's memory-mapped tables; only the touched ids are read from LanceDB, with their vectors.
+
+The base keeps each fact's links beside its facts table (table :data:`FACT_LINKS`, row i =
+fact row i: ``subject_id``, ``object_id``, ``passage_ids``, and ``relation`` where the build
+read it), so the rows it gives equal the stored ones. Without those links, with a chain of
+changes that does not reach the base's version of the facts table, with more touched ids than
+:data:`~qortex_core.storage.store.WHERE_IN_MAX`, or with a count that differs from the table's,
+the caller reads the table in full as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qortex_core.ingest import row_changes
+from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange
+from qortex_core.storage.store import FACTS, WHERE_IN_MAX, LanceStore, arrow_to_vectors
+
+FACT_LINKS = "fact_links"  # the snapshot table of each fact's links (the next build's base)
+
+
+@dataclass(frozen=True)
+class BaseFacts:
+    """The facts in a stored order of their own (the base's kept rows, then the touched rows
+    read from LanceDB), and what a merge needs to know of them.
+
+    Attributes:
+        facts: the fact rows (the columns asked for).
+        reuse: (base row of each row or -1, rows whose vector the base holds, the change).
+        fresh: the touched rows' ids and (n, d) vectors, as read.
+    """
+
+    facts: pa.Table
+    reuse: tuple[np.ndarray, np.ndarray, RowChange]
+    fresh: tuple[pa.Array, np.ndarray]
+
+
+def links_of(facts: pa.Table) -> pa.Table:
+    """The :data:`FACT_LINKS` table of the snapshot's ``facts`` (in snapshot order)."""
+    return facts.select([c for c in facts.column_names if c not in KEYS[FACTS]])
+
+
+def _base_rows(base: Base, columns: list[str]) -> pa.Table | None:
+    """The base's fact rows with ``columns`` (keys and links), or None when it lacks some."""
+    links = base.snapshot.tables.get(FACT_LINKS)
+    keys = base.keys(FACTS)
+    if links is None or links.num_rows != keys.num_rows:
+        return None
+    both = {**{c: keys[c] for c in keys.column_names}, **{c: links[c] for c in links.column_names}}
+    if not set(columns) <= set(both):
+        return None
+    return pa.table({c: both[c] for c in columns})
+
+
+def base_facts(
+    store: LanceStore, base: Base | None, version: int | None, columns: list[str]
+) -> BaseFacts | None:
+    """``columns`` of every fact at table version ``version``, taken from ``base`` but for the
+    rows touched since (see the module); None when they cannot be."""
+    if base is None or version is None:
+        return None
+    since = base.snapshot.manifest.get("table_versions", {}).get(FACTS)
+    ids = None if since is None else row_changes.touched(store, FACTS, int(since), version)
+    rows = None if ids is None or len(ids) > WHERE_IN_MAX else _base_rows(base, columns)
+    if rows is None or ids is None:
+        return None
+    wanted = pa.array(ids, pa.string())
+    keep = pc.invert(pc.is_in(rows["id"], value_set=wanted)).to_numpy(zero_copy_only=False)
+    read = store.read_where(FACTS, "id", ids, [*columns, "vector"]) if ids else None
+    if read is None or read.num_rows == 0:
+        fresh = rows.slice(0, 0)
+        vectors = np.zeros((0, 1), np.float32)
+    else:
+        fresh = read.select(columns).cast(rows.schema)
+        vectors = arrow_to_vectors(read["vector"], read.schema.field("vector").type.list_size)
+    facts = pa.concat_tables([rows.filter(pa.array(keep)), fresh])
+    if facts.num_rows != store.count(FACTS):
+        return None  # the base's rows are not the table's: read it in full
+    held = pc.is_in(fresh["id"], value_set=rows["id"]).to_numpy(zero_copy_only=False)
+    change = RowChange(int((~held).sum()), int(held.sum()), int((~keep).sum()) - int(held.sum()))
+    base_row = np.concatenate([np.flatnonzero(keep), np.full(fresh.num_rows, -1)])
+    reuse = (base_row.astype(np.int64), base_row >= 0, change)
+    return BaseFacts(facts, reuse, (fresh["id"].combine_chunks(), vectors))
