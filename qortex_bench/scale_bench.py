@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pyarrow.compute as pc
 
 from qortex_bench.box_speed import box_factor, calibrate
 from qortex_bench.scale_report import MODES, growth
@@ -170,6 +171,7 @@ def synonym_recall(store, sample: int = 500, seed: int = 0) -> dict:
 
     config = SynonymConfig()
     concepts = store.read(CONCEPTS).select(["id", "name", "vector"])
+    concepts = concepts.take(pc.sort_indices(concepts["id"]))  # the same sample in any row order
     vectors = arrow_to_vectors(concepts["vector"], concepts.schema.field("vector").type.list_size)
     idx = np.flatnonzero(eligible_mask(concepts["name"], config.min_chars))  # (m,)
     rng = np.random.default_rng(seed)

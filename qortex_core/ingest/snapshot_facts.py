@@ -19,8 +19,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest import row_changes
+from qortex_core.ingest.graph import fact_endpoints
 from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange
-from qortex_core.storage.store import FACTS, WHERE_IN_MAX, LanceStore, arrow_to_vectors
+from qortex_core.storage.store import (
+    CONCEPTS,
+    FACTS,
+    WHERE_IN_MAX,
+    LanceStore,
+    arrow_to_vectors,
+)
 
 FACT_LINKS = "fact_links"  # the snapshot table of each fact's links (the next build's base)
 
@@ -87,3 +94,23 @@ def base_facts(
     base_row = np.concatenate([np.flatnonzero(keep), np.full(fresh.num_rows, -1)])
     reuse = (base_row.astype(np.int64), base_row >= 0, change)
     return BaseFacts(facts, reuse, (fresh["id"].combine_chunks(), vectors))
+
+
+def ends_from_base(
+    base: Base, base_rows: np.ndarray, facts: pa.Table, concept_ids: pa.ChunkedArray
+) -> np.ndarray:
+    """(n_facts, 2) row in ``concept_ids`` of each fact's subject and object, as
+    :func:`~.graph.fact_endpoints` gives them: a fact the base holds (``base_rows[i]`` >= 0)
+    maps the base's ``fact_nodes`` to the new concept rows, the others are looked up."""
+    nodes = np.asarray(base.snapshot.arrays["fact_nodes"], np.int64)  # (base facts, 2)
+    if len(nodes) != base.keys(FACTS).num_rows:
+        return fact_endpoints(facts, concept_ids)
+    at = pc.index_in(base.keys(CONCEPTS)["id"], value_set=concept_ids)  # (base concepts,)
+    moved = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    ends = np.full((len(base_rows), 2), -1, np.int64)
+    held = base_rows >= 0
+    ends[held] = moved[nodes[base_rows[held]]]
+    redo = np.flatnonzero(~held | (ends < 0).any(axis=1))  # new facts, and any lost end
+    if len(redo):
+        ends[redo] = fact_endpoints(facts.take(pa.array(redo)), concept_ids)
+    return ends

@@ -26,7 +26,7 @@ from qortex_core.ingest.snapshot_base import (
     write_merged,
 )
 from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cells
-from qortex_core.ingest.snapshot_facts import base_facts
+from qortex_core.ingest.snapshot_facts import base_facts, ends_from_base
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
@@ -46,6 +46,8 @@ class Merge:
         fresh: a table's rows read by id with their vectors (ids, vectors), where its rows
             were taken from the base (:mod:`.snapshot_facts`): their offsets are not the
             table's, their vectors are these.
+        fact_base_rows: each fact's row in the base (-1: read by id), in snapshot order,
+            when the fact rows were taken from the base.
     """
 
     base: Base | None
@@ -55,6 +57,7 @@ class Merge:
     read: list[str] = field(default_factory=list)
     reuse: dict[str, tuple[np.ndarray, np.ndarray, RowChange]] = field(default_factory=dict)
     fresh: dict[str, tuple[pa.Array, np.ndarray]] = field(default_factory=dict)
+    fact_base_rows: np.ndarray | None = None  # (facts,) in snapshot order, where rows are taken
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,8 @@ def _facts(
     order = f_by_id if cells is None else cells.order
     stored_facts = facts.select(list(KEYS[FACTS]))
     facts = facts.take(pa.array(order))
+    if FACTS in merge.fresh:
+        merge.fact_base_rows = merge.reuse[FACTS][0][order]
     f_keys = facts.select(list(KEYS[FACTS]))
     files.submit(FACTS, partial(staged, store, FACTS, stored_facts, order, folder, merge, f_keys))
     return facts, cells
@@ -249,7 +254,10 @@ def read_stored(
     passages = stored_passages.select(["id"]).take(p_by_id)
     # hubs first within each node block: locality for the PPR products (ingest/graph.py)
     ends = None  # (facts, 2) the facts' concept rows, -1 unknown: once for both uses
-    if facts.num_rows and concepts.num_rows:
+    taken = merge.fact_base_rows  # the fact rows came from the base: so can their endpoints
+    if facts.num_rows and concepts.num_rows and taken is not None and merge.base is not None:
+        ends = ends_from_base(merge.base, taken, facts, concepts["id"])
+    elif facts.num_rows and concepts.num_rows:
         ends = fact_endpoints(facts, concepts["id"])
     c_local, p_local = hub_first_orders(concepts, passages, facts, ends)
     ends = None if ends is None else _renumbered(ends, c_local)  # snapshot concept rows
