@@ -6,7 +6,7 @@ The base keeps each fact's links beside its facts table (table :data:`FACT_LINKS
 fact row i: ``subject_id``, ``object_id``, ``passage_ids``, and ``relation`` where the build
 read it), so the rows it gives equal the stored ones. Without those links, with a chain of
 changes that does not reach the base's version of the facts table, with more touched ids than
-:data:`~qortex_core.storage.store.WHERE_IN_MAX`, or with a count that differs from the table's,
+:data:`MAX_READ`, or with a count that differs from the table's,
 the caller reads the table in full as before.
 """
 
@@ -30,6 +30,7 @@ from qortex_core.storage.store import (
 )
 
 FACT_LINKS = "fact_links"  # the snapshot table of each fact's links (the next build's base)
+MAX_READ = 4 * WHERE_IN_MAX  # touched ids read by filtered queries; more: the table in full
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,17 @@ def base_facts(
         return None
     since = base.snapshot.manifest.get("table_versions", {}).get(FACTS)
     ids = None if since is None else row_changes.touched(store, FACTS, int(since), version)
-    rows = None if ids is None or len(ids) > WHERE_IN_MAX else _base_rows(base, columns)
+    rows = None if ids is None or len(ids) > MAX_READ else _base_rows(base, columns)
     if rows is None or ids is None:
         return None
     wanted = pa.array(ids, pa.string())
     keep = pc.invert(pc.is_in(rows["id"], value_set=wanted)).to_numpy(zero_copy_only=False)
-    read = store.read_where(FACTS, "id", ids, [*columns, "vector"]) if ids else None
+    asked = [*columns, "vector"]
+    parts = [
+        store.read_where(FACTS, "id", ids[s : s + WHERE_IN_MAX], asked)
+        for s in range(0, len(ids), WHERE_IN_MAX)
+    ]
+    read = pa.concat_tables(parts) if parts else None
     if read is None or read.num_rows == 0:
         fresh = rows.slice(0, 0)
         vectors = np.zeros((0, 1), np.float32)

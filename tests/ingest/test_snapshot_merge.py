@@ -14,7 +14,7 @@ import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig
-from qortex_core.ingest import snapshot_cells, snapshot_read, snapshot_words
+from qortex_core.ingest import snapshot_cells, snapshot_facts, snapshot_read, snapshot_words
 from qortex_core.ingest import stages as index
 from qortex_core.ingest.cells import EXACT_CELLS, FactCellsConfig
 from qortex_core.ingest.extract import OfflineExtractor
@@ -25,6 +25,7 @@ from qortex_core.storage.store import LanceStore
 
 EMBED = HashEmbedder(HashEmbedderConfig(32))
 CELLS = GraphConfig(fact_cells=FactCellsConfig(min_facts=0, cell_size=8))
+BATCH = 7  # ids of one filtered read of touched fact rows in these builds
 FILES = SynthCorpus(SynthConfig(passages=170, seed=7)).passages()
 
 
@@ -51,6 +52,7 @@ def built(tmp_path_factory) -> tuple[Path, LanceStore, list[dict[str, object]]]:
     reports = [_run(store, home, _runs()[0])]
     with pytest.MonkeyPatch.context() as mp:  # later builds must not lay out the cells anew
         mp.setattr(snapshot_read, "full_cells", _refuse)
+        mp.setattr(snapshot_facts, "WHERE_IN_MAX", BATCH)  # touched fact rows read in batches
         reports += [_run(store, home, corpus) for corpus in _runs()[1:]]
     return home, store, reports
 
@@ -61,11 +63,14 @@ def _refuse(*args, **kwargs):
 
 def test_each_later_build_merged_the_fact_vectors_and_cells(built):
     _, _, reports = built
+    read = []
     for report in reports[1:]:
         made = report["graph_snapshot"]
         assert made.mode == "incremental" and "facts" in made.reason, made
         # the fact rows too: the base's, but for those the embedding stage wrote since
         assert "fact rows from the base" in made.reason, made
+        read.append(int(made.reason.split("fact rows from the base, ")[1].split(" ")[0]))
+    assert max(read) > BATCH  # in more than one filtered read
     assert reports[2]["graph_snapshot"].rows_removed > 0
 
 
