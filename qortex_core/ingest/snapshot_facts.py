@@ -107,16 +107,22 @@ def ends_from_base(
 ) -> np.ndarray:
     """(n_facts, 2) row in ``concept_ids`` of each fact's subject and object, as
     :func:`~.graph.fact_endpoints` gives them: a fact the base holds (``base_rows[i]`` >= 0)
-    maps the base's ``fact_nodes`` to the new concept rows, the others are looked up."""
+    maps the base's ``fact_nodes`` to the new concept rows, the others' ends are looked up
+    (one lookup of the base's concepts and those ends together)."""
     nodes = np.asarray(base.snapshot.arrays["fact_nodes"], np.int64)  # (base facts, 2)
     if len(nodes) != base.keys(FACTS).num_rows:
         return fact_endpoints(facts, concept_ids)
-    at = pc.index_in(base.keys(CONCEPTS)["id"], value_set=concept_ids)  # (base concepts,)
-    moved = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
-    ends = np.full((len(base_rows), 2), -1, np.int64)
     held = base_rows >= 0
-    ends[held] = moved[nodes[base_rows[held]]]
-    redo = np.flatnonzero(~held | (ends < 0).any(axis=1))  # new facts, and any lost end
-    if len(redo):
-        ends[redo] = fact_endpoints(facts.take(pa.array(redo)), concept_ids)
+    new = np.flatnonzero(~held)  # (k,) facts read by id
+    added = facts.take(pa.array(new))
+    old_ids = base.keys(CONCEPTS)["id"]
+    probe = pa.chunked_array(
+        [*old_ids.chunks, *added["subject_id"].chunks, *added["object_id"].chunks], pa.string()
+    )
+    at = pc.index_in(probe, value_set=concept_ids).fill_null(-1)  # (base concepts + 2 k,)
+    rows = np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
+    moved, k = rows[: len(old_ids)], len(new)
+    ends = np.empty((len(base_rows), 2), np.int64)
+    ends[held] = moved[nodes[base_rows[held]]]  # a kept fact's concepts are kept: no -1
+    ends[new, 0], ends[new, 1] = rows[len(old_ids) : len(old_ids) + k], rows[len(old_ids) + k :]
     return ends
