@@ -20,6 +20,7 @@ from pipelines.definitions import build_definitions
 from pipelines.jobs import INGEST_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_cli.runs.loggers import LOGGERS
+from qortex_core.ingest.allocators import batch_collection
 from qortex_core.settings import Settings
 from qortex_core.storage.store import is_uri
 
@@ -95,7 +96,11 @@ def executed(
     (the rebuilt job has the same ``progress`` and ``quiet`` loggers, so ``--quiet`` prints
     nothing and a failure no Dagster log lines)."""
     if spread is None:
-        yield job.execute_in_process(instance=instance, raise_on_error=False, run_config=run_config)
+        with batch_collection():  # this process runs the stages
+            result = job.execute_in_process(
+                instance=instance, raise_on_error=False, run_config=run_config
+            )
+        yield result
         return
     recon = build_reconstructable_job(  # home and source as values: workers may run elsewhere
         "qortex_cli.runs.executed",
