@@ -45,12 +45,14 @@ def _one_line(message: object) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from qortex_core.errors import QortexError, StorageError, storage_error
+    from qortex_core.ingest.allocators import quiet_startup
 
     os.environ.setdefault(
         "HF_HUB_DISABLE_PROGRESS_BARS", "1"
     )  # stderr: our progress lines and one error line only
     try:
-        args = build_parser().parse_args(argv)
+        with quiet_startup():  # the command modules' imports: long-lived objects only
+            args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a usage error (one line printed) or --help
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     if getattr(args, "extractor", "x") is None:

@@ -34,6 +34,7 @@ from qortex_core.errors import (
     StorageError,
     storage_error,
 )
+from qortex_core.ingest.allocators import quiet_startup
 from qortex_core.ingest.documents import not_found
 from qortex_core.settings import get_settings
 from qortex_core.storage import snapshot as snap
@@ -277,6 +278,20 @@ def summarise(metadata: Mapping[str, dict]) -> dict:
     }
 
 
+def _instance_home(home: Path | str, given: Path | None, configured: str | None) -> Path:
+    """The Dagster instance folder: ``given``, else ``$DAGSTER_HOME``, else ``home/dagster``.
+
+    Raises:
+        ConfigError: ``home`` is a URI and no instance folder is set.
+    """
+    if is_uri(home) and not (given or configured):
+        raise ConfigError(
+            f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster "
+            "instance"
+        )
+    return Path(given or configured or Path(home) / "dagster")
+
+
 def run_ingest(
     source: Path | None,
     home: Path | str,
@@ -290,13 +305,11 @@ def run_ingest(
     Args:
         source: the source directory (or one file); None: no folder (consolidate written
             memories and keep the file documents already stored).
-        home: the qortex data home: a local folder or an object-store URI (then
-        ``$QORTEX_SNAPSHOT_HOME``
-            must name a local or mounted snapshot folder and ``$DAGSTER_HOME`` the instance folder).
+        home: the data home, a folder or an object-store URI (then ``$QORTEX_SNAPSHOT_HOME``
+            names a local snapshot folder and ``$DAGSTER_HOME`` the instance folder).
         dagster_home: the instance folder; default ``$DAGSTER_HOME`` or ``home/dagster``.
         resources: replacements for the configured resources (the embedder, say).
-        progress: print step progress on stderr.
-        env: configuration (default ``os.environ``).
+        progress: print step progress on stderr; env: configuration (default ``os.environ``).
 
     Raises:
         DatasetError: ``source`` is neither a directory nor a file.
@@ -304,24 +317,22 @@ def run_ingest(
     """
     if source is not None and not (Path(source).is_dir() or Path(source).is_file()):
         raise DatasetError(not_found(source))
-    settings = get_settings(env)
-    env = os.environ if env is None else env
-    remote = is_uri(home)
-    if remote and not (dagster_home or settings.dagster_home):
-        raise ConfigError(
-            f"data home {home} is a URI: set DAGSTER_HOME to a local folder for the Dagster "
-            "instance"
+    with quiet_startup():  # the instance and the definitions: long-lived objects only
+        settings = get_settings(env)
+        env = os.environ if env is None else env
+        remote = is_uri(home)
+        dagster_home = _instance_home(home, dagster_home, settings.dagster_home)
+        check_dagster_home(Path(dagster_home))  # before anything is written, the home included
+        if not remote:  # a home that cannot be written fails here, in one line, before any step
+            prepare_folder(Path(home))
+        instance = local_instance(Path(dagster_home))
+        store = StoreResource(
+            home=str(home), snapshot_home=settings.snapshot_home if remote else ""
         )
-    dagster_home = dagster_home or Path(settings.dagster_home or Path(home) / "dagster")
-    check_dagster_home(Path(dagster_home))  # before anything is written, the home included
-    if not remote:  # a home that cannot be written fails here, in one line, before any step
-        prepare_folder(Path(home))
-    instance = local_instance(Path(dagster_home))
-    store = StoreResource(home=str(home), snapshot_home=settings.snapshot_home if remote else "")
-    folder = SourceResource(path=str(source) if source is not None else "")
-    chosen = {"store": store, "source": folder, **(resources or {})}
-    chosen_logger = "progress" if progress else "quiet"
-    defs = build_definitions(env, resources=chosen, loggers=LOGGERS)
+        folder = SourceResource(path=str(source) if source is not None else "")
+        chosen = {"store": store, "source": folder, **(resources or {})}
+        chosen_logger = "progress" if progress else "quiet"
+        defs = build_definitions(env, resources=chosen, loggers=LOGGERS)
     bars = {"config": {"bars": terminal(sys.stderr)}} if progress else {}
     run_config = {"loggers": {chosen_logger: bars}}
     what = "qortex ingest" if source is not None else "qortex consolidate"

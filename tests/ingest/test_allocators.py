@@ -1,5 +1,6 @@
-"""A batch run's garbage collection: young collections far apart inside the block, Python's
-thresholds back after it (also when the block raises), and cyclic garbage still collected."""
+"""A command's garbage collection: rare while it starts (imports), Python's thresholds during
+a run over a frozen heap, the thresholds of before back after each block (also when it raises),
+and cyclic garbage made during a run still collected."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import weakref
 
 import pytest
 
-from qortex_core.ingest.allocators import YOUNG_EVERY, batch_collection
+from qortex_core.ingest.allocators import STARTUP, batch_collection, quiet_startup
 
 
 class _Node:
@@ -16,17 +17,19 @@ class _Node:
         self.me = self  # a reference cycle: only the collector frees it
 
 
-def test_thresholds_are_set_inside_and_restored_after_even_on_error():
+def test_startup_and_run_thresholds_are_set_inside_and_restored_after_even_on_error():
     before = gc.get_threshold()
-    with batch_collection():
-        assert gc.get_threshold()[0] == YOUNG_EVERY
-        node = _Node()
-        gone = weakref.ref(node)
-        del node
-        gc.collect()  # an explicit collection still frees cycles
-        assert gone() is None
+    with quiet_startup():
+        assert gc.get_threshold() == STARTUP
+        with batch_collection():
+            assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() > 0
+            node = _Node()
+            gone = weakref.ref(node)
+            del node
+            gc.collect()  # made during the run: not frozen, collected
+            assert gone() is None
+        assert gc.get_threshold() == STARTUP and gc.get_freeze_count() == 0
     assert gc.get_threshold() == before
-    with pytest.raises(RuntimeError), batch_collection(123):
-        assert gc.get_threshold()[0] == 123
+    with pytest.raises(RuntimeError), quiet_startup(), batch_collection():
         raise RuntimeError("a failing run")
-    assert gc.get_threshold() == before
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
