@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from qortex_core.errors import ConfigError
 from qortex_core.ingest.cells import FactCellsConfig
 from qortex_core.ingest.sequence import SequenceConfig
+from qortex_core.storage import id_keys
 from qortex_core.storage.model import RelationType
 
 
@@ -188,8 +189,7 @@ def fact_endpoints(facts: pa.Table, concept_ids: pa.ChunkedArray) -> np.ndarray:
     if n == 0:
         return np.full((0, 2), -1, np.int64)
     ends = pa.chunked_array(facts["subject_id"].chunks + facts["object_id"].chunks)
-    at = pc.index_in(ends, value_set=concept_ids)  # one hash table for both ends
-    rows = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)  # (2 n,)
+    rows = id_keys.index_in(ends, concept_ids)  # (2 n,) both ends in one lookup
     return np.stack([rows[:n], rows[n:]], axis=1)
 
 
@@ -213,8 +213,8 @@ def hub_first_orders(
         for at in (ends[:, 0], ends[:, 1]):
             known = at >= 0  # (facts,)
             c_weight += np.bincount(at[known], weights=per_fact[known], minlength=len(c_weight))
-    contained = pc.index_in(pc.list_flatten(concepts["passage_ids"]), value_set=passages["id"])
-    hits = contained.drop_null().to_numpy().astype(np.int64)  # (contains,)
+    contained = id_keys.index_in(pc.list_flatten(concepts["passage_ids"]), passages["id"])
+    hits = contained[contained >= 0]  # (contains,)
     p_weight = np.bincount(hits, minlength=passages.num_rows).astype(np.float64)
     return hub_first_order(c_weight, len(c_weight)), hub_first_order(p_weight, len(p_weight))
 

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
 from qortex_core.ingest import snapshot_vectors as vectors
+from qortex_core.storage import id_keys
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, LanceStore
 
@@ -116,9 +117,8 @@ def reused(keys: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray, RowC
     """(base row of each row or -1, rows whose vector the base holds, the change counts)."""
     if keys.num_rows == 0:  # every row removed (an empty table may have no column types)
         return np.zeros(0, np.int64), np.zeros(0, bool), RowChange(0, 0, base.num_rows)
-    at = pc.index_in(keys["id"], value_set=base["id"])  # (n,) null: a new row
-    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    rows = np.asarray(at.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+    rows = id_keys.index_in(keys["id"], base["id"])  # (n,) -1: a new row
+    found = rows >= 0
     same = found.copy()
     hit = pa.array(rows[found])
     for column in keys.column_names[1:]:

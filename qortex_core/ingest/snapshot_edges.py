@@ -13,6 +13,7 @@ from qortex_core.ingest.graph import GraphConfig, distinct_keys, fact_endpoints
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
 from qortex_core.ingest.snapshot_read import Stored
 from qortex_core.ingest.snapshot_tables import listed
+from qortex_core.storage import id_keys
 
 
 def _column(table: pa.Table, name: str) -> list:
@@ -26,10 +27,11 @@ def _positions(values: pa.ChunkedArray | pa.Array, keys: pa.ChunkedArray, what: 
     Raises:
         SnapshotError: a value is not among the keys (the tables disagree).
     """
-    at = pc.index_in(values, value_set=keys)
-    if at.null_count:
-        raise SnapshotError(f"{at.null_count} {what} name a concept or passage that is not stored")
-    return np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
+    at = id_keys.index_in(values, keys)
+    missing = int((at < 0).sum())
+    if missing:
+        raise SnapshotError(f"{missing} {what} name a concept or passage that is not stored")
+    return at
 
 
 def fact_edges(

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from qortex_core.ingest import row_changes
 from qortex_core.ingest.graph import fact_endpoints
 from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange
+from qortex_core.storage import id_keys
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -78,8 +78,7 @@ def base_facts(
     rows = None if ids is None or len(ids) > MAX_READ else _base_rows(base, columns)
     if rows is None or ids is None:
         return None
-    wanted = pa.array(ids, pa.string())
-    keep = pc.invert(pc.is_in(rows["id"], value_set=wanted)).to_numpy(zero_copy_only=False)
+    keep = ~id_keys.is_in(rows["id"], pa.array(ids, pa.string()))  # (base facts,)
     asked = [*columns, "vector"]
     parts = [
         store.read_where(FACTS, "id", ids[s : s + WHERE_IN_MAX], asked)
@@ -92,10 +91,11 @@ def base_facts(
     else:
         fresh = read.select(columns).cast(rows.schema)
         vectors = arrow_to_vectors(read["vector"], read.schema.field("vector").type.list_size)
-    facts = pa.concat_tables([rows.filter(pa.array(keep)), fresh])
+    # a take of the kept rows, not a filter by mask: the memory-mapped rows are copied once
+    facts = pa.concat_tables([rows.take(pa.array(np.flatnonzero(keep))), fresh])
     if facts.num_rows != store.count(FACTS):
         return None  # the base's rows are not the table's: read it in full
-    held = pc.is_in(fresh["id"], value_set=rows["id"]).to_numpy(zero_copy_only=False)
+    held = id_keys.is_in(fresh["id"], rows["id"])
     change = RowChange(int((~held).sum()), int(held.sum()), int((~keep).sum()) - int(held.sum()))
     base_row = np.concatenate([np.flatnonzero(keep), np.full(fresh.num_rows, -1)])
     reuse = (base_row.astype(np.int64), base_row >= 0, change)
@@ -119,8 +119,7 @@ def ends_from_base(
     probe = pa.chunked_array(
         [*old_ids.chunks, *added["subject_id"].chunks, *added["object_id"].chunks], pa.string()
     )
-    at = pc.index_in(probe, value_set=concept_ids).fill_null(-1)  # (base concepts + 2 k,)
-    rows = np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
+    rows = id_keys.index_in(probe, concept_ids)  # (base concepts + 2 k,) -1: none
     moved, k = rows[: len(old_ids)], len(new)
     ends = np.empty((len(base_rows), 2), np.int64)
     ends[held] = moved[nodes[base_rows[held]]]  # a kept fact's concepts are kept: no -1

@@ -27,6 +27,7 @@ from qortex_core.ingest.snapshot_base import (
 )
 from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cells
 from qortex_core.ingest.snapshot_facts import base_facts, ends_from_base
+from qortex_core.storage import id_keys
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
@@ -173,7 +174,7 @@ def _fact_cells(
 def _by_id(table: pa.Table) -> np.ndarray:
     """(n,) stored rows in id order: the snapshot's order does not depend on where a row was
     stored (an incremental run appends, a full build writes in chunk order)."""
-    return pc.sort_indices(table["id"]).to_numpy()  # ids are unique: a total order
+    return id_keys.sort_indices(table["id"])  # ids are unique: a total order
 
 
 def _id_order_in_cells(cells: FactCells, by_id: np.ndarray) -> FactCells:

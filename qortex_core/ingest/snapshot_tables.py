@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.storage import id_keys
 from qortex_core.storage.snapshot_schema import SnapshotTables
 
 _DOMAINS = pa.list_(pa.string())
@@ -25,9 +26,9 @@ def listed(lists: pa.ChunkedArray, keys: pa.ChunkedArray) -> tuple[np.ndarray, n
     """(row, key index) of every listed value that is among ``keys``, in list order."""
     flat = contiguous(lists)
     row = pc.list_parent_indices(flat).to_numpy().astype(np.int64)  # (listings,)
-    at = pc.index_in(pc.list_flatten(flat), value_set=keys)  # null: not a key
-    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    return row[known], at.drop_null().to_numpy().astype(np.int64)
+    at = id_keys.index_in(pc.list_flatten(flat), keys)  # -1: not a key
+    known = at >= 0
+    return row[known], at[known]
 
 
 def contiguous(column: pa.ChunkedArray) -> pa.Array:

@@ -18,6 +18,7 @@ from qortex_core.ingest.text_frequency import (
     phrase_frequency,
     updated_frequency,
 )
+from qortex_core.storage import id_keys
 
 WORDS = "passage_words"  # the snapshot table of the passages' word document frequencies
 
@@ -33,10 +34,10 @@ def _kept(passages: pa.Table, base: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     The id is the digest of the title and text (``Passage.full_text``), so the same id is the
     same words: the texts are not compared (a title moved into the text only moves a word
     across the separator, which is no word)."""
-    at = pc.index_in(passages["id"], value_set=base["id"])
-    same = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    at = id_keys.index_in(passages["id"], base["id"])  # (n,) -1: not the base's
+    same = at >= 0
     used = np.zeros(base.num_rows, bool)
-    used[np.asarray(at.drop_null().to_numpy(zero_copy_only=False), np.int64)] = True
+    used[at[same]] = True
     return same, used
 
 

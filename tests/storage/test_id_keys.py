@@ -1,0 +1,79 @@
+"""Integer id keys (qortex_core.storage.id_keys) give Arrow's string kernels' results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from qortex_core.storage import id_keys
+from qortex_core.storage.ids import concept_id, fact_id
+
+
+def _arrow_index_in(values: pa.Array, value_set: pa.Array) -> np.ndarray:
+    at = pc.index_in(values, value_set=value_set).fill_null(-1)
+    return np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
+
+
+def _ids(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [concept_id(f"name {int(v)}") for v in rng.integers(0, 10 * n, n)]
+
+
+def test_real_ids_pack_in_string_order() -> None:
+    ids = pa.array(_ids(2000, 0))
+    packed = id_keys.packed(ids)
+    assert packed is not None and packed[0] == b"c_"
+    got = id_keys.sort_indices(ids)
+    assert np.array_equal(got, pc.sort_indices(ids).to_numpy())
+    ranked = packed[1][got]
+    assert (ranked[1:] >= ranked[:-1]).all()
+
+
+def test_index_in_matches_arrow_with_repeats_and_misses() -> None:
+    held = _ids(3000, 1)
+    held = held + held[:50]  # repeated values: the first occurrence is the answer
+    asked = _ids(2000, 2) + held[100:400]
+    values, value_set = pa.array(asked), pa.chunked_array([held[:1000], held[1000:]])
+    got = id_keys.index_in(values, value_set)
+    assert np.array_equal(got, _arrow_index_in(values, value_set.combine_chunks()))
+    assert (got >= 0).sum() >= 300
+    assert np.array_equal(id_keys.is_in(values, value_set), got >= 0)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        ["C_00000000000000ff"],  # another prefix case
+        ["c_00000000000000FF"],  # upper-case hex
+        ["c_ff"],  # another length
+        [None],
+        [fact_id("a", "b", "c")],  # another kind in the same column
+    ],
+)
+def test_other_formats_take_the_string_kernels(odd: list) -> None:
+    base = _ids(500, 3)
+    values = pa.array(base[:200] + odd, pa.string())
+    value_set = pa.array(base[100:] + odd, pa.string())
+    assert id_keys.packed(values) is None
+    got = id_keys.index_in(values, value_set)
+    assert np.array_equal(got, _arrow_index_in(values, value_set))
+    if odd[0] is not None:
+        assert np.array_equal(id_keys.sort_indices(values), pc.sort_indices(values).to_numpy())
+
+
+def test_kinds_never_match_and_empty_sets() -> None:
+    concepts = pa.array(_ids(100, 4))
+    facts = pa.array([fact_id(str(i), "p", "o") for i in range(100)])
+    assert (id_keys.index_in(concepts, facts) == -1).all()
+    assert not id_keys.is_in(concepts, pa.array([], pa.string())).any()
+    assert len(id_keys.index_in(pa.array([], pa.string()), concepts)) == 0
+
+
+def test_sliced_and_large_string_columns() -> None:
+    ids = pa.array(_ids(1000, 5))
+    part = ids.slice(300, 400)
+    assert np.array_equal(id_keys.sort_indices(part), pc.sort_indices(part).to_numpy())
+    wide = pc.cast(part, pa.large_string())
+    assert np.array_equal(id_keys.index_in(wide, ids), _arrow_index_in(part, ids))
