@@ -20,7 +20,7 @@ from pipelines.definitions import build_definitions
 from pipelines.jobs import INGEST_JOB
 from pipelines.resources import SourceResource, StoreResource
 from qortex_cli.runs.loggers import LOGGERS
-from qortex_core.ingest.allocators import batch_collection
+from qortex_core.ingest.allocators import batch_collection, reused_pages
 from qortex_core.settings import Settings
 from qortex_core.storage.store import is_uri
 
@@ -96,7 +96,7 @@ def executed(
     (the rebuilt job has the same ``progress`` and ``quiet`` loggers, so ``--quiet`` prints
     nothing and a failure no Dagster log lines)."""
     if spread is None:
-        with batch_collection():  # this process runs the stages
+        with batch_collection(), reused_pages():  # this process runs the stages
             result = job.execute_in_process(
                 instance=instance, raise_on_error=False, run_config=run_config
             )

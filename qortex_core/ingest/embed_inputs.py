@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.chunk_stage import ok_extractions
+from qortex_core.storage import id_keys
 from qortex_core.storage.store import CHUNKS, WHERE_IN_MAX, LanceStore
 
 EMBEDDED_CHUNKS = "embedded_chunks"  # the stage's record of the chunks its tables hold
@@ -146,12 +147,12 @@ class ChunkDiff:
 
 def diff_inputs(current: pa.Table, stored: pa.Table) -> ChunkDiff:
     """The chunks added, removed and changed between ``stored`` and ``current``."""
-    at = pc.index_in(current["id"], value_set=stored["id"])
-    new = pc.is_null(at).to_numpy(zero_copy_only=False)  # (current,)
-    gone = ~pc.is_in(stored["id"], value_set=current["id"]).to_numpy(zero_copy_only=False)
+    at = id_keys.index_in(current["id"], stored["id"])  # (current,) -1: a new chunk
+    new = at < 0
+    gone = ~id_keys.is_in(stored["id"], current["id"])  # (stored,)
     both = current.filter(pa.array(~new))
     # (both,) the stored row of each kept chunk: the compared columns only (not ``listed``)
-    before = stored.select(current.column_names).take(pc.drop_null(at))
+    before = stored.select(current.column_names).take(pa.array(at[~new]))
     moved = np.zeros(both.num_rows, bool)
     for column in PLACE:
         moved |= _differs(both[column], before[column])

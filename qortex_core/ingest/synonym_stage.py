@@ -37,7 +37,7 @@ from qortex_core.ingest.synonym_update import (
     update_edges,
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_search
-from qortex_core.storage import ids
+from qortex_core.storage import id_keys, ids
 from qortex_core.storage.sql import sql_in
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
 
@@ -216,9 +216,9 @@ def _changes(concepts: _Concepts, basis: pa.Table, probes: int) -> _Changes:
     if basis.num_rows == 0:
         return _Changes(np.arange(len(concepts.ids)), [], cells)
     stored = padded_cells(basis["cells"], probes)  # (basis, probes)
-    at = pc.index_in(concepts.ids, value_set=basis["id"])  # (m,) null: a new concept
-    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    pos = np.asarray(at.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    at = id_keys.index_in(concepts.ids, basis["id"])  # (m,) -1: a new concept
+    known = at >= 0
+    pos = np.maximum(at, 0)
     old = basis["fingerprint"].to_numpy()  # (basis,)
     same = known & (old[pos] == concepts.prints)  # (m,)
     kept = np.zeros(basis.num_rows, bool)

@@ -251,3 +251,21 @@ class Codes:
         """(n,) True for rows whose value is in ``values``."""
         wanted = [c for c, name in enumerate(self.names) if name in set(values)]
         return np.isin(self.codes, np.asarray(wanted, dtype=np.int32))
+
+
+RUNS_PER_ROW = 1 / 64  # at most one run of consecutive rows per this many rows: copy by runs
+
+
+def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """``table.take(order)`` as one chunk per column; when ``order`` is mostly runs of
+    consecutive rows (a base's rows with a few inserted or removed), the runs are sliced and
+    concatenated (a copy of whole buffers, several times cheaper than a row-by-row gather of
+    string and list columns), else Arrow's ``take``."""
+    order = np.asarray(order, np.int64)
+    breaks = np.flatnonzero(np.diff(order) != 1) + 1  # (runs - 1,) where a run starts
+    if len(order) == 0 or len(breaks) + 1 > max(1.0, RUNS_PER_ROW * len(order)):
+        return table.take(pa.array(order)).combine_chunks()
+    starts = np.concatenate([[0], breaks])  # (runs,)
+    stops = np.concatenate([breaks, [len(order)]])
+    pieces = [table.slice(int(order[a]), int(b - a)) for a, b in zip(starts, stops)]
+    return pa.concat_tables(pieces).combine_chunks()

@@ -9,7 +9,13 @@ import weakref
 
 import pytest
 
-from qortex_core.ingest.allocators import STARTUP, batch_collection, quiet_startup
+from qortex_core.ingest.allocators import (
+    STARTUP,
+    _mallopt,
+    batch_collection,
+    quiet_startup,
+    reused_pages,
+)
 
 
 class _Node:
@@ -33,3 +39,26 @@ def test_startup_and_run_thresholds_are_set_inside_and_restored_after_even_on_er
     with pytest.raises(RuntimeError), quiet_startup(), batch_collection():
         raise RuntimeError("a failing run")
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def _faults_of_fresh_block() -> int:
+    """Minor page faults of allocating, filling and freeing a 64 MB array, after one such
+    array was allocated and freed already."""
+    import resource
+
+    import numpy as np
+
+    np.ones(8 << 20)  # 64 MB, freed at once
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = np.ones(8 << 20)
+    del block
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.mark.skipif(_mallopt() is None, reason="glibc's mallopt is not available")
+def test_freed_blocks_are_reused_inside_a_run_and_mapped_afresh_outside():
+    assert _faults_of_fresh_block() > 0  # glibc maps a block this large anew each time
+    with reused_pages():
+        _faults_of_fresh_block()  # the heap grows once
+        assert _faults_of_fresh_block() == 0  # then the freed block is the next one
+    assert _faults_of_fresh_block() > 0  # thresholds back to glibc's own

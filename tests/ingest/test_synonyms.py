@@ -125,7 +125,8 @@ def test_pairs_held_past_the_pool_are_cut_to_the_same_top_k(monkeypatch):
     monkeypatch.setattr(synonyms, "_POOL_PAIRS", 50)  # cut after almost every band
     cut = synonym_pairs(vectors, names, config)
     assert len(held[0]) > 1000
-    assert all(np.array_equal(x, y) for x, y in zip(held, cut))
+    assert np.array_equal(held[0], cut[0]) and np.array_equal(held[1], cut[1])
+    np.testing.assert_allclose(held[2], cut[2], atol=1e-6)  # other product shapes round apart
     every = synonym_pairs(vectors, names, SynonymConfig(top_k=10**6, exact_max=0, cell_size=300))
     assert len(held[0]) < 0.5 * len(every[0])  # the cut did bind
 

@@ -77,3 +77,33 @@ def test_sliced_and_large_string_columns() -> None:
     assert np.array_equal(id_keys.sort_indices(part), pc.sort_indices(part).to_numpy())
     wide = pc.cast(part, pa.large_string())
     assert np.array_equal(id_keys.index_in(wide, ids), _arrow_index_in(part, ids))
+
+
+def _rows(n: int) -> pa.Table:
+    """A table of ids, names and a list column, in three chunks."""
+    ids = _ids(n, 6)
+    lists = [[f"p{i}", f"q{i}"][: i % 3] for i in range(n)]
+    table = pa.table({"id": ids, "name": [f"n{i}" for i in range(n)], "passage_ids": lists})
+    return pa.concat_tables(
+        [table.slice(0, n // 3), table.slice(n // 3, n // 3), table.slice(2 * (n // 3))]
+    )
+
+
+@pytest.mark.parametrize("kind", ["kept", "inserted", "shuffled", "empty"])
+def test_take_rows_is_arrows_take_in_one_chunk(kind: str) -> None:
+    from qortex_core.storage.arrow_access import take_rows
+
+    table, rng = _rows(3000), np.random.default_rng(7)
+    if kind == "kept":  # a base with a few rows removed: runs
+        order = np.flatnonzero(rng.random(3000) > 0.005)
+    elif kind == "inserted":  # a few rows moved elsewhere: runs with jumps
+        order = np.arange(3000)
+        moved = rng.choice(3000, 20, replace=False)
+        order = np.concatenate([np.delete(order, moved), moved])
+    elif kind == "shuffled":
+        order = rng.permutation(3000)
+    else:
+        order = np.zeros(0, np.int64)
+    got = take_rows(table, order)
+    assert got.equals(table.take(pa.array(order, pa.int64())))
+    assert all(column.num_chunks <= 1 for column in got.columns)
