@@ -2,6 +2,6 @@
 
 import sys
 
-from qortex_cli.main import main
+from qortex_cli.main import run
 
-sys.exit(main())
+sys.exit(run())

@@ -78,5 +78,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def run(argv: list[str] | None = None) -> int:
+    """:func:`main` for a process that ends with it (the ``qortex`` script, ``python -m
+    qortex_cli``): what the command left is frozen out of the cyclic collector before the
+    interpreter shuts down, whose last collection would otherwise walk every object the run
+    made only to free memory that the exit frees anyway (about 1 s after an ingest run on
+    100k passages). ``atexit`` handlers and finalizers still run."""
+    import gc
+
+    code = main(argv)
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -185,3 +185,18 @@ def test_ingest_on_a_bad_dask_address_is_one_line_exit_2(tmp_path: Path, address
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"qortex: error: ingest failed: QORTEX_DASK_ADDRESS='{address}'")
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_script_entry_returns_mains_code_and_leaves_the_heap_out_of_the_last_collection(
+    capsys,
+):
+    import gc
+
+    from qortex_cli.main import run
+
+    try:
+        assert run(["query", "--no-such-flag"]) == 2  # main's code for a usage error
+        assert gc.get_freeze_count() > 0  # the interpreter's last collection skips them
+    finally:
+        gc.unfreeze()
+    assert capsys.readouterr().err.startswith("qortex: error: qortex query")
