@@ -96,8 +96,9 @@ def stored_inputs(
     if table is None or "listed" not in table.schema.names:
         return None
     columns: list[str] | dict[str, str] = [*COLUMNS, "listed"]
-    if digests:
-        columns = {**{c: c for c in COLUMNS[:-1]}, DIGEST: _DIGEST_SQL}
+    if digests:  # recorded with the row where the record has the column, else hashed now
+        digest = DIGEST if DIGEST in table.schema.names else _DIGEST_SQL
+        columns = {**{c: c for c in COLUMNS[:-1]}, DIGEST: digest}
     if only is None:
         rows = store.read_columns(EMBEDDED_CHUNKS, columns)
     else:
@@ -237,17 +238,30 @@ class Payloads(Mapping[str, str]):
 
 
 def write_record(
-    store: LanceStore, current: pa.Table, listed: pa.Table, diff: ChunkDiff | None
+    store: LanceStore,
+    current: pa.Table,
+    listed: pa.Table,
+    diff: ChunkDiff | None,
+    digests: pa.Table | None = None,
 ) -> None:
     """Record ``current`` (with ``listed``: ``id``, ``listed`` of its chunks) as what the
     tables were built from: the whole table (``diff`` None) or only the rows of ``diff``'s
-    chunks."""
+    chunks; with ``digests`` (``id``, :data:`DIGEST` of at least those chunks) each row keeps
+    its payload's digest, so the next diff reads it instead of hashing every payload (a
+    record made before the column keeps its columns until it is written whole)."""
     wanted = None if diff is None else diff.recorded()
     rows = current if wanted is None else rows_of(current, wanted)
     at = pc.index_in(rows["id"], value_set=listed["id"])
     if at.null_count:
         raise ValueError("a recorded chunk has no listed concepts")  # a caller's bug
     rows = rows.select(list(COLUMNS)).append_column("listed", listed["listed"].take(at))
+    table = store.open_latest(EMBEDDED_CHUNKS)
+    held = table is None or diff is None or DIGEST in table.schema.names
+    if digests is not None and held:
+        found = id_keys.index_in(rows["id"], digests["id"])
+        if (found < 0).any():
+            raise ValueError("a recorded chunk has no digest")  # a caller's bug
+        rows = rows.append_column(DIGEST, digests[DIGEST].take(pa.array(found)))
     if diff is None:
         store.replace(EMBEDDED_CHUNKS, rows)
         return

@@ -34,6 +34,7 @@ from qortex_core.ingest.embed_delta import (
     write_delta,
 )
 from qortex_core.ingest.embed_inputs import (
+    DIGEST,
     EMBEDDED_CHUNKS,
     LISTED,
     ChunkDiff,
@@ -214,7 +215,8 @@ def embed_index(
             return report
         why = f"{diff.size} of {n} chunks changed (over {max_drift:.0%}): rebuilt"
         del keys, recorded
-    report = _full(store, embedder, current_inputs(store, extractor_key), progress, why)
+    digests = current_inputs(store, extractor_key, digests=True).select(["id", DIGEST])
+    report = _full(store, embedder, current_inputs(store, extractor_key), progress, why, digests)
     store.set_stage_digest(INPUTS_STATE, inputs)
     return report
 
@@ -246,7 +248,8 @@ def _incremental(
     for done, delta in enumerate(deltas, 1):
         write_delta(store, delta)
         progress("embed_tables", done, 4)
-    write_record(store, current.rows(diff.recorded()), nodes.listed, diff)
+    digests = current.keys.select(["id", DIGEST])
+    write_record(store, current.rows(diff.recorded()), nodes.listed, diff, digests)
     compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
     facts = next(d for d in deltas if d.name == FACTS)  # a snapshot's base holds the others
     written = facts.rows["id"].to_pylist() if facts.rows.num_rows else []
@@ -280,11 +283,16 @@ def _incremental(
 
 
 def _full(
-    store: LanceStore, embedder: Embedder, current: pa.Table, progress: Progress, why: str
+    store: LanceStore,
+    embedder: Embedder,
+    current: pa.Table,
+    progress: Progress,
+    why: str,
+    digests: pa.Table | None = None,
 ) -> EmbedReport:
     """Rebuild the four tables from ``current`` inputs: a row whose id and text the old table
     holds keeps its vector, the rest come from the embedding cache (only their keys are looked
-    up) or the model."""
+    up) or the model; ``digests``: the payloads' digests, for the record."""
     before = sum(store.count(name) for name in OUTPUTS)
     if store.stage_digest(MODEL_STATE) != embedder.name:  # no old vector is this model's
         store.set_stage_digest(MODEL_STATE, "")
@@ -315,7 +323,8 @@ def _full(
         give_back()  # what the last table freed, before the next one is built
         progress("embed_tables", done, 4)
     # each chunk's listed concepts (set by the concepts merge), for the record
-    write_record(store, current, pa.table({"id": current["id"], "listed": merged.listed}), None)
+    listed = pa.table({"id": current["id"], "listed": merged.listed})
+    write_record(store, current, listed, None, digests)
     store.set_stage_digest(MODEL_STATE, embedder.name)
     store.set_stage_digest("embeddings", ids.digest(embedder.name, table_mark(store, CONCEPTS)))
     store.set_stage_digest(PENDING_STATE, "")

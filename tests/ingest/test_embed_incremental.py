@@ -223,3 +223,29 @@ def test_lazy_inputs_read_the_rows_a_full_read_holds(tmp_path, monkeypatch, fetc
     _rewrite_payload(store, wanted[0], lambda p: {**p, "facts": []})
     diff = embed_inputs.diff_inputs(current_inputs(store, KEY, digests=True), before)
     assert (diff.reextracted, diff.added, diff.removed, diff.moved) == ([wanted[0]], [], [], [])
+
+
+def _hashed_now(store: LanceStore) -> dict[str, bytes | None]:
+    """Each recorded chunk's payload digest as Lance computes it from the stored payload."""
+    rows = store.read_columns(EMBEDDED_CHUNKS, {"id": "id", "d": "digest(payload, 'blake3')"})
+    return dict(zip(rows["id"].to_pylist(), rows["d"].to_pylist()))
+
+
+def test_the_record_keeps_each_payloads_digest_and_an_older_record_still_diffs(tmp_path):
+    store = LanceStore.open(tmp_path / "inc")
+    corpus = [_passage(i) for i in range(12)]
+    _ingest(store, corpus)
+    first = sorted(current_inputs(store, KEY)["id"].to_pylist())[0]
+    _rewrite_payload(store, first, lambda p: {**p, "facts": []})
+    assert _ingest(store, corpus + [_passage(12)]).mode == "incremental"
+    kept = store.read_columns(EMBEDDED_CHUNKS, ["id", embed_inputs.DIGEST])
+    assert dict(zip(kept["id"].to_pylist(), kept[embed_inputs.DIGEST].to_pylist())) == (
+        _hashed_now(store)
+    )  # the re-extracted and the new chunk's digests were recorded with their rows
+    # a record written before the column: the diff hashes its payloads, the column stays away
+    store.replace(EMBEDDED_CHUNKS, store.read(EMBEDDED_CHUNKS).drop_columns([embed_inputs.DIGEST]))
+    _rewrite_payload(store, first, lambda p: {**p, "rules": []})
+    changed = _ingest(store, corpus + [_passage(12), _passage(13)])
+    assert changed.mode == "incremental" and changed.rows_added > 0
+    assert embed_inputs.DIGEST not in store.read(EMBEDDED_CHUNKS).column_names
+    assert embed_index(store, EMBED, KEY, max_drift=1.0).mode == "unchanged"
