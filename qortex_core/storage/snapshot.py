@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from qortex_core.errors import HomeError, SnapshotError
 from qortex_core.storage.checksums import digests_of
 from qortex_core.storage.pointer import read_own_file, read_pointer
+from qortex_core.storage.snapshot_files import write_payload
 from qortex_core.storage.snapshot_schema import check_manifest
 from qortex_core.storage.snapshot_shapes import shape_problems
 
@@ -106,13 +107,6 @@ def snapshots_dir(home: str | Path) -> Path:
     return snapshot_home(home) / "snapshots"
 
 
-def _write_arrow(table: pa.Table, path: Path) -> None:
-    """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory
-    map."""
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-
-
 def _read_arrow(path: Path) -> pa.Table:
     """An Arrow IPC file as a table whose buffers live in a read-only memory map (paged in on
     use)."""
@@ -160,30 +154,6 @@ def staging_dir(home: str | Path) -> Path:
     return _new_folder(home, ".tmp-stage-")
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or no hard links there
-        shutil.copyfile(source, target)
-
-
-def _write_payload(
-    tmp: Path, snapshot: Snapshot, files: Mapping[str, Path], known: Mapping[str, str]
-) -> dict[str, str]:
-    """Write arrays, link staged files and write tables into the new folder ``tmp``; file name
-    -> sha256 (a linked file's from ``known`` where given; the others hashed side by side)."""
-    for name, array in snapshot.arrays.items():
-        np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-    for name, source in files.items():
-        _link_or_copy(Path(source), tmp / f"{name}.npy")
-    for name, table in snapshot.tables.items():
-        _write_arrow(table, tmp / f"{name}.arrow")
-    digests = {f"{name}.npy": digest for name, digest in known.items() if name in files}
-    hashed = [p for p in sorted(tmp.iterdir()) if p.name not in digests]
-    digests.update((p.name, str(d)) for p, d in zip(hashed, digests_of(hashed)))
-    return digests
-
-
 def publish(
     home: str | Path,
     snapshot: Snapshot,
@@ -206,7 +176,7 @@ def publish(
     root = snapshots_dir(home)
     tmp = _new_folder(home, ".tmp-")
     try:
-        digests = _write_payload(tmp, snapshot, files or {}, digests or {})
+        digests = write_payload(tmp, snapshot, files or {}, digests or {})
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
         manifest = dict(
