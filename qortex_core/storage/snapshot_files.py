@@ -43,9 +43,13 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def _written(path: Path, write: Callable[[Path], None]) -> str:
-    """Write ``path`` with ``write``; its SHA-256, read back while it is in the page cache."""
+    """Write ``path`` with ``write`` and flush it to disk; its SHA-256, read back while it is
+    in the page cache (the publisher's own flush then finds nothing left to write)."""
     write(path)
-    return sha256_of(path)
+    digest = sha256_of(path)
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+    return digest
 
 
 def write_payload(
