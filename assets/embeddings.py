@@ -47,7 +47,13 @@ def embeddings(
     extractor: ExtractorResource,
 ) -> MaterializeResult:
     model = embedder.get()
+    # stages in this process one after another: the passages' BM25 index syncs beside them
+    in_process = context.job_def.executor_def.name == "execute_in_process_executor"
     report = embed_index(
-        store.open(), model, extractor.get().cache_key, progress=progress_logger(context)
+        store.open(),
+        model,
+        extractor.get().cache_key,
+        progress=progress_logger(context),
+        sync_text=in_process,
     )
     return MaterializeResult(metadata=embedding_metadata(report, model.name))

@@ -50,7 +50,7 @@ from qortex_core.ingest.embed_inputs import (
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
 from qortex_core.ingest.stage_inputs import INPUTS_STATE, table_mark, upstream_marks
 from qortex_core.ingest.vector_reuse import MODEL_STATE, OldVectors, embedded_texts
-from qortex_core.storage import ids
+from qortex_core.storage import ids, text_beside
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import (
     CHUNKS,
@@ -185,6 +185,7 @@ def embed_index(
     progress: Progress = no_progress,
     max_drift: float = MAX_DRIFT,
     drift_floor: int = DRIFT_FLOOR,
+    sync_text: bool = False,
 ) -> EmbedReport:
     """Bring the passages, concepts, facts and rules tables (with vectors) up to date with the
     chunks and their extractions.
@@ -193,7 +194,28 @@ def embed_index(
     changed since are at most ``max_drift`` of them or ``drift_floor`` (:mod:`.embed_delta`:
     only the rows those chunks touch are read and written); otherwise every table is rebuilt,
     a row whose id and text the old table holds keeping its vector. Either way only texts
-    without a vector are looked up in the embedding cache (then the model)."""
+    without a vector are looked up in the embedding cache (then the model).
+
+    ``sync_text``: when the passages changed, their BM25 index is synced on a thread beside
+    the stages that follow (:mod:`qortex_core.storage.text_beside`: for a run whose stages
+    share this process)."""
+    before = store.versions().get(PASSAGES) if sync_text else None
+    report = _embedded(store, embedder, extractor_key, progress, max_drift, drift_floor)
+    if sync_text and store.versions().get(PASSAGES) != before:
+        columns = ["id", "title", "text"]
+        text_beside.start(store.db, lambda: store.read_columns(PASSAGES, columns))
+    return report
+
+
+def _embedded(
+    store: LanceStore,
+    embedder: Embedder,
+    extractor_key: str,
+    progress: Progress,
+    max_drift: float,
+    drift_floor: int,
+) -> EmbedReport:
+    """:func:`embed_index` without the index sync."""
     inputs = upstream_marks(store, (CHUNKS, EXTRACTIONS), embedder.name, extractor_key)
     built = all(store.count(n) or n == RULES for n in OUTPUTS)
     why = _full_reason(store, embedder, built)

@@ -30,7 +30,7 @@ from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
 from qortex_core.ingest.snapshot_vectors import VectorFiles
-from qortex_core.storage import fulltext, ids
+from qortex_core.storage import fulltext, ids, text_beside
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 from qortex_core.storage.store import (
@@ -195,11 +195,14 @@ def build_snapshot(
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-base") as pool:
         loading = pool.submit(snapshot_base.latest, home)  # verified (hashed) meanwhile
         passages = store.read_without(PASSAGES, ["vector"])
-        # the passages' BM25 index, incremental; the snapshot pins its version (fulltext.py)
-        text_sync = fulltext.plan_sync(store.db, passages)
+        # the passages' BM25 index, incremental; the snapshot pins its version (fulltext.py);
+        # when the embedding stage started its sync beside (text_beside.py), planned after it
+        text_sync = (
+            None if text_beside.pending(store.db) else fulltext.plan_sync(store.db, passages)
+        )
         give_back()  # the plan's transient rows
         latest, why = loading.result()
-    if text_sync.idle and not force:  # else the index's version moves: not the same inputs
+    if text_sync is not None and text_sync.idle and not force:  # else the version moves
         versions[fulltext.PASSAGE_TEXT] = text_sync.version
         inputs = _inputs_digest(versions, embedding_model, graph_config, params)
         unchanged = _latest_with_inputs(latest, inputs)
@@ -210,7 +213,7 @@ def build_snapshot(
     folder = snap.staging_dir(home)
     # the index merge costs about the whole index: it runs beside the build, on its own table
     with ThreadPoolExecutor(1, thread_name_prefix="passage-text") as pool:
-        synced = pool.submit(fulltext.apply_sync, store.db, text_sync)
+        synced = pool.submit(text_beside.synced, store.db, passages, text_sync)
         del text_sync  # its rows are the thread's now
 
         def manifest_base() -> dict:

@@ -174,3 +174,49 @@ def test_a_stopped_syncs_mark_does_not_block_prune_or_purge(tmp_path):
         latest = fulltext.open_latest(store.db)
         assert not fulltext._pending(latest)
         _same_as_a_full_build(home, latest, rows[2:110])
+
+
+def _held(db) -> list[str]:
+    return sorted(
+        fulltext.open_latest(db).search().select(["id"]).limit(None).to_arrow()["id"].to_pylist()
+    )
+
+
+def test_a_sync_started_beside_is_waited_for_and_its_version_pinned(tmp_path):
+    import threading
+
+    from qortex_core.storage import text_beside
+
+    db = LanceStore.open(tmp_path).db
+    fulltext.sync(db, _passages([A]))
+    gate = threading.Event()
+
+    def slow_read() -> pa.Table:
+        gate.wait(5)  # the beside sync is still running when the second one starts
+        return _passages([A, B])
+
+    text_beside.start(db, slow_read)
+    text_beside.start(db, lambda: _passages([A, B, C]))  # waits for the first: one writer
+    assert text_beside.pending(db)
+    gate.set()
+    version = text_beside.synced(db, _passages([A, B, C]), None)
+    assert not text_beside.pending(db)
+    assert _held(db) == ["p_a", "p_b", "p_c"]  # nothing left for the stage's own plan
+    table, exact = fulltext.open_pinned(db, version)
+    assert exact and _search(table, "orchard apples") == ["p_c"]
+    assert fulltext.plan_sync(db, _passages([A, B, C])).idle
+
+
+def test_a_failed_sync_beside_is_done_by_the_snapshots_own(tmp_path, caplog):
+    from qortex_core.storage import text_beside
+
+    db = LanceStore.open(tmp_path).db
+    fulltext.sync(db, _passages([A]))
+
+    def broken() -> pa.Table:
+        raise OSError("the passages could not be read")
+
+    text_beside.start(db, broken)
+    version = text_beside.synced(db, _passages([A, C]), None)
+    assert _held(db) == ["p_a", "p_c"] and version == fulltext.open_latest(db).version
+    assert "sync beside the stages failed" in caplog.text
