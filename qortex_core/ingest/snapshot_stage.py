@@ -26,12 +26,14 @@ from qortex_core.ingest.graph import (
 from qortex_core.ingest.snapshot_base import KEYS
 from qortex_core.ingest.snapshot_cells import layout_of
 from qortex_core.ingest.snapshot_facts import FACT_LINKS, links_of
+from qortex_core.ingest.snapshot_keys import phrase_key_table
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
 from qortex_core.ingest.snapshot_vectors import VectorFiles
 from qortex_core.storage import fulltext, ids, text_beside
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.phrase_keys import PHRASE_KEYS
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 from qortex_core.storage.store import (
     CONCEPTS,
@@ -299,6 +301,7 @@ def _built(
     if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
         manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
     extra[snapshot_words.WORDS] = words  # the next build's base, with the links
+    extra[PHRASE_KEYS] = phrase_key_table(stored.concepts, merge.base)  # a retriever's lookup
     published = _publish(home, arrays, tables, manifest, verify, extra, stored.vectors.digests())
     return published, counts, dangling
 

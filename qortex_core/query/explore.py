@@ -24,8 +24,8 @@ from qortex_core.query.explore_types import (
     PathStep,
     Resolved,
 )
-from qortex_core.query.phrases import phrase_key
 from qortex_core.query.snapshot_view import SnapshotView
+from qortex_core.storage.phrase_keys import phrase_key
 
 MAX_DEPTH = 4
 MAX_LIMIT = 1000

@@ -11,13 +11,13 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qortex_core.query.fact_index import FactIndex
-from qortex_core.query.phrases import phrase_key, phrase_keys
 from qortex_core.query.ppr.csr_views import compressed_view
 from qortex_core.query.rules import RuleIndex
 from qortex_core.query.scoring import FactSources
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage import times
 from qortex_core.storage.arrow_access import ArrowRows, ArrowStrings, Codes, HashLookup
+from qortex_core.storage.phrase_keys import PHRASE_KEYS, phrase_key, phrase_keys
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotTables
 
 
@@ -109,7 +109,7 @@ class SnapshotView:
             passages=ArrowRows(t.passages),
             facts=t.facts,
             phrase_index=HashLookup.build(
-                names[:n_phrases], phrase_key, phrase_keys(names[:n_phrases].column)
+                names[:n_phrases], phrase_key, _keys(snapshot, names, n_phrases)
             ),
             domains=Codes.of(t.passages["domain"]),
             phrase_vectors=a.phrase_vectors,
@@ -167,6 +167,15 @@ class SnapshotView:
         optional = [self.domain_mask(domains), times.window_mask(self.passage_times, since, until)]
         masks = [m for m in optional if m is not None]
         return np.logical_and.reduce(masks) if masks else None
+
+
+def _keys(snapshot: snap.Snapshot, names: ArrowStrings, n_phrases: int) -> pa.Array:
+    """Each concept's phrase key: as the snapshot stores them (:data:`PHRASE_KEYS`), else
+    made from the names (a snapshot built before the table)."""
+    stored = snapshot.tables.get(PHRASE_KEYS)
+    if stored is not None and stored.num_rows == n_phrases:
+        return stored["key"].combine_chunks()
+    return phrase_keys(names[:n_phrases].column)
 
 
 def _epochs(passages: pa.Table) -> np.ndarray:

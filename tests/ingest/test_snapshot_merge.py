@@ -150,3 +150,33 @@ def test_fact_rows_are_read_in_full_when_the_base_cannot_give_them(tmp_path, bre
         assert np.array_equal(merged.arrays[name], want), name
     assert merged.tables["facts"].equals(rebuilt.tables["facts"])
     assert merged.tables["fact_links"].equals(rebuilt.tables["fact_links"])
+
+
+def test_phrase_keys_of_concepts_the_base_holds_are_the_bases(built, monkeypatch):
+    from qortex_core.ingest import snapshot_keys
+    from qortex_core.ingest.snapshot_base import Base
+    from qortex_core.storage.phrase_keys import PHRASE_KEYS, phrase_keys
+
+    home, _, _ = built
+    base = Base(snap.load(home))
+    assert PHRASE_KEYS in base.snapshot.tables  # stored by the builds above
+    held = base.keys("concepts")
+    names = held["name"].to_pylist()
+    names[3] = "Harbor Lighthouse Keeper"  # renamed under its id: normalised again
+    concepts = pa.table(
+        {"id": held["id"].to_pylist() + ["c_00000000000000aa"], "name": names + ["The Old Mill"]}
+    )
+    normalised: list[int] = []
+
+    def counted(column):
+        normalised.append(len(column))
+        return phrase_keys(column)
+
+    monkeypatch.setattr(snapshot_keys, "phrase_keys", counted)
+    got = snapshot_keys.phrase_key_table(concepts, base)
+    assert normalised == [2]  # the renamed concept and the new one
+    assert got["key"].to_pylist() == phrase_keys(concepts["name"]).to_pylist()
+    assert (
+        got["key"][3].as_py() == "harbor lighthouse keeper"
+        and got["key"][-1].as_py() == "the old mill"
+    )

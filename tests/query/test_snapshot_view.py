@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from conftest import BRIDGE_QUESTION
 
 from qortex_core.feedback.learned import LearnedFeedback, factor_vector
-from qortex_core.query.phrases import lexical_matches, phrase_key, phrase_keys, phrase_lookup
+from qortex_core.query.phrases import lexical_matches, phrase_lookup
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import ids
 from qortex_core.storage.arrow_access import (
@@ -25,6 +25,7 @@ from qortex_core.storage.arrow_access import (
     key_hash,
     string_hashes,
 )
+from qortex_core.storage.phrase_keys import phrase_key, phrase_keys
 
 QUESTIONS = (BRIDGE_QUESTION, "Who painted the harbour at Ostrania?", "Orlan Vesk")
 
