@@ -1,5 +1,6 @@
 """Compiled kernels of the synonym and cell searches (numba): the scan of a block of
-similarities for the pairs above a threshold.
+similarities for the pairs above a threshold, and the count of the letters and digits of
+each concept name (the synonym search's eligibility).
 
 ``np.nonzero(sims >= threshold)`` makes a boolean copy of the block and then walks it a second
 time at a few nanoseconds an element; at 1M passages the synonym search scans ~20 G
@@ -64,3 +65,14 @@ def above(
     if n:
         _fill(some, t, r, c, w)
     return rows[r], c, w
+
+
+@numba.njit(nogil=True, cache=True)
+def count_listed(data, offsets, listed, out):  # pragma: no cover - compiled
+    """``out[i]``: how many bytes of ``data[offsets[i]:offsets[i + 1]]`` ``listed`` (a (256,)
+    bool table) marks."""
+    for i in range(out.size):
+        n = 0
+        for j in range(offsets[i], offsets[i + 1]):
+            n += listed[data[j]]
+        out[i] = n

@@ -166,6 +166,8 @@ def eligible(
 ) -> Eligible:
     """The eligible ones of the concepts ``ids`` (in table order)."""
     rows = np.flatnonzero(eligible_mask(names, min_chars))
+    if len(rows) == len(vectors):  # every concept: the arrays as they are, not copied
+        return Eligible(rows, np.ascontiguousarray(vectors), keys, ids.combine_chunks())
     chosen = ids.take(pa.array(rows, pa.int64())).combine_chunks()
     return Eligible(rows, np.ascontiguousarray(vectors[rows]), keys[rows], chosen)
 

@@ -88,12 +88,11 @@ def eligible_mask(names: Sequence[str] | pa.Array | pa.ChunkedArray, min_chars: 
         if not isinstance(names, (pa.Array, pa.ChunkedArray))
         else names
     )
+    from qortex_core.ingest.pair_kernels import count_listed
+
     raw, at = utf8_buffers(arr)
-    size = int(at[-1] - at[0])
-    # (bytes+1,) alphanumerics before each byte (int32 while it fits: half the fresh memory)
-    running = np.zeros(size + 1, np.int32 if size < 2**31 else np.int64)
-    np.cumsum(_ALNUM[raw[at[0] : at[-1]]], out=running[1:])
-    counts = running[at[1:] - at[0]] - running[at[:-1] - at[0]]  # (n,)
+    counts = np.empty(len(at) - 1, np.int64)  # (n,) alphanumeric bytes of each name
+    count_listed(raw, at, _ALNUM, counts)  # one pass over the bytes, no per-byte array
     return (counts >= min_chars) & pc.is_valid(arr).to_numpy(zero_copy_only=False)
 
 
