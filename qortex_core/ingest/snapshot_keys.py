@@ -24,8 +24,10 @@ def _from_base(concepts: pa.Table, base: Base | None) -> tuple[np.ndarray, pa.Ar
     if stored.num_rows != old.num_rows:
         return None
     at = id_keys.index_in(concepts["id"], old["id"])  # (n,) -1: not the base's
-    named = pc.equal(concepts["name"], old["name"].take(pa.array(np.maximum(at, 0))))
-    same = (at >= 0) & named.fill_null(False).to_numpy(zero_copy_only=False)
+    hit = np.flatnonzero(at >= 0)  # (h,) concepts the base holds under their id
+    named = pc.equal(concepts["name"].take(pa.array(hit)), old["name"].take(pa.array(at[hit])))
+    same = np.zeros(len(at), bool)
+    same[hit] = named.fill_null(False).to_numpy(zero_copy_only=False)  # the same name too
     return np.where(same, at, -1), pc.cast(stored["key"].combine_chunks(), pa.large_string())
 
 

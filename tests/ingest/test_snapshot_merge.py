@@ -180,3 +180,29 @@ def test_phrase_keys_of_concepts_the_base_holds_are_the_bases(built, monkeypatch
         got["key"][3].as_py() == "harbor lighthouse keeper"
         and got["key"][-1].as_py() == "the old mill"
     )
+
+
+@pytest.mark.parametrize("held", [0, 2])
+def test_phrase_keys_from_a_base_of_no_or_other_concepts(held):
+    from qortex_core.ingest.snapshot_base import Base
+    from qortex_core.ingest.snapshot_keys import phrase_key_table
+    from qortex_core.storage.phrase_keys import PHRASE_KEYS, phrase_keys
+
+    ids = ["c_00000000000000a1", "c_00000000000000a2"][:held]
+    names = ["Old Mill", "Harbor Gate"][:held]
+    nodes = pa.table(
+        {
+            "id": pa.array([*ids, "p_00000000000000b1"], pa.string()),
+            "kind": pa.array(["phrase"] * held + ["passage"], pa.string()),
+            "name": pa.array([*names, "a passage"], pa.string()),
+        }
+    )
+    stored = pa.table({"key": phrase_keys(pa.array(names, pa.string()))})
+    base = Base(
+        snap.Snapshot({}, {"nodes": nodes, PHRASE_KEYS: stored}, {"counts": {"phrases": held}})
+    )
+    concepts = pa.table(
+        {"id": ["c_00000000000000c3", "c_00000000000000c4"], "name": ["River Delta", "Old Mill"]}
+    )  # none of them the base's (a base of memories only holds no concept)
+    got = phrase_key_table(concepts, base)
+    assert got["key"].to_pylist() == ["river delta", "old mill"]
