@@ -268,4 +268,10 @@ def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
     starts = np.concatenate([[0], breaks])  # (runs,)
     stops = np.concatenate([breaks, [len(order)]])
     pieces = [table.slice(int(order[a]), int(b - a)) for a, b in zip(starts, stops)]
-    return pa.concat_tables(pieces).combine_chunks()
+    # a copy of the rows asked for only: a lone slice would keep its parent's whole buffers
+    # (the bytes of rows left out, which a purge must not find in a published file)
+    return (
+        pa.concat_tables(pieces).combine_chunks()
+        if len(pieces) > 1
+        else table.take(pa.array(order)).combine_chunks()
+    )

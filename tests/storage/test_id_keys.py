@@ -107,3 +107,16 @@ def test_take_rows_is_arrows_take_in_one_chunk(kind: str) -> None:
     got = take_rows(table, order)
     assert got.equals(table.take(pa.array(order, pa.int64())))
     assert all(column.num_chunks <= 1 for column in got.columns)
+
+
+def test_take_rows_of_one_run_keeps_no_bytes_of_the_rows_left_out(tmp_path) -> None:
+    from qortex_core.storage.arrow_access import take_rows
+
+    secret = "Zorblax" + "9f" * 6
+    table = pa.table({"id": ["a", "b", "c", "d"], "text": ["one", "two", "three", secret]})
+    kept = take_rows(table, np.arange(3))  # one run: the last row left out
+    path = tmp_path / "kept.arrow"
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, kept.schema) as writer:
+        writer.write_table(kept)
+    assert secret.encode() not in path.read_bytes()
+    assert kept.equals(table.slice(0, 3))
