@@ -39,6 +39,7 @@ class IncrementalConfig:
     dim: int = 64
     queries: int = 50
     seed: int = 0
+    keep_snapshots: int = 0  # > 0: older snapshot folders deleted between steps (untimed)
 
 
 def _env(dim: int) -> dict[str, str]:
@@ -156,6 +157,15 @@ def _summary(stdout: str) -> dict:
     return out
 
 
+def _trim(home: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest snapshot folders (none when ``keep`` is 0); the
+    tables are not optimized, so the next step sees the versions the last one wrote."""
+    if keep > 0:
+        from qortex_core.storage.retention import prune_snapshots
+
+        prune_snapshots(home, keep, optimize=False)
+
+
 def run_size(config: IncrementalConfig, n: int, consolidate: Consolidate) -> dict:
     """Every step at one size; seconds, ratios to the full build, agreement, peak RSS."""
     from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
@@ -165,13 +175,17 @@ def run_size(config: IncrementalConfig, n: int, consolidate: Consolidate) -> dic
     source, home, rebuilt = where / "src", where / "home", where / "rebuild"
     env, total = _env(config.dim), n + config.delta
     write_passages(source, total, 0, n, config.seed)
-    steps = {"full": _cli(["ingest", str(source), "--home", str(home), "--json"], env)}
+    ingest = ["ingest", str(source), "--home", str(home), "--json"]
+    steps = {"full": _cli(ingest, env)}
     write_passages(source, total, n, total, config.seed)
-    steps["plus_delta"] = _cli(["ingest", str(source), "--home", str(home), "--json"], env)
-    steps["unchanged"] = _cli(["ingest", str(source), "--home", str(home), "--json"], env)
+    _trim(home, config.keep_snapshots)
+    steps["plus_delta"] = _cli(ingest, env)
+    _trim(home, config.keep_snapshots)
+    steps["unchanged"] = _cli(ingest, env)
     texts = memory_texts(total, config.delta, config.seed)
     _remember_all(home, texts, env)
     steps["consolidate"] = _cli(["consolidate", "--home", str(home), "--json"], env)
+    _trim(home, config.keep_snapshots)
     _remember_all(rebuilt, texts, env)
     steps["rebuild"] = _cli(["ingest", str(source), "--home", str(rebuilt), "--json"], env)
     queries = SynthCorpus(SynthConfig(passages=total, seed=config.seed)).queries(config.queries)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from qortex_cli.main import main
+from qortex_core.storage.retention import list_snapshots
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +26,8 @@ def test_bench_incremental_agrees_with_a_full_rebuild_and_reports_every_step(tmp
             "3",
             "--queries",
             "50",
+            "--keep-snapshots",
+            "1",
             "--workdir",
             str(tmp_path / "work"),
             "--json",
@@ -49,3 +52,6 @@ def test_bench_incremental_agrees_with_a_full_rebuild_and_reports_every_step(tmp
     steps = size["steps"]
     assert steps["plus_delta"]["new_documents"] == 3 and steps["unchanged"]["embedded"] == 0
     assert steps["unchanged"]["new_documents"] == 0 and steps["consolidate"]["memories"] == 3
+    # --keep-snapshots 1: the consolidation's snapshot, and the freshness step's after it
+    home = tmp_path / "work" / "n500" / "home"
+    assert len(list_snapshots(home)) == 2

@@ -25,10 +25,12 @@ def cmd_bench_incremental(args: argparse.Namespace) -> int:
 
     sizes = parse_sizes(args.passages)
     HashEmbedderConfig(dim=args.dim)  # a bad dimension fails before any work
-    if args.delta < 1 or args.queries < 1:
-        raise ConfigError("--delta and --queries must be at least 1")
+    if args.delta < 1 or args.queries < 1 or args.keep_snapshots < 0:
+        raise ConfigError("--delta and --queries must be at least 1, --keep-snapshots at least 0")
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="qortex-inc-"))
-    config = IncrementalConfig(sizes, args.delta, workdir, args.dim, args.queries)
+    config = IncrementalConfig(
+        sizes, args.delta, workdir, args.dim, args.queries, keep_snapshots=args.keep_snapshots
+    )
     emit_report(run_incremental(config, _consolidate), args.json)
     return 0
 
@@ -45,5 +47,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--dim", type=int, default=64, help="hash embedder width (benchmark tool)")
     p.add_argument("--queries", type=int, default=50, help="queries compared per mode")
     p.add_argument("--workdir", help="folder for the homes and sources (default: a temp folder)")
+    p.add_argument(
+        "--keep-snapshots",
+        type=int,
+        default=0,
+        help="delete all but this many newest snapshots between steps, untimed (disk at 1M); "
+        "0 keeps every one",
+    )
     p.add_argument("--json", help="also write the report to this file")
     p.set_defaults(func=cmd_bench_incremental)
