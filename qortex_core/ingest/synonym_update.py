@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from qortex_core.ingest.cells import members_of
 from qortex_core.ingest.synonym_layout import NO_CELL, Layout, cell_positions, some_cell_members
 from qortex_core.ingest.synonyms import eligible_mask
+from qortex_core.storage import id_keys
 
 _BLOCK_FLOATS = 1 << 24  # similarities held at once (64 MB)
 _WORST_SLACK = 1e-5  # a new centroid this close to a concept's worst cell: assign it again
@@ -134,8 +135,8 @@ def candidates(
 
 def other_ends(edges: pa.Table, ids: pa.Array) -> pa.Array:
     """Ids at the other end of the stored edges with an end in ``ids``."""
-    a_in = pc.is_in(edges["a"], value_set=ids)
-    b_in = pc.is_in(edges["b"], value_set=ids)
+    a_in = pa.array(id_keys.is_in(edges["a"], ids))
+    b_in = pa.array(id_keys.is_in(edges["b"], ids))
     both = pa.chunked_array(
         edges["b"].filter(a_in).chunks + edges["a"].filter(b_in).chunks, pa.string()
     )
@@ -153,8 +154,8 @@ class Eligible:
 
     def at(self, ids: pa.Array) -> np.ndarray:
         """Positions of the eligible concepts among ``ids`` (others skipped)."""
-        pos = pc.index_in(ids, value_set=self.ids).drop_null()
-        return np.asarray(pos.to_numpy(zero_copy_only=False), np.int64)
+        pos = id_keys.index_in(ids, self.ids)  # (len(ids),) -1: not eligible
+        return pos[pos >= 0]
 
 
 def eligible(

@@ -28,6 +28,7 @@ _OCTET[_HEX[:, None].astype(np.int64) | (_HEX[None, :].astype(np.int64) << 8)] =
 ) | np.arange(16)[None, :]
 
 Ids: TypeAlias = "pa.Array | pa.ChunkedArray"
+HASHED = 1 << 16  # from this many ids on either side, a lookup is a compiled hash (.id_hash)
 
 
 def packed(ids: Ids) -> tuple[bytes, np.ndarray] | None:
@@ -70,6 +71,10 @@ def index_in(values: Ids, value_set: Ids) -> np.ndarray:
     if wanted is None or held is None or wanted[0] != held[0]:
         at = pc.index_in(values, value_set=_array(value_set)).fill_null(-1)
         return np.asarray(at.to_numpy(zero_copy_only=False), np.int64)
+    if max(len(values), len(value_set)) >= HASHED:
+        from qortex_core.storage.id_hash import first_positions
+
+        return first_positions(wanted[1], held[1])
     order = _ascending(held[1])  # (m,) first occurrences first among equals
     ranked = held[1][order]
     at = np.minimum(np.searchsorted(ranked, wanted[1]), len(ranked) - 1)  # (n,)

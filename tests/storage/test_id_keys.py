@@ -31,7 +31,11 @@ def test_real_ids_pack_in_string_order() -> None:
     assert (ranked[1:] >= ranked[:-1]).all()
 
 
-def test_index_in_matches_arrow_with_repeats_and_misses() -> None:
+@pytest.mark.parametrize("hashed", [False, True])
+def test_index_in_matches_arrow_with_repeats_and_misses(
+    hashed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(id_keys, "HASHED", 1 if hashed else 1 << 60)
     held = _ids(3000, 1)
     held = held + held[:50]  # repeated values: the first occurrence is the answer
     asked = _ids(2000, 2) + held[100:400]
@@ -40,6 +44,12 @@ def test_index_in_matches_arrow_with_repeats_and_misses() -> None:
     assert np.array_equal(got, _arrow_index_in(values, value_set.combine_chunks()))
     assert (got >= 0).sum() >= 300
     assert np.array_equal(id_keys.is_in(values, value_set), got >= 0)
+    # the other side larger (the table over the values): a few asked of many held
+    few = pa.array(held[2990:3010] + asked[:3])
+    assert np.array_equal(
+        id_keys.index_in(few, value_set), _arrow_index_in(few, value_set.combine_chunks())
+    )
+    assert np.array_equal(id_keys.index_in(values, few), _arrow_index_in(values, few))
 
 
 @pytest.mark.parametrize(
