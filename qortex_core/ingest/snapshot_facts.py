@@ -21,7 +21,7 @@ from qortex_core.ingest import row_changes
 from qortex_core.ingest.graph import fact_endpoints
 from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange
 from qortex_core.storage import id_keys
-from qortex_core.storage.arrow_access import take_rows
+from qortex_core.storage.arrow_access import view_rows
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -92,8 +92,9 @@ def base_facts(
     else:
         fresh = read.select(columns).cast(rows.schema)
         vectors = arrow_to_vectors(read["vector"], read.schema.field("vector").type.list_size)
-    # the kept rows copied by runs (:func:`take_rows`), then the touched rows
-    facts = pa.concat_tables([take_rows(rows, np.flatnonzero(keep)), fresh])
+    # the kept rows as views of the base's runs (copied once, in snapshot order, by the
+    # reader's :func:`take_rows`), then the touched rows
+    facts = pa.concat_tables([view_rows(rows, np.flatnonzero(keep)), fresh])
     if facts.num_rows != store.count(FACTS):
         return None  # the base's rows are not the table's: read it in full
     held = id_keys.is_in(fresh["id"], rows["id"])

@@ -256,22 +256,35 @@ class Codes:
 RUNS_PER_ROW = 1 / 64  # at most one run of consecutive rows per this many rows: copy by runs
 
 
-def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
-    """``table.take(order)`` as one chunk per column; when ``order`` is mostly runs of
-    consecutive rows (a base's rows with a few inserted or removed), the runs are sliced and
-    concatenated (a copy of whole buffers, several times cheaper than a row-by-row gather of
-    string and list columns), else Arrow's ``take``."""
-    order = np.asarray(order, np.int64)
+def _runs(table: pa.Table, order: np.ndarray) -> list[pa.Table] | None:
+    """``table``'s rows ``order`` as zero-copy slices, one a run of consecutive rows, when
+    ``order`` is mostly such runs; else None."""
     breaks = np.flatnonzero(np.diff(order) != 1) + 1  # (runs - 1,) where a run starts
     if len(order) == 0 or len(breaks) + 1 > max(1.0, RUNS_PER_ROW * len(order)):
-        return table.take(pa.array(order)).combine_chunks()
+        return None
     starts = np.concatenate([[0], breaks])  # (runs,)
     stops = np.concatenate([breaks, [len(order)]])
-    pieces = [table.slice(int(order[a]), int(b - a)) for a, b in zip(starts, stops)]
-    # a copy of the rows asked for only: a lone slice would keep its parent's whole buffers
-    # (the bytes of rows left out, which a purge must not find in a published file)
-    return (
-        pa.concat_tables(pieces).combine_chunks()
-        if len(pieces) > 1
-        else table.take(pa.array(order)).combine_chunks()
-    )
+    return [table.slice(int(order[a]), int(b - a)) for a, b in zip(starts, stops)]
+
+
+def view_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """``table.take(order)``, without a copy when ``order`` is mostly runs of consecutive
+    rows: a table of slices (they keep their parents' whole buffers: for rows that are copied
+    again before anything is written), else Arrow's ``take``."""
+    order = np.asarray(order, np.int64)
+    pieces = _runs(table, order)
+    return table.take(pa.array(order)) if pieces is None else pa.concat_tables(pieces)
+
+
+def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """``table.take(order)`` as one chunk per column, holding the rows asked for only; when
+    ``order`` is mostly runs of consecutive rows (a base's rows with a few inserted or
+    removed), the runs are sliced and concatenated (a copy of whole buffers, several times
+    cheaper than a row-by-row gather of string and list columns), else Arrow's ``take``."""
+    order = np.asarray(order, np.int64)
+    pieces = _runs(table, order)
+    if pieces is not None and len(pieces) > 1:
+        return pa.concat_tables(pieces).combine_chunks()
+    # a lone slice would keep its parent's whole buffers (the bytes of rows left out, which a
+    # purge must not find in a published file)
+    return table.take(pa.array(order)).combine_chunks()

@@ -101,7 +101,7 @@ def _rows(n: int) -> pa.Table:
 
 @pytest.mark.parametrize("kind", ["kept", "inserted", "shuffled", "empty"])
 def test_take_rows_is_arrows_take_in_one_chunk(kind: str) -> None:
-    from qortex_core.storage.arrow_access import take_rows
+    from qortex_core.storage.arrow_access import take_rows, view_rows
 
     table, rng = _rows(3000), np.random.default_rng(7)
     if kind == "kept":  # a base with a few rows removed: runs
@@ -117,6 +117,7 @@ def test_take_rows_is_arrows_take_in_one_chunk(kind: str) -> None:
     got = take_rows(table, order)
     assert got.equals(table.take(pa.array(order, pa.int64())))
     assert all(column.num_chunks <= 1 for column in got.columns)
+    assert view_rows(table, order).equals(got)  # the same rows, as views where runs
 
 
 def test_take_rows_of_one_run_keeps_no_bytes_of_the_rows_left_out(tmp_path) -> None:
