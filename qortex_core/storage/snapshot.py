@@ -25,6 +25,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qortex_core.errors import HomeError, SnapshotError
+from qortex_core.storage import snapshot_stamp as stamp
 from qortex_core.storage.checksums import digests_of
 from qortex_core.storage.pointer import read_own_file, read_pointer
 from qortex_core.storage.snapshot_files import write_payload
@@ -190,6 +191,8 @@ def publish(
         name = f"v{version:06d}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
         manifest["name"] = name
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        stamp.settle(tmp, list(digests))  # hashed as written: a load need not hash them again
+        stamp.record(tmp, digests, stamp.keys_of(tmp, list(digests)))
         for child in tmp.iterdir():
             with open(child, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -241,13 +244,17 @@ def latest_name(home: str | Path) -> str:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
 
 
-def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snapshot:
+def load(
+    home: str | Path, name: str | None = None, verify: bool = True, rehash: bool = False
+) -> Snapshot:
     """Load a snapshot (the latest by default), arrays memory-mapped.
 
     Args:
         home: the data home.
         name: a snapshot directory name, or a version number as a string; None for the latest.
-        verify: check every file's SHA-256 against the manifest.
+        verify: check every file's SHA-256 against the manifest (a file the folder's stamp
+            holds unchanged since it was hashed is not read again, :mod:`.snapshot_stamp`).
+        rehash: hash every file, whatever the stamp says.
 
     Raises:
         SnapshotError: missing snapshot, bad manifest, bad checksum or truncated array.
@@ -266,11 +273,15 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     check_manifest(manifest, name)  # valid JSON that lies (an array or a count missing) is refused
     arrays: dict[str, np.ndarray] = {}
     tables: dict[str, pa.Table] = {}
-    digests = digests_of([path / f for f in files]) if verify else [None] * len(files)
-    for (fname, checksum), digest in zip(files.items(), digests):
+    known = stamp.trusted(path, files) if verify and not rehash else set()
+    hashed = [f for f in files if f not in known] if verify else []
+    keys = stamp.keys_of(path, hashed)  # before hashing: a write meanwhile shows next time
+    digests = dict(zip(hashed, digests_of([path / f for f in hashed])))
+    for fname, checksum in files.items():
         fpath = path / fname
         if not fpath.is_file():
             raise SnapshotError(f"snapshot {name} is missing {fname}")
+        digest = checksum if fname in known else digests.get(fname)
         if verify and digest != checksum:
             raise SnapshotError(f"snapshot {name}: checksum mismatch in {fname}")
         try:
@@ -284,6 +295,8 @@ def load(home: str | Path, name: str | None = None, verify: bool = True) -> Snap
     lies = shape_problems(arrays, tables, manifest["counts"])  # counts that disagree with rows
     if lies:
         raise SnapshotError(f"snapshot {name} does not match its manifest: {'; '.join(lies)}")
+    if hashed:  # found whole: the next load need not hash them
+        stamp.record(path, files, {**stamp.keys_of(path, sorted(known)), **keys})
     return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
 
 
