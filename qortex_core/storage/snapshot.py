@@ -191,8 +191,7 @@ def publish(
         name = f"v{version:06d}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
         manifest["name"] = name
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        stamp.settle(tmp, list(digests))  # hashed as written: a load need not hash them again
-        stamp.record(tmp, digests, stamp.keys_of(tmp, list(digests)))
+        stamp.seal(tmp, digests)  # hashed as written: a load need not hash them again
         for child in tmp.iterdir():
             with open(child, "rb") as fh:
                 os.fsync(fh.fileno())

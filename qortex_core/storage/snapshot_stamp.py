@@ -80,9 +80,10 @@ def record(folder: Path, files: Mapping[str, str], keys: Mapping[str, list[int] 
             tmp.unlink(missing_ok=True)
 
 
-def settle(folder: Path, names: list[str]) -> None:
-    """Set each new file's modification time a second into the past (see the module), so the
-    stamp taken now tells any later write from this one."""
-    for name in names:
+def seal(folder: Path, files: Mapping[str, str]) -> None:
+    """Stamp new files (name -> the digest they were written with), each modification time
+    first set a second into the past (see the module): any later write then shows."""
+    for name in files:
         st = os.stat(folder / name)
         os.utime(folder / name, ns=(st.st_atime_ns, st.st_mtime_ns - _SETTLED_NS - 1))
+    record(folder, files, keys_of(folder, list(files)))
