@@ -172,8 +172,7 @@ def publish(
     ``digests``: the SHA-256 of some of them (by name), so they are not read again.
 
     The directory is complete and fsynced before the pointer moves (``os.replace``): readers
-    see the old or the new snapshot, never a partial one.
-    """
+    see the old or the new snapshot, never a partial one."""
     root = snapshots_dir(home)
     tmp = _new_folder(home, ".tmp-")
     try:
