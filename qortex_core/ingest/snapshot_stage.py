@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -104,6 +104,20 @@ def _latest_with_inputs(latest: snap.Snapshot | None, inputs: str) -> SnapshotRe
     return SnapshotReport(path.name, latest.version, path, counts, "unchanged", "same inputs")
 
 
+def _stands(
+    store: LanceStore, home: str | Path, versions: dict, spec: tuple, loading: Future
+) -> SnapshotReport | None:
+    """The latest snapshot, unchanged, when every input table, the full-text one too, is at
+    the version it was built from (it pinned that text version after syncing it): nothing is
+    read. ``spec``: model, graph config, parameters; ``loading``: the latest, verified."""
+    text = fulltext.open_latest(store.db)
+    now = dict(versions, **{fulltext.PASSAGE_TEXT: text.version if text is not None else 0})
+    digest = _inputs_digest(now, *spec)
+    if snap.latest_inputs(home) != digest:
+        return None
+    return _latest_with_inputs(loading.result()[0], digest)
+
+
 def _report(
     path: Path, counts: SnapshotCounts, merge: Merge, why: str, dangling: dict[str, int] | None
 ) -> SnapshotReport:
@@ -196,6 +210,10 @@ def build_snapshot(
     versions = store.versions()
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-base") as pool:
         loading = pool.submit(snapshot_base.latest, home)  # verified (hashed) meanwhile
+        spec = (embedding_model, graph_config, params)  # with the versions: the inputs
+        stands = None if force else _stands(store, home, versions, spec, loading)
+        if stands is not None:
+            return stands
         passages = store.read_without(PASSAGES, ["vector"])
         # the passages' BM25 index, incremental; the snapshot pins its version (fulltext.py);
         # when the embedding stage started its sync beside (text_beside.py), planned after it
@@ -206,8 +224,7 @@ def build_snapshot(
         latest, why = loading.result()
     if text_sync is not None and text_sync.idle and not force:  # else the version moves
         versions[fulltext.PASSAGE_TEXT] = text_sync.version
-        inputs = _inputs_digest(versions, embedding_model, graph_config, params)
-        unchanged = _latest_with_inputs(latest, inputs)
+        unchanged = _latest_with_inputs(latest, _inputs_digest(versions, *spec))
         if unchanged is not None:
             return unchanged
     base, other = snapshot_base.Base.of(latest, embedding_model)

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from qortex_core.errors import HomeError, SnapshotError
+from qortex_core.errors import HomeError, QortexError, SnapshotError
 from qortex_core.storage import snapshot_stamp as stamp
 from qortex_core.storage.checksums import digests_of
 from qortex_core.storage.pointer import read_own_file, read_pointer
@@ -240,6 +240,18 @@ def latest_name(home: str | Path) -> str:
         ) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {pointer}: {exc.strerror}") from None
+
+
+def latest_inputs(home: str | Path) -> str | None:
+    """The latest snapshot's ``inputs_digest`` as its manifest states it (nothing verified:
+    a hint that the caller confirms on the loaded snapshot), None when there is none."""
+    try:
+        name = latest_name(home)
+        manifest = json.loads(read_own_file(snapshots_dir(home) / name / "manifest.json"))
+    except (OSError, ValueError, QortexError):
+        return None
+    digest = manifest.get("inputs_digest") if isinstance(manifest, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def load(
