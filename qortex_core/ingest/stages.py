@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from qortex_core.embed import Embedder, token_window
+from qortex_core.ingest.allocators import give_back
 from qortex_core.ingest.chunk_stage import (
     ChunkReport,
     ExtractReport,
@@ -198,6 +199,7 @@ def run_stages(
     reports: dict[str, object] = {}
     for name in STAGE_NAMES:
         reports[name] = run_stage(name, run)
+        give_back()  # what the stage freed: the next one starts from the process's own size
         if after is not None:
             after(name, reports[name])
     return reports
