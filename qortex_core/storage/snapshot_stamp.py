@@ -67,9 +67,9 @@ def record(folder: Path, files: Mapping[str, str], keys: Mapping[str, list[int] 
     effort: a stamp that cannot be written is not an error."""
     settled = time.time_ns() - _SETTLED_NS
     entries = {
-        name: {"sha256": digest, "key": keys[name]}
+        name: {"sha256": digest, "key": key}
         for name, digest in files.items()
-        if keys.get(name) is not None and keys[name][1] < settled
+        if (key := keys.get(name)) is not None and key[1] < settled
     }
     tmp = folder / f".hashed-{uuid.uuid4().hex}.tmp"
     try:
