@@ -3,8 +3,10 @@
 For each size N: N synthetic passages (:mod:`qortex_bench.synth_corpus`) written one file each
 into a source folder; ``qortex ingest`` full; ``delta`` more files and ``qortex ingest``;
 ``qortex ingest`` with nothing changed; ``delta`` ``qortex remember`` calls and ``qortex
-consolidate``. Every step is the real CLI in a child process (its wall seconds and peak RSS),
-with the hash embedder and the offline extractor. Then a full rebuild of the same final corpus
+consolidate``. Every step is the real CLI in a child process (its wall seconds and its own peak
+RSS), with the hash embedder and the offline extractor, and starts once the earlier steps'
+writes are flushed to disk (``sync``, untimed: a scheduled run does not find a full build's
+gigabytes still being written back). Then a full rebuild of the same final corpus
 (the same files, the same memories) in a fresh home, and the top 10 passages of every mode on
 the same queries from both homes: after incremental runs the answers must be the rebuild's,
 and so must the synonym edges (:func:`synonym_agreement`).
@@ -49,19 +51,37 @@ def _env(dim: int) -> dict[str, str]:
 
 
 def _cli(args: list[str], env: dict[str, str]) -> dict:
-    """``qortex ARGS`` in a child process: its wall seconds and its JSON output.
+    """``qortex ARGS`` in a child process: its wall seconds, its own peak RSS (MB: the kernel's
+    ``ru_maxrss`` of that child, file pages it had mapped included) and its JSON output.
 
     Raises:
         QortexError: the command failed (its last line of stderr).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     argv = [sys.executable, "-m", "qortex_cli", *args]
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    child = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    with ThreadPoolExecutor(2) as pool:  # both pipes drained while it runs
+        out, err = pool.submit(child.stdout.read), pool.submit(child.stderr.read)  # type: ignore[union-attr]
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage
+        stdout, stderr = out.result(), err.result()
     seconds = time.perf_counter() - start
-    if done.returncode:
-        line = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        line = (stderr.strip().splitlines() or ["no output"])[-1]
         raise QortexError(f"qortex {args[0]} failed in the benchmark: {line}")
-    return {"seconds": round(seconds, 3), "stdout": done.stdout}
+    peak = round(usage.ru_maxrss / 1024, 1)
+    return {"seconds": round(seconds, 3), "peak_rss_mb": peak, "stdout": stdout}
+
+
+def _step(args: list[str], env: dict[str, str]) -> dict:
+    """A timed step (:func:`_cli`) that starts with the earlier steps' writes on disk, as a
+    scheduled run finds them: the flush (untimed) is not charged to the next step."""
+    os.sync()
+    return _cli(args, env)
 
 
 def children_peak_rss_mb() -> float:
@@ -176,24 +196,25 @@ def run_size(config: IncrementalConfig, n: int, consolidate: Consolidate) -> dic
     env, total = _env(config.dim), n + config.delta
     write_passages(source, total, 0, n, config.seed)
     ingest = ["ingest", str(source), "--home", str(home), "--json"]
-    steps = {"full": _cli(ingest, env)}
+    steps = {"full": _step(ingest, env)}
     write_passages(source, total, n, total, config.seed)
     _trim(home, config.keep_snapshots)
-    steps["plus_delta"] = _cli(ingest, env)
+    steps["plus_delta"] = _step(ingest, env)
     _trim(home, config.keep_snapshots)
-    steps["unchanged"] = _cli(ingest, env)
+    steps["unchanged"] = _step(ingest, env)
     texts = memory_texts(total, config.delta, config.seed)
     _remember_all(home, texts, env)
-    steps["consolidate"] = _cli(["consolidate", "--home", str(home), "--json"], env)
+    steps["consolidate"] = _step(["consolidate", "--home", str(home), "--json"], env)
     _trim(home, config.keep_snapshots)
     _remember_all(rebuilt, texts, env)
-    steps["rebuild"] = _cli(["ingest", str(source), "--home", str(rebuilt), "--json"], env)
+    steps["rebuild"] = _step(["ingest", str(source), "--home", str(rebuilt), "--json"], env)
     queries = SynthCorpus(SynthConfig(passages=total, seed=config.seed)).queries(config.queries)
     same = agreement(top10(home, queries, config.dim), top10(rebuilt, queries, config.dim))
     full = steps["full"]["seconds"]
     out: dict = {"passages": n, "delta": config.delta}
     for name, step in steps.items():
         out[f"{name}_s"] = step["seconds"]
+        out[f"{name}_peak_rss_mb"] = step["peak_rss_mb"]
         if name not in ("full", "rebuild"):
             out[f"{name}_ratio"] = round(step["seconds"] / full, 4) if full else None
     out["peak_rss_mb"] = children_peak_rss_mb()  # the largest step so far (ladders grow)

@@ -221,4 +221,5 @@ def write_merged(
             block[~keep] = got[cursor : cursor + k]
             cursor += k
             fh.write(block.data.cast("B"))
+            vectors.release(old)  # one block of the base's file resident at a time
     return change, True

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from qortex_core.ingest.cells import EXACT_CELLS, FactCells, FactCellsConfig
 from qortex_core.ingest.snapshot_tables import contiguous
+from qortex_core.ingest.snapshot_vectors import release
 
 LAYOUT = "sampled-ids/1"  # the manifest's name for this layout: a base of another is not merged
 _TIE = 1e-4  # similarities closer than this are compared again in float64
@@ -212,3 +213,4 @@ def _near_new(
         own = np.einsum("ij,ij->i", v, centroids[home[current[live]]])
         near = (v @ fresh.T).max(axis=1) >= own - 2 * _TIE
         redo[current[live[near]]] = True
+        release(base_vectors)  # one block of the base's file resident at a time

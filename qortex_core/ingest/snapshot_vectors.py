@@ -102,6 +102,18 @@ def mapped(path: Path) -> Iterator[tuple[np.ndarray, Callable[[], None]]]:
         release()
 
 
+def release(array: np.ndarray) -> None:
+    """Drop the resident pages of the file map ``array`` views, if it views one (a snapshot's
+    memory-mapped array): they stay in the page cache, and a later read maps them again.
+    Call it between the blocks of a pass over a base snapshot's vectors, so that the pass
+    holds one block of them, not the file."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, mmap.mmap):
+        base.madvise(mmap.MADV_DONTNEED)
+
+
 def _read_rows(fh: BinaryIO, offset: int, start: int, rows: int, dim: int) -> np.ndarray:
     """(rows, dim) float32 rows ``start:start+rows`` of the file ``fh`` whose data starts at
     ``offset``."""

@@ -44,6 +44,9 @@ def test_bench_incremental_agrees_with_a_full_rebuild_and_reports_every_step(tmp
     for step in ("plus_delta", "unchanged", "consolidate"):
         assert size[f"{step}_ratio"] == pytest.approx(size[f"{step}_s"] / size["full_s"], 1e-3)
     assert size["peak_rss_mb"] > 0
+    peaks = [size[f"{step}_peak_rss_mb"] for step in ("full", "plus_delta", "unchanged")]
+    assert all(p > 30 for p in peaks)  # each step's own child: an interpreter with the library
+    assert max(peaks) <= size["peak_rss_mb"]  # no step beyond the largest child's peak
     assert size["top10_agreement"] == {"dense": 1.0, "hipporag": 1.0, "hybrid": 1.0}
     synonyms = size["synonym_edges"]  # the incremental runs' edges are the rebuild's
     assert synonyms["rebuild"] > 0 and synonyms["incremental"] == synonyms["rebuild"]

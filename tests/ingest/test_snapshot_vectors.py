@@ -166,3 +166,29 @@ def test_fact_texts_read_after_the_graph_match_their_rows(home):
             want["predicate"],
             want["object"],
         )
+
+
+def _resident_kb(path: Path) -> int:
+    """Resident kB of this process's maps of ``path`` (``/proc/self/smaps``)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_release_drops_a_snapshot_maps_resident_pages_and_keeps_its_values(tmp_path):
+    path = tmp_path / "fact_vectors.npy"
+    values = np.random.default_rng(0).standard_normal((16_384, 64)).astype(np.float32)  # 4 MB
+    np.save(path, values)
+    mapped = np.load(path, mmap_mode="r")  # as a snapshot's arrays are loaded
+    view = mapped[100:]
+    assert float(np.asarray(view, np.float64).sum()) != 0.0  # every page read
+    assert _resident_kb(path) >= 3_000
+    sv.release(view)  # through a view of the map, as a pass over blocks holds it
+    assert _resident_kb(path) < 1_000
+    assert np.array_equal(mapped, values)  # read again from the page cache
+    sv.release(values)  # not a map: nothing to do
+    assert values.sum() == pytest.approx(float(np.asarray(mapped, np.float64).sum()), rel=1e-5)
