@@ -1,8 +1,9 @@
 """The passages' BM25 index (:mod:`.fulltext`) brought up to date beside the stages that follow
 the embedding stage, in a process that runs those stages one after another.
 
-Merging new passages into the index costs about the whole index (LanceDB's ``optimize()``:
-3-4 s at 100k passages, however few are new), and the snapshot stage needs its version only
+New passages are indexed as a segment of their own (milliseconds), but a sync still reads
+the held ids, and every :data:`~.fulltext.MAX_SEGMENTS` syncs, or after deletes, it merges or
+rebuilds the whole index (2-4 s at 100k passages); the snapshot stage needs its version only
 when it writes the manifest. The embedding stage starts the sync on a thread of its own as
 soon as the passages are written (:func:`start`); the snapshot stage does not plan a sync of
 its own while one is pending, and waits for it only when it needs the version

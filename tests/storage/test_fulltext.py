@@ -220,3 +220,27 @@ def test_a_failed_sync_beside_is_done_by_the_snapshots_own(tmp_path, caplog):
     version = text_beside.synced(db, _passages([A, C]), None)
     assert _held(db) == ["p_a", "p_c"] and version == fulltext.open_latest(db).version
     assert "sync beside the stages failed" in caplog.text
+
+
+def test_new_rows_are_index_segments_that_score_as_one_index_until_folded(tmp_path, monkeypatch):
+    """Each sync that adds rows indexes them as a new segment (BM25 statistics span the
+    segments); past MAX_SEGMENTS the segments are folded into one. Either way the scores
+    are those of an index built at once over the same rows."""
+    rows = _corpus(240)
+    db = LanceStore.open(tmp_path / "steps").db
+    fulltext.sync(db, _passages(rows[:150]))
+    for stop in (170, 190, 210):
+        fulltext.sync(db, _passages(rows[:stop]))
+    table, _ = fulltext.open_pinned(db, fulltext.sync(db, _passages(rows[:220])))
+    assert fulltext.segments(table) == 5  # the first index and one segment per sync
+    stats = table.index_stats(table.list_indices()[0].name)
+    assert stats.num_unindexed_rows == 0 and stats.num_indexed_rows == 220
+    _same_as_a_full_build(tmp_path / "a", table, rows[:220])
+    monkeypatch.setattr(fulltext, "MAX_SEGMENTS", 5)
+    version = fulltext.sync(db, _passages(rows))  # at the bound: folded
+    folded, exact = fulltext.open_pinned(db, version)
+    assert exact and fulltext.segments(folded) == 1
+    assert folded.index_stats(folded.list_indices()[0].name).num_indexed_rows == 240
+    _same_as_a_full_build(tmp_path / "b", folded, rows)
+    old, _ = fulltext.open_pinned(db, table.version)  # a snapshot's pinned version still reads
+    assert fulltext.segments(old) == 5 and _search(old, "harbour") == _search(table, "harbour")
