@@ -19,13 +19,14 @@ import pyarrow as pa
 from qortex_core.ingest.chunk_stage import ChunkReport, chunk_table
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.stage_inputs import table_mark
-from qortex_core.storage import ids, times
+from qortex_core.storage import ids, key_index, times
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import CHUNKS, LanceStore
 
 CHUNK_MANIFEST = "chunk_manifest"  # document id -> the signature its chunks were made from
 SHARED_STATE = "chunks_shared"  # stage-state row: chunk ids made by more than one document
 SETTINGS_STATE = "chunks_settings"  # stage-state row: the settings of the manifest's chunks
+KEYED = {CHUNKS: ("id", "doc_id"), CHUNK_MANIFEST: ("id",)}  # the columns rows are looked up by
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ def apply(
     store.delete(CHUNK_MANIFEST, "id", list(change.removed))
     store.set_stage_digest(SHARED_STATE, json.dumps(sorted(shared | done.shared)))
     store.set_stage_digest(SETTINGS_STATE, _stamp(store, settings))
+    key_index.keep_tables(store, KEYED)
     return ChunkReport(store.count(CHUNKS), done.added, len(done.stale))
 
 

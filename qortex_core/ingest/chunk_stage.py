@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from qortex_core.errors import QortexError
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.stage_inputs import upstream_marks
-from qortex_core.storage import ids, times
+from qortex_core.storage import ids, key_index, times
 from qortex_core.storage.model import Extraction, Passage
 from qortex_core.storage.sql import sql_in, sql_quote
 from qortex_core.storage.store import (
@@ -27,6 +27,7 @@ from qortex_core.storage.store import (
 )
 
 Progress = Callable[[str, int, int], None]
+EXTRACTIONS_KEYED = {EXTRACTIONS: ("key", "passage_id")}  # the columns rows are looked up by
 EXTRACT_STATE = "extractions_inputs"  # stage-state row: the tables' marks when all were done
 
 
@@ -95,6 +96,7 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
         store.upsert(CHUNKS, chunk_table(new + moved, ingested))
     stale = sorted(have - set(unique)) if prune else []
     store.delete(CHUNKS, "id", stale)
+    key_index.keep_tables(store, {CHUNKS: ("id", "doc_id")})
     return ChunkReport(total=len(unique), added=len(new), removed=len(stale))
 
 
@@ -291,6 +293,7 @@ def _extract_missing(
             progress("extract", min(start + batch, todo.num_rows), todo.num_rows)
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
+    key_index.keep_tables(store, EXTRACTIONS_KEYED)
     return ExtractReport(
         chunks=chunks,
         extracted=todo.num_rows - failed,

@@ -20,11 +20,13 @@ from qortex_core.ingest.documents import (
     sync_documents,
 )
 from qortex_core.ingest.source_manifest import (
+    MANIFEST,
     SourceScan,
     record_manifest,
     scan_documents,
     stored_file_ids,
 )
+from qortex_core.storage import key_index
 from qortex_core.storage.store import LanceStore
 
 Memories = Callable[[], Sequence[Document]]  # the live written memories, as documents
@@ -108,4 +110,5 @@ def sync_source(
         live = tuple(memories())
     report = sync_documents(store, found.documents + live, kept)
     record_manifest(store, scan, report.deleted)
+    key_index.keep_tables(store, {DOCUMENTS: ("id",), MANIFEST: ("id",)})
     return DocumentsRun(report, found, live, _reason(found, source))

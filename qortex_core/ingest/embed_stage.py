@@ -50,11 +50,12 @@ from qortex_core.ingest.embed_inputs import (
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
 from qortex_core.ingest.stage_inputs import INPUTS_STATE, table_mark, upstream_marks
 from qortex_core.ingest.vector_reuse import MODEL_STATE, OldVectors, embedded_texts
-from qortex_core.storage import ids, text_beside
+from qortex_core.storage import ids, key_index, text_beside
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import (
     CHUNKS,
     CONCEPTS,
+    EMBEDDINGS,
     EXTRACTIONS,
     FACTS,
     PASSAGES,
@@ -160,6 +161,8 @@ def _unchanged(n: list[int]) -> EmbedReport:
 
 
 OUTPUTS = (PASSAGES, CONCEPTS, FACTS, RULES)
+# the columns the stage's tables are looked up by (an incremental run's reads, upserts, deletes)
+KEYED = {**{name: ("id",) for name in (*OUTPUTS, EMBEDDED_CHUNKS)}, EMBEDDINGS: ("key",)}
 PENDING_STATE = "embeddings_pending"  # stage-state row: set while a run writes the tables
 MAX_DRIFT = 0.2  # changed chunks, as a share of the recorded ones, past which all is rebuilt
 DRIFT_FLOOR = 256  # ... and past this many (fewer cost little either way)
@@ -273,6 +276,7 @@ def _incremental(
     digests = current.keys.select(["id", DIGEST])
     write_record(store, current.rows(diff.recorded()), nodes.listed, diff, digests)
     compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
+    key_index.keep_tables(store, KEYED)  # before the facts' link below: it spans the index
     facts = next(d for d in deltas if d.name == FACTS)  # a snapshot's base holds the others
     written = facts.rows["id"].to_pylist() if facts.rows.num_rows else []
     row_changes.record(
@@ -347,6 +351,7 @@ def _full(
     # each chunk's listed concepts (set by the concepts merge), for the record
     listed = pa.table({"id": current["id"], "listed": merged.listed})
     write_record(store, current, listed, None, digests)
+    key_index.keep_tables(store, KEYED)
     store.set_stage_digest(MODEL_STATE, embedder.name)
     store.set_stage_digest("embeddings", ids.digest(embedder.name, table_mark(store, CONCEPTS)))
     store.set_stage_digest(PENDING_STATE, "")

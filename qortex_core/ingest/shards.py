@@ -23,6 +23,7 @@ import pyarrow as pa
 from qortex_core.embed import Embedder
 from qortex_core.errors import QortexError
 from qortex_core.ingest.chunk_stage import (
+    EXTRACTIONS_KEYED,
     ChunkReport,
     ExtractReport,
     Progress,
@@ -36,7 +37,7 @@ from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.embed_stage import EmbedReport, embed_index
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.node_tables import node_tables
-from qortex_core.storage import ids
+from qortex_core.storage import ids, key_index
 from qortex_core.storage.model import Passage, fact_text
 from qortex_core.storage.store import EXTRACTIONS, LanceStore, arrow_to_vectors, vectors_to_arrow
 
@@ -184,6 +185,7 @@ def merge_extractions(store: LanceStore, count: int, token: str) -> ExtractRepor
     store.upsert(EXTRACTIONS, rows, key="key")
     failed = sum(s != "ok" for s in rows["status"].to_pylist())
     drop_staging(store, "extractions")
+    key_index.keep_tables(store, EXTRACTIONS_KEYED)
     chunks = len(read_chunks(store))
     return ExtractReport(
         chunks=chunks,

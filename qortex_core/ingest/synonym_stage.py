@@ -37,7 +37,7 @@ from qortex_core.ingest.synonym_update import (
     update_edges,
 )
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_search
-from qortex_core.storage import id_keys, ids
+from qortex_core.storage import id_keys, ids, key_index
 from qortex_core.storage.sql import sql_in
 from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
 
@@ -191,6 +191,7 @@ def _full(
     _record(store, replace(state, pending=True))
     store.replace(SYNONYMS, edges)
     store.replace(BASIS, _basis_table(concepts, np.arange(m), found.cells))
+    key_index.keep_tables(store, {SYNONYMS: ("a", "b"), BASIS: ("id",)})
     _record(store, state)
     return SynonymReport(edges.num_rows, edges.num_rows, before, m, 0, "full", reason)
 
@@ -303,6 +304,7 @@ def _write(
     again = np.union1d(change.rows, el.rows[moved])
     _drop(store, BASIS, ("id",), sorted(set(gone) | set(moved_ids)))
     store.append(BASIS, _basis_table(concepts, again, all_cells[again]))
+    key_index.keep_tables(store, {SYNONYMS: ("a", "b"), BASIS: ("id",)})
     _record(store, state)
     return kept
 

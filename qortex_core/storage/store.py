@@ -190,7 +190,8 @@ class LanceStore:
         """The LanceDB connection (for table operations the Store protocol does not cover)."""
         return self._db
 
-    def _table(self, name: str):
+    def table(self, name: str):
+        """This store's handle of table ``name`` (it sees the store's own writes), or None."""
         if name not in self._tables:
             try:
                 self._tables[name] = self._db.open_table(name)
@@ -201,7 +202,7 @@ class LanceStore:
         return self._tables[name]
 
     def read(self, name: str) -> pa.Table:
-        table = self._table(name)
+        table = self.table(name)
         if table is None:
             return pa.table({})
         try:
@@ -212,7 +213,7 @@ class LanceStore:
     def read_columns(self, name: str, columns: Sequence[str] | Mapping[str, str]) -> pa.Table:
         """Only ``columns`` of every row, in row order (empty table if it does not exist); a
         mapping names each output's SQL expression, computed by Lance (a column's digest)."""
-        table = self._table(name)
+        table = self.table(name)
         if table is None:
             return pa.table({})
         try:
@@ -222,13 +223,13 @@ class LanceStore:
 
     def read_without(self, name: str, dropped: Sequence[str]) -> pa.Table:
         """Every column but ``dropped``, every row in row order (empty table if none)."""
-        table = self._table(name)
+        table = self.table(name)
         kept = [] if table is None else [c for c in table.schema.names if c not in dropped]
         return pa.table({}) if table is None else self.read_columns(name, kept)
 
     def take(self, name: str, offsets: Sequence[int], columns: Sequence[str]) -> pa.Table:
         """``columns`` of the rows at ``offsets`` (row positions; empty table if none)."""
-        table = self._table(name)
+        table = self.table(name)
         if table is None or len(offsets) == 0:
             return pa.table({})
         try:
@@ -240,7 +241,7 @@ class LanceStore:
         self, name: str, columns: Sequence[str], batch_rows: int = 65536
     ) -> Iterator[pa.RecordBatch]:
         """``columns`` of every row in row order, a batch at a time (memory: one batch)."""
-        table = self._table(name)
+        table = self.table(name)
         if table is None:
             return
         try:
@@ -259,7 +260,7 @@ class LanceStore:
         """Rows whose ``key`` is one of ``values`` in row order (``columns`` as
         :meth:`read_columns` takes them, or all): up to :data:`WHERE_IN_MAX` values Lance
         filters them (reading ``key``, then the matches); more are filtered here."""
-        table = self._table(name)
+        table = self.table(name)
         if table is None:
             return pa.table({})
         if len(values) > WHERE_IN_MAX:
@@ -279,7 +280,7 @@ class LanceStore:
             self._upsert(name, rows, key)
 
     def _upsert(self, name: str, rows: pa.Table, key: str) -> None:
-        table = self._table(name)
+        table = self.table(name)
         if table is None:
             self._tables[name] = self._db.create_table(name, rows)
             return
@@ -291,23 +292,21 @@ class LanceStore:
         )
 
     def delete(self, name: str, key: str, values: list[str]) -> None:
-        table = self._table(name)
+        table = self.table(name)
         if table is None or not values:
             return
         with self._writing(name):
             table.delete(sql_in(key, values))
 
     def replace(self, name: str, rows: pa.Table | pa.RecordBatchReader) -> None:
-        table = self._table(name)
+        table = self.table(name)
         # overwrite is one new Lance version: readers see the old or the new rows
         with self._writing(name):
             self._tables[name] = self._db.create_table(
                 name, rows, mode="create" if table is None else "overwrite"
             )
 
-    def replace_stream(
-        self, name: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
-    ) -> None:
+    def replace_stream(self, name: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]):
         """:meth:`replace` with rows made while they are written (one version; memory: a batch).
         An error raised making a batch is raised as it is; the table keeps its old rows."""
         failure: list[BaseException] = []
@@ -331,7 +330,7 @@ class LanceStore:
         if rows.num_rows == 0:
             return
         for attempt in range(APPEND_ATTEMPTS):
-            table = self._table(name)
+            table = self.table(name)
             with self._writing(name):
                 if table is None:  # create empty first: a racing creator's table is opened
                     table = self._tables[name] = self._db.create_table(
@@ -368,7 +367,7 @@ class LanceStore:
 
     def count(self, name: str) -> int:
         """Rows in a table (0 when it does not exist)."""
-        table = self._table(name)
+        table = self.table(name)
         return int(table.count_rows()) if table is not None else 0
 
     def stage_digest(self, stage: str) -> str | None:
@@ -394,7 +393,7 @@ class LanceStore:
     def versions(self) -> dict[str, int]:
         out = {}
         for name in (CHUNKS, EXTRACTIONS, PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, EMBEDDINGS):
-            table = self._table(name)
+            table = self.table(name)
             if table is not None:
                 out[name] = int(table.version)
         return out

@@ -6,7 +6,9 @@ snapshot stages must take their incremental paths there (the reports say so), an
 runs every stage from nothing in a second home. A memory reaches the snapshot as the passages of
 its document ``memory:<id>``; forgetting it removes that document's passages. The synonym stage
 runs with a small ``exact_max``, so its edges come from the cell search (as above 20,000
-concepts), whose cells an incremental run updates.
+concepts), whose cells an incremental run updates. Both again with the key columns' BTREE
+indexes (:mod:`qortex_core.storage.key_index`) made from the first row and extended or merged
+by every run, as a large home's are.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.synonym_stage import sync_synonyms
 from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.query.retriever import MODES, Retriever
+from qortex_core.storage import key_index
 from qortex_core.storage.model import Passage
-from qortex_core.storage.store import SYNONYMS, LanceStore
+from qortex_core.storage.store import FACTS, SYNONYMS, LanceStore
 
 EMBED = HashEmbedder(HashEmbedderConfig(64))
 SYNTH = SynthCorpus(SynthConfig(passages=160, seed=5))
@@ -74,10 +77,31 @@ def _runs() -> list[list[Passage]]:
     return [first, added, edited, forgotten]
 
 
+@pytest.fixture(scope="module", params=["scanned", "indexed"])
+def keys(request):
+    """``indexed``: every keyed table gets its index at once, a few rows written extend it
+    and two segments are merged (a large home's cycle, on small tables)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "indexed":
+            patch.setattr(key_index, "MIN_ROWS", 1)
+            patch.setattr(key_index, "UNINDEXED_MAX", 3)
+            patch.setattr(key_index, "MAX_SEGMENTS", 2)
+        yield request.param
+
+
 @pytest.fixture(scope="module")
-def incremental(tmp_path_factory) -> tuple[Path, list[dict[str, object]]]:
+def incremental(tmp_path_factory, keys) -> tuple[Path, list[dict[str, object]]]:
     home = tmp_path_factory.mktemp("incremental")
     return home, [_run(home, corpus) for corpus in _runs()]
+
+
+def test_keyed_tables_are_indexed_only_when_asked(incremental, keys):
+    home, _ = incremental
+    facts = LanceStore.open(home).db.open_table(FACTS)
+    indexes = facts.list_indices()
+    assert [list(i.columns) for i in indexes] == ([["id"]] if keys == "indexed" else [])
+    if keys == "indexed":  # extended by the runs that wrote facts, not left to the scan
+        assert facts.index_stats(indexes[0].name).num_unindexed_rows <= 3
 
 
 def test_incremental_runs_took_their_incremental_paths(incremental):
@@ -87,6 +111,7 @@ def test_incremental_runs_took_their_incremental_paths(incremental):
         # the forgotten memory's concepts are named in other passages too: no concept changed
         assert synonyms.mode == ("unchanged" if at == 3 else "incremental"), synonyms
         assert snapshot.mode == "incremental", snapshot
+        assert "fact rows from the base" in snapshot.reason, snapshot  # the facts' links held
         assert snapshot.rows_added + snapshot.rows_changed + snapshot.rows_removed > 0
     layout = json.loads(LanceStore.open(home).stage_digest("synonyms"))["layout"]
     assert layout.startswith("flat"), layout  # the cell search, not the exact one
