@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from qortex_core.ingest import row_changes
 from qortex_core.ingest.chunk_stage import ChunkReport, chunk_table
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.stage_inputs import table_mark
@@ -149,15 +150,20 @@ def apply(
     """Write the increment, then the manifest and ``shared`` (a crash before they are written
     makes the next run chunk in full)."""
     store.set_stage_digest(SETTINGS_STATE, "")
+    before = row_changes.version(store, CHUNKS)
     if done.writes:
         store.upsert(CHUNKS, chunk_table(done.writes, done.ingested))
     store.delete(CHUNKS, "id", done.stale)
+    key_index.keep_tables(store, {CHUNKS: KEYED[CHUNKS]})
+    written = [p.id for p in done.writes]
+    after = row_changes.version(store, CHUNKS)
+    row_changes.record(store, CHUNKS, before, after, written, done.stale)
     now = _signatures(store, DOCUMENTS)
     store.upsert(CHUNK_MANIFEST, _manifest_rows({k: now[k] for k in change.changed if k in now}))
     store.delete(CHUNK_MANIFEST, "id", list(change.removed))
     store.set_stage_digest(SHARED_STATE, json.dumps(sorted(shared | done.shared)))
     store.set_stage_digest(SETTINGS_STATE, _stamp(store, settings))
-    key_index.keep_tables(store, KEYED)
+    key_index.keep_tables(store, {CHUNK_MANIFEST: KEYED[CHUNK_MANIFEST]})
     return ChunkReport(store.count(CHUNKS), done.added, len(done.stale))
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
+from qortex_core.ingest import row_changes
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.stage_inputs import upstream_marks
 from qortex_core.storage import ids, key_index, times
@@ -78,6 +79,7 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
     """
     unique = {p.id: p for p in passages}
     existing = _timed_chunks(store)
+    before = row_changes.version(store, CHUNKS)  # (a rewrite above breaks the chain of changes)
     have = set(existing["id"].to_pylist()) if existing.num_rows else set()
     columns = ["id", "doc_id", "domain", "time", "ingested_at"]
     placed = {r["id"]: r for r in existing.select(columns).to_pylist()} if have else {}
@@ -97,6 +99,8 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
     stale = sorted(have - set(unique)) if prune else []
     store.delete(CHUNKS, "id", stale)
     key_index.keep_tables(store, {CHUNKS: ("id", "doc_id")})
+    written = [p.id for p in new + moved]
+    row_changes.record(store, CHUNKS, before, row_changes.version(store, CHUNKS), written, stale)
     return ChunkReport(total=len(unique), added=len(new), removed=len(stale))
 
 
@@ -267,6 +271,7 @@ def _extract_missing(
     """:func:`extract_chunks` without the unchanged-run check: reads the chunks' ids, the
     successful extractions' chunk ids, and only the chunks still to extract."""
     key = extractor.cache_key
+    before = row_changes.version(store, EXTRACTIONS)
     chunks, todo = _to_extract(store, key, only)
     stored = store.read_columns(EXTRACTIONS, ["key"])  # not the payloads
     # a key stored with a failed status is replaced (upsert); new keys are appended
@@ -294,6 +299,9 @@ def _extract_missing(
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
     key_index.keep_tables(store, EXTRACTIONS_KEYED)
+    if into == EXTRACTIONS and todo.num_rows:  # the chunks whose extraction rows were written
+        after = row_changes.version(store, EXTRACTIONS)
+        row_changes.record(store, EXTRACTIONS, before, after, todo["id"].to_pylist(), [])
     return ExtractReport(
         chunks=chunks,
         extracted=todo.num_rows - failed,

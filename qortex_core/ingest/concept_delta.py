@@ -122,7 +122,6 @@ def updated_concepts(
     stored: pa.Table,
     changed_rows: pa.Table,
     changed_chunks: list[str],
-    current: pa.Table,
     listed: pa.Table,
     merge_concepts: Callable[[list[str]], pa.Table],
 ) -> pa.Table:
@@ -134,8 +133,8 @@ def updated_concepts(
     Args:
         changed_chunks: every chunk added, removed or changed (their stored entries are
             dropped).
-        current: the current inputs (``id``, ``domain``), sorted by id.
-        listed: ``id``, ``listed`` of every chunk the rows may name (recorded and changed).
+        listed: ``id``, ``listed`` and ``domain`` of every chunk the rows may name (recorded
+            and changed, as they are now).
         merge_concepts: chunk ids -> the concepts merged over just those chunks.
     """
     changed = pa.array(changed_chunks, pa.string())
@@ -156,7 +155,7 @@ def updated_concepts(
             "description": description,
             "passage_ids": _lists(starts, entries["chunk"].combine_chunks()),
             "domains": _domains(
-                pairs, _listing(pairs, listed), current, _group_starts(pairs["concept"])
+                pairs, _listing(pairs, listed), listed, _group_starts(pairs["concept"])
             ),
         }
     )

@@ -203,11 +203,12 @@ class NodeDeltas:
 
 
 def _listings(stored: pa.Table, recorded: LazyInputs, mine: pa.Table) -> pa.Table:
-    """``id``, ``listed`` of every chunk the ``stored`` concept rows name (as recorded) and of
-    the changed chunks (``mine``, as merged now)."""
+    """``id``, ``listed``, ``domain`` of every chunk the ``stored`` concept rows name (as
+    recorded: such a chunk is unchanged) and of the changed chunks (``mine``, as merged now)."""
     named = pc.list_flatten(stored["passage_ids"]) if stored.num_rows else pa.array([], pa.string())
     others = pc.unique(named).filter(pc.invert(pc.is_in(pc.unique(named), value_set=mine["id"])))
-    return pa.concat_tables([recorded.rows(others.to_pylist()).select(["id", "listed"]), mine])
+    kept = recorded.rows(others.to_pylist()).select(["id", "listed", "domain"])
+    return pa.concat_tables([kept.cast(mine.schema), mine])
 
 
 def node_deltas(
@@ -220,7 +221,9 @@ def node_deltas(
     now = current.rows({*changed, *diff.moved})
     merged = _merged(now)  # the changed chunks' contributions (moved ones add what they did)
     concepts = merged.concepts()
-    listed = mine = pa.table({"id": now["id"], "listed": merged.listed})
+    listed = mine = pa.table(
+        {"id": now["id"], "listed": merged.listed, "domain": pc.cast(now["domain"], pa.string())}
+    )
     after = {CONCEPTS: concepts, FACTS: merged.facts(), RULES: merged.rules()}
     out = []
     for name in NODE_TABLES:
@@ -235,7 +238,6 @@ def node_deltas(
             stored,
             concepts,
             sorted({*changed, *diff.moved}),
-            current.keys,
             listed,
             lambda chunks: _merged(current.rows(chunks)).concepts(),
         )

@@ -15,6 +15,7 @@ it merges again, by id (:class:`LazyInputs`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping
 
@@ -22,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest import row_changes
 from qortex_core.ingest.chunk_stage import ok_extractions
 from qortex_core.storage import id_keys
 from qortex_core.storage.store import CHUNKS, WHERE_IN_MAX, LanceStore
@@ -30,6 +32,7 @@ EMBEDDED_CHUNKS = "embedded_chunks"  # the stage's record of the chunks its tabl
 PLACE = ("doc_id", "title", "domain", "time", "ingested_at")  # a passage row's other columns
 COLUMNS = ("id", *PLACE, "payload")
 LISTED = pa.list_(pa.string())
+READ_STATE = "embeddings_read"  # stage-state row: the chunks' and extractions' versions compared
 DIGEST = "payload_digest"  # a payload's BLAKE3, computed by Lance: a diff reads no payload
 _DIGEST_SQL = "digest(payload, 'blake3')"
 
@@ -203,6 +206,47 @@ class LazyInputs:
             return rows_of(self._every, ids)
         parts = [self._read(ids[s : s + WHERE_IN_MAX]) for s in range(0, len(ids), WHERE_IN_MAX)]
         return rows_of(pa.concat_tables(parts) if parts else self._read([]), ids)
+
+
+def touched_chunks(store: LanceStore, now: dict[str, int]) -> list[str] | None:
+    """The chunk ids the chunk and extraction stages wrote or removed since the record was
+    compared (:mod:`.row_changes`, from the versions :data:`READ_STATE` holds), sorted; None
+    when their links do not cover those versions or name more than :data:`FETCH_MAX` chunks."""
+    try:
+        then = json.loads(store.stage_digest(READ_STATE) or "null")
+    except ValueError:
+        return None
+    if not isinstance(then, dict):
+        return None
+    ids: set[str] = set()
+    for name, version in now.items():
+        got = row_changes.touched(store, name, int(then.get(name, -1)), version)
+        if got is None:
+            return None
+        ids.update(got)
+    return sorted(ids) if len(ids) <= FETCH_MAX else None
+
+
+def compared_inputs(
+    store: LanceStore, extractor_key: str, touched: list[str] | None
+) -> tuple[pa.Table, pa.Table | None]:
+    """The current inputs' and the record's key columns (payload digests) of every chunk
+    (``touched`` None) or of the ``touched`` chunks only (read by id): every other chunk is
+    as recorded. The record is None when there is none."""
+    if touched is None:
+        every = current_inputs(store, extractor_key, digests=True)
+        return every, stored_inputs(store, digests=True)
+    parts = [touched[s : s + WHERE_IN_MAX] for s in range(0, len(touched), WHERE_IN_MAX)] or [[]]
+    now = [current_inputs(store, extractor_key, digests=True, only=p) for p in parts]
+    then = [stored_inputs(store, digests=True, only=p) for p in parts]
+    return _joined(now), _joined([t for t in then if t is not None] or [_empty(DIGEST)])
+
+
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """``tables`` as one (the first when every one is empty: an empty read's column types
+    are not the table's)."""
+    full = [t for t in tables if t.num_rows]
+    return pa.concat_tables(full) if full else tables[0]
 
 
 class Payloads(Mapping[str, str]):

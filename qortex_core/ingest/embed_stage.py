@@ -10,6 +10,7 @@ and clears it after its last, so a killed run is finished by a rebuild on the ne
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
@@ -37,14 +38,17 @@ from qortex_core.ingest.embed_inputs import (
     DIGEST,
     EMBEDDED_CHUNKS,
     LISTED,
+    READ_STATE,
     ChunkDiff,
     LazyInputs,
     Payloads,
+    compared_inputs,
     current_inputs,
     diff_inputs,
     empty_inputs,
     has_record,
     stored_inputs,
+    touched_chunks,
     write_record,
 )
 from qortex_core.ingest.node_tables import ChunkKey, NodeTables
@@ -220,30 +224,40 @@ def _embedded(
 ) -> EmbedReport:
     """:func:`embed_index` without the index sync."""
     inputs = upstream_marks(store, (CHUNKS, EXTRACTIONS), embedder.name, extractor_key)
+    read = {name: row_changes.version(store, name) for name in (CHUNKS, EXTRACTIONS)}
     built = all(store.count(n) or n == RULES for n in OUTPUTS)
     why = _full_reason(store, embedder, built)
     if not why and store.stage_digest(INPUTS_STATE) == inputs:  # no table read at all
         return _unchanged([store.count(name) for name in OUTPUTS])
     if not why:  # compared by the payloads' digests: no payload is read to find the change
-        keys = current_inputs(store, extractor_key, digests=True)
-        recorded = stored_inputs(store, digests=True)
+        touched = touched_chunks(store, read) if has_record(store) else None  # None: every one
+        keys, recorded = compared_inputs(store, extractor_key, touched)
         diff = diff_inputs(keys, recorded if recorded is not None else empty_inputs())
         if diff.empty:
-            store.set_stage_digest(INPUTS_STATE, inputs)
+            _finished(store, inputs, read)
             return _unchanged([store.count(name) for name in OUTPUTS])
-        n = len(recorded or [])
+        n = len(recorded or []) if touched is None else store.count(EMBEDDED_CHUNKS)
         if diff.size <= max(max_drift * n, drift_floor):
             current = LazyInputs(keys, lambda only: current_inputs(store, extractor_key, only=only))
             stored = LazyInputs(recorded or keys, lambda only: _recorded(store, only))
             report = _incremental(store, embedder, current, stored, diff, progress)
-            store.set_stage_digest(INPUTS_STATE, inputs)
+            if touched is not None:  # the chunk and extraction stages named the change
+                compared = f"only the {len(touched)} chunks written since were compared"
+                report = replace(report, reason=f"{report.reason}; {compared}")
+            _finished(store, inputs, read)
             return report
         why = f"{diff.size} of {n} chunks changed (over {max_drift:.0%}): rebuilt"
         del keys, recorded
     digests = current_inputs(store, extractor_key, digests=True).select(["id", DIGEST])
     report = _full(store, embedder, current_inputs(store, extractor_key), progress, why, digests)
-    store.set_stage_digest(INPUTS_STATE, inputs)
+    _finished(store, inputs, read)
     return report
+
+
+def _finished(store: LanceStore, inputs: str, read: dict[str, int]) -> None:
+    """Record the upstream marks, and the versions the record was compared at (READ_STATE)."""
+    store.set_stage_digest(READ_STATE, json.dumps(read, sort_keys=True))
+    store.set_stage_digest(INPUTS_STATE, inputs)
 
 
 def _recorded(store: LanceStore, only: list[str] | None) -> pa.Table:

@@ -1,13 +1,17 @@
-"""What the embedding stage changed in a table from one version to the next: the ids of the
-rows it wrote and removed, so that a later stage can take every other row from what it built
-before instead of reading the whole table again (:mod:`.snapshot_facts`).
+"""What a stage changed in a table from one version to the next: the ids it wrote and
+removed, so that a later stage can take every other row from what it built before instead of
+reading the whole table again.
+
+Links are written by the embedding stage for the facts table (read by
+:mod:`.snapshot_facts`), and by the chunk and extraction stages for the chunks and
+extractions tables, whose ids are chunk ids either way (read by the embedding stage, which then
+compares only those chunks with its record).
 
 The record is a short chain of links (``from`` version, ``to`` version, ids) in the store's
-stage state, newest last. Only the embedding stage's incremental path writes links; any other
-write of the table (a full rebuild, a purge, ``qortex snapshots prune`` compacting it) leaves a
-version no link starts from, so the chain from an older version breaks and the reader reads
-the table in full. A full rebuild also clears the chain (versions of a table replaced by hand
-could otherwise meet an old link).
+stage state, newest last. Any other write of the table (a full rebuild, a purge, ``qortex
+snapshots prune`` compacting it) leaves a version no link starts from, so the chain from an
+older version breaks and the reader reads the table in full. A full rebuild also clears the
+chain (versions of a table replaced by hand could otherwise meet an old link).
 """
 
 from __future__ import annotations
@@ -18,6 +22,12 @@ from qortex_core.storage.store import LanceStore
 
 KEEP = 8  # links kept: a snapshot normally follows the run before it
 MAX_IDS = 50_000  # a link with more ids is not recorded (a change that large is read in full)
+
+
+def version(store: LanceStore, name: str) -> int:
+    """Table ``name``'s latest version as committed by any process (0: no table)."""
+    table = store.open_latest(name)
+    return int(table.version) if table is not None else 0
 
 
 def _state(name: str) -> str:

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from qortex_core.embed import Embedder
 from qortex_core.errors import QortexError
+from qortex_core.ingest import row_changes
 from qortex_core.ingest.chunk_stage import (
     EXTRACTIONS_KEYED,
     ChunkReport,
@@ -182,10 +183,13 @@ def merge_extractions(store: LanceStore, count: int, token: str) -> ExtractRepor
     """
     staged = [t for t in _collect(store, "extractions", count, token) if t.num_rows]
     rows = pa.concat_tables(staged) if staged else _EMPTY_EXTRACTIONS
+    before = row_changes.version(store, EXTRACTIONS)
     store.upsert(EXTRACTIONS, rows, key="key")
     failed = sum(s != "ok" for s in rows["status"].to_pylist())
     drop_staging(store, "extractions")
     key_index.keep_tables(store, EXTRACTIONS_KEYED)
+    after = row_changes.version(store, EXTRACTIONS)
+    row_changes.record(store, EXTRACTIONS, before, after, rows["passage_id"].to_pylist(), [])
     chunks = len(read_chunks(store))
     return ExtractReport(
         chunks=chunks,

@@ -112,6 +112,8 @@ def test_incremental_runs_took_their_incremental_paths(incremental):
         assert synonyms.mode == ("unchanged" if at == 3 else "incremental"), synonyms
         assert snapshot.mode == "incremental", snapshot
         assert "fact rows from the base" in snapshot.reason, snapshot  # the facts' links held
+        embedded = report["embeddings"]  # only the chunks the earlier stages wrote: compared
+        assert embedded.mode == "incremental" and "chunks written since" in embedded.reason
         assert snapshot.rows_added + snapshot.rows_changed + snapshot.rows_removed > 0
     layout = json.loads(LanceStore.open(home).stage_digest("synonyms"))["layout"]
     assert layout.startswith("flat"), layout  # the cell search, not the exact one

@@ -1,5 +1,7 @@
-"""The embedding stage's record of the fact rows it wrote, version to version: a chain of
-links covers a span of versions only when every link is there, one after another."""
+"""The stages' records of the rows they wrote, version to version: a chain of links covers a
+span of versions only when every link is there, one after another; the embedding stage
+compares only the chunks the chunk and extraction stages' links name, and every chunk when
+the chain is broken."""
 
 from __future__ import annotations
 
@@ -37,3 +39,38 @@ def test_a_change_too_large_or_a_rebuild_clears_the_chain(tmp_path):
     end = 10 + 2 * row_changes.KEEP
     assert row_changes.touched(store, "facts", end - row_changes.KEEP, end) is not None
     assert row_changes.touched(store, "facts", 10, end) is None
+
+
+def _stages(home, passages):
+    from qortex_core.embed import HashEmbedder, HashEmbedderConfig
+    from qortex_core.ingest import stages
+    from qortex_core.ingest.extract import OfflineExtractor
+
+    embedder = HashEmbedder(HashEmbedderConfig(32))
+    run = stages.IngestRun(LanceStore.open(home), home, OfflineExtractor(), embedder, passages)
+    return stages.run_stages(run)
+
+
+def test_the_chunk_and_extraction_stages_name_the_chunks_the_embedding_stage_compares(tmp_path):
+    from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
+    from qortex_core.ingest.embed_inputs import touched_chunks
+    from qortex_core.storage.store import CHUNKS, EXTRACTIONS
+
+    corpus = SynthCorpus(SynthConfig(passages=40, seed=3)).passages()
+    home = tmp_path / "h"
+    _stages(home, corpus[:30])
+    store = LanceStore.open(home)
+    now = {name: row_changes.version(store, name) for name in (CHUNKS, EXTRACTIONS)}
+    assert touched_chunks(store, now) == []  # the record follows the tables as they are
+
+    reports = _stages(home, corpus[:28] + corpus[30:33])  # 3 new chunks, 2 removed
+    assert "only the 5 chunks written since were compared" in reports["embeddings"].reason
+    store = LanceStore.open(home)
+    before = {name: row_changes.version(store, name) for name in (CHUNKS, EXTRACTIONS)}
+    store.replace(CHUNKS, store.read(CHUNKS))  # the same rows, written by no stage
+    after = dict(before, **{CHUNKS: row_changes.version(store, CHUNKS)})
+    assert touched_chunks(store, before) == [] and touched_chunks(store, after) is None
+    reports = _stages(home, corpus[:28] + corpus[30:34])  # every chunk compared again
+    embedded = reports["embeddings"]
+    assert embedded.mode == "incremental" and "written since" not in embedded.reason
+    assert embedded.rows_added > 0
