@@ -23,8 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.ingest.cells import members_of, nearest_cells
-from qortex_core.storage import ids
-from qortex_core.storage.arrow_access import utf8_buffers
+from qortex_core.storage import id_keys, ids
 
 
 class LayoutSettings(Protocol):
@@ -61,13 +60,12 @@ def _hex_keys(raw: np.ndarray) -> np.ndarray | None:
 
 def _arrow_hex_keys(names: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
     """:func:`_hex_keys` read straight from an Arrow string column's bytes (no Python string
-    per id); None when the column is of another kind or an id of another length."""
-    if names.null_count:
+    per id: :func:`~qortex_core.storage.id_keys.packed`); None when the column is of another
+    kind or an id of another form."""
+    got = id_keys.packed(names)
+    if got is None or got[0] != b"c_":
         return None
-    raw, at = utf8_buffers(names)
-    if not np.all(np.diff(at) == 18):
-        return None
-    return _parsed(raw[at[0] : at[-1]].reshape(len(at) - 1, 18))
+    return (got[1] >> np.uint64(1)).astype(np.int64)
 
 
 def _parsed(chars: np.ndarray) -> np.ndarray | None:

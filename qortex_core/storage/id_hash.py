@@ -75,3 +75,38 @@ def first_positions(values: np.ndarray, held: np.ndarray) -> np.ndarray:
         return np.full(len(values), -1, np.int64)
     values, held = np.ascontiguousarray(values), np.ascontiguousarray(held)
     return _probe_held(values, held) if len(held) <= len(values) else _scan_held(values, held)
+
+
+_DIGIT = np.full(256, -1, np.int64)  # each byte's value as a lower-case hex digit, else -1
+_DIGIT[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16)
+
+
+@numba.njit(nogil=True, cache=True)
+def _hex_digits(raw, at, width, digit, out):  # pragma: no cover - compiled
+    """``out[i]``: the hex digits of string ``i`` after its two-byte prefix, as the bits of an
+    integer; False at the first string of another width or prefix (the first string's), or
+    when any digit is not lower-case hex (``digit`` -1: branch-free, all bits set)."""
+    if at[1] - at[0] != width or width < 2:
+        return False
+    p0, p1 = raw[at[0]], raw[at[0] + 1]
+    bad = 0
+    for i in range(out.size):
+        s = at[i]
+        if at[i + 1] - s != width or raw[s] != p0 or raw[s + 1] != p1:
+            return False
+        x = 0
+        for j in range(s + 2, s + width):
+            d = digit[raw[j]]
+            bad |= d
+            x = (x << 4) | (d & 15)
+        out[i] = x
+    return bad >= 0
+
+
+def hex_keys(raw: np.ndarray, at: np.ndarray, width: int) -> np.ndarray | None:
+    """(n,) uint64 of each string's hex digits after a common two-byte prefix, one compiled
+    pass over the UTF-8 bytes ``raw`` at offsets ``at`` (n + 1); None when a string is not
+    ``width`` bytes of that prefix and lower-case hex digits."""
+    out = np.empty(len(at) - 1, np.int64)
+    ok = len(out) > 0 and _hex_digits(raw, at, width, _DIGIT, out)
+    return out.view(np.uint64) if ok else None

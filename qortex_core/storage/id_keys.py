@@ -37,6 +37,8 @@ def packed(ids: Ids) -> tuple[bytes, np.ndarray] | None:
     textual = pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)
     if len(ids) == 0 or ids.null_count or not textual:
         return None
+    if len(ids) >= HASHED:  # one compiled pass (the same keys: tests/storage/test_id_keys.py)
+        return _compiled(ids)
     raw, at = utf8_buffers(ids)
     n = len(at) - 1
     if int(at[-1] - at[0]) != ID_CHARS * n or not (np.diff(at) == ID_CHARS).all():
@@ -50,6 +52,23 @@ def packed(ids: Ids) -> tuple[bytes, np.ndarray] | None:
     if (octets < 0).any():
         return None
     return prefix.tobytes(), octets.astype(np.uint8).view(">u8").ravel().astype(np.uint64)
+
+
+def _compiled(ids: Ids) -> tuple[bytes, np.ndarray] | None:
+    """:func:`packed` by the compiled pass, a chunk at a time (its bytes are not copied)."""
+    from qortex_core.storage.id_hash import hex_keys
+
+    parts, prefix = [], None
+    for chunk in ids.chunks if isinstance(ids, pa.ChunkedArray) else [ids]:
+        if not len(chunk):
+            continue
+        raw, at = utf8_buffers(chunk)
+        keys, head = hex_keys(raw, at, ID_CHARS), raw[at[0] : at[0] + 2].tobytes()
+        if keys is None or prefix not in (None, head):
+            return None
+        prefix = head
+        parts.append(keys)
+    return (prefix, np.concatenate(parts)) if prefix is not None else None
 
 
 def sort_indices(ids: Ids) -> np.ndarray:

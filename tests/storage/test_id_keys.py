@@ -21,7 +21,26 @@ def _ids(n: int, seed: int) -> list[str]:
     return [concept_id(f"name {int(v)}") for v in rng.integers(0, 10 * n, n)]
 
 
-def test_real_ids_pack_in_string_order() -> None:
+@pytest.fixture(params=["numpy", "compiled"])
+def packing(request, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Ids packed by the numpy pass (small columns) or the compiled one (from ``HASHED`` ids,
+    which also looks them up in a compiled hash)."""
+    if request.param == "compiled":
+        monkeypatch.setattr(id_keys, "HASHED", 1)
+    return request.param
+
+
+def test_both_packings_give_the_same_keys() -> None:
+    ids = pa.chunked_array([pa.array(_ids(700, 7)), pa.array(_ids(300, 8))]).slice(5, 990)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(id_keys, "HASHED", 1)
+        compiled = id_keys.packed(ids)
+    numpy = id_keys.packed(ids)
+    assert compiled is not None and numpy is not None and compiled[0] == numpy[0] == b"c_"
+    assert compiled[1].dtype == np.uint64 and np.array_equal(compiled[1], numpy[1])
+
+
+def test_real_ids_pack_in_string_order(packing: str) -> None:
     ids = pa.array(_ids(2000, 0))
     packed = id_keys.packed(ids)
     assert packed is not None and packed[0] == b"c_"
@@ -62,7 +81,7 @@ def test_index_in_matches_arrow_with_repeats_and_misses(
         [fact_id("a", "b", "c")],  # another kind in the same column
     ],
 )
-def test_other_formats_take_the_string_kernels(odd: list) -> None:
+def test_other_formats_take_the_string_kernels(odd: list, packing: str) -> None:
     base = _ids(500, 3)
     values = pa.array(base[:200] + odd, pa.string())
     value_set = pa.array(base[100:] + odd, pa.string())
@@ -81,7 +100,7 @@ def test_kinds_never_match_and_empty_sets() -> None:
     assert len(id_keys.index_in(pa.array([], pa.string()), concepts)) == 0
 
 
-def test_sliced_and_large_string_columns() -> None:
+def test_sliced_and_large_string_columns(packing: str) -> None:
     ids = pa.array(_ids(1000, 5))
     part = ids.slice(300, 400)
     assert np.array_equal(id_keys.sort_indices(part), pc.sort_indices(part).to_numpy())
