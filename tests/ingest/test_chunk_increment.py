@@ -4,9 +4,12 @@ hold the same chunk (the row names the later document)."""
 
 from __future__ import annotations
 
+import pytest
+
 from qortex_core.embed import HashEmbedder, HashEmbedderConfig, token_window
 from qortex_core.ingest.document_chunks import chunk, chunk_stored
 from qortex_core.ingest.documents import Document, Section, read_stored_documents, sync_documents
+from qortex_core.storage import key_index
 from qortex_core.storage.store import CHUNKS, LanceStore
 
 WINDOW = token_window(HashEmbedder(HashEmbedderConfig(32)))
@@ -42,7 +45,12 @@ def _step(store: LanceStore, docs: list[Document]) -> str:
     return run.mode
 
 
-def test_each_change_gives_the_rows_of_a_full_chunking(tmp_path):
+@pytest.mark.parametrize("indexed", [False, True])
+def test_each_change_gives_the_rows_of_a_full_chunking(tmp_path, monkeypatch, indexed):
+    if indexed:  # every write indexed at once: the stage's stamp must follow the index's version
+        monkeypatch.setattr(key_index, "MIN_ROWS", 1)
+        monkeypatch.setattr(key_index, "UNINDEXED_MAX", 0)
+        monkeypatch.setattr(key_index, "MAX_SEGMENTS", 2)
     store = LanceStore.open(tmp_path / "home")
     a, b, c = _doc("a", S1, S2), _doc("b", S3), _doc("c", S4)
     assert _step(store, [a, b, c]) == "full"
