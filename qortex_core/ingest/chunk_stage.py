@@ -298,9 +298,9 @@ def _extract_missing(
             progress("extract", min(start + batch, todo.num_rows), todo.num_rows)
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
-    key_index.keep_tables(store, EXTRACTIONS_KEYED)
-    if into == EXTRACTIONS and todo.num_rows:  # the chunks whose extraction rows were written
-        after = row_changes.version(store, EXTRACTIONS)
+    if into == EXTRACTIONS and todo.num_rows:  # (a shard's staging table is merged later)
+        key_index.keep_tables(store, EXTRACTIONS_KEYED)
+        after = row_changes.version(store, EXTRACTIONS)  # the chunks whose rows were written:
         row_changes.record(store, EXTRACTIONS, before, after, todo["id"].to_pylist(), [])
     return ExtractReport(
         chunks=chunks,
