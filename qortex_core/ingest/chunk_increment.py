@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from qortex_core.ingest import row_changes
-from qortex_core.ingest.chunk_stage import ChunkReport, chunk_table
+from qortex_core.ingest.chunk_stage import CHUNKS_KEYED, ChunkReport, chunk_table
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.stage_inputs import table_mark
 from qortex_core.storage import ids, key_index, times
@@ -27,7 +27,6 @@ from qortex_core.storage.store import CHUNKS, LanceStore
 CHUNK_MANIFEST = "chunk_manifest"  # document id -> the signature its chunks were made from
 SHARED_STATE = "chunks_shared"  # stage-state row: chunk ids made by more than one document
 SETTINGS_STATE = "chunks_settings"  # stage-state row: the settings of the manifest's chunks
-KEYED = {CHUNKS: ("id", "doc_id"), CHUNK_MANIFEST: ("id",)}  # the columns rows are looked up by
 
 
 @dataclass(frozen=True)
@@ -154,16 +153,14 @@ def apply(
     if done.writes:
         store.upsert(CHUNKS, chunk_table(done.writes, done.ingested))
     store.delete(CHUNKS, "id", done.stale)
-    key_index.keep_tables(store, {CHUNKS: KEYED[CHUNKS]})
-    written = [p.id for p in done.writes]
-    after = row_changes.version(store, CHUNKS)
-    row_changes.record(store, CHUNKS, before, after, written, done.stale)
+    key_index.keep_tables(store, CHUNKS_KEYED)
+    row_changes.record_since(store, CHUNKS, before, [p.id for p in done.writes], done.stale)
     now = _signatures(store, DOCUMENTS)
     store.upsert(CHUNK_MANIFEST, _manifest_rows({k: now[k] for k in change.changed if k in now}))
     store.delete(CHUNK_MANIFEST, "id", list(change.removed))
     store.set_stage_digest(SHARED_STATE, json.dumps(sorted(shared | done.shared)))
     store.set_stage_digest(SETTINGS_STATE, _stamp(store, settings))
-    key_index.keep_tables(store, {CHUNK_MANIFEST: KEYED[CHUNK_MANIFEST]})
+    key_index.keep_tables(store, {CHUNK_MANIFEST: ("id",)})
     return ChunkReport(store.count(CHUNKS), done.added, len(done.stale))
 
 

@@ -28,7 +28,9 @@ from qortex_core.storage.store import (
 )
 
 Progress = Callable[[str, int, int], None]
-EXTRACTIONS_KEYED = {EXTRACTIONS: ("key", "passage_id")}  # the columns rows are looked up by
+# the columns the chunk and extraction stages look their tables' rows up by (key_index)
+CHUNKS_KEYED = {CHUNKS: ("id", "doc_id")}
+EXTRACTIONS_KEYED = {EXTRACTIONS: ("key", "passage_id")}
 EXTRACT_STATE = "extractions_inputs"  # stage-state row: the tables' marks when all were done
 
 
@@ -98,9 +100,8 @@ def sync_chunks(store: LanceStore, passages: Sequence[Passage], prune: bool = Tr
         store.upsert(CHUNKS, chunk_table(new + moved, ingested))
     stale = sorted(have - set(unique)) if prune else []
     store.delete(CHUNKS, "id", stale)
-    key_index.keep_tables(store, {CHUNKS: ("id", "doc_id")})
-    written = [p.id for p in new + moved]
-    row_changes.record(store, CHUNKS, before, row_changes.version(store, CHUNKS), written, stale)
+    key_index.keep_tables(store, CHUNKS_KEYED)
+    row_changes.record_since(store, CHUNKS, before, [p.id for p in new + moved], stale)
     return ChunkReport(total=len(unique), added=len(new), removed=len(stale))
 
 
@@ -299,9 +300,8 @@ def _extract_missing(
     finally:  # what was extracted is stored, also when a later batch raises
         writer.flush()
     if into == EXTRACTIONS and todo.num_rows:  # (a shard's staging table is merged later)
-        key_index.keep_tables(store, EXTRACTIONS_KEYED)
-        after = row_changes.version(store, EXTRACTIONS)  # the chunks whose rows were written:
-        row_changes.record(store, EXTRACTIONS, before, after, todo["id"].to_pylist(), [])
+        key_index.keep_tables(store, EXTRACTIONS_KEYED)  # the chunks whose rows were written:
+        row_changes.record_since(store, EXTRACTIONS, before, todo["id"].to_pylist(), [])
     return ExtractReport(
         chunks=chunks,
         extracted=todo.num_rows - failed,

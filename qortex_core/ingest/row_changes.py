@@ -57,6 +57,13 @@ def record(
     store.set_stage_digest(_state(name), json.dumps([*_links(store, name)[-(KEEP - 1) :], link]))
 
 
+def record_since(
+    store: LanceStore, name: str, before: int, written: list[str], removed: list[str]
+) -> None:
+    """:func:`record` from version ``before`` to the table's latest (:func:`version`)."""
+    record(store, name, before, version(store, name), written, removed)
+
+
 def clear(store: LanceStore, name: str) -> None:
     """Forget the chain of ``name`` (its versions no longer follow the links)."""
     if _links(store, name):

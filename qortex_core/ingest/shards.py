@@ -188,8 +188,7 @@ def merge_extractions(store: LanceStore, count: int, token: str) -> ExtractRepor
     failed = sum(s != "ok" for s in rows["status"].to_pylist())
     drop_staging(store, "extractions")
     key_index.keep_tables(store, EXTRACTIONS_KEYED)
-    after = row_changes.version(store, EXTRACTIONS)
-    row_changes.record(store, EXTRACTIONS, before, after, rows["passage_id"].to_pylist(), [])
+    row_changes.record_since(store, EXTRACTIONS, before, rows["passage_id"].to_pylist(), [])
     chunks = len(read_chunks(store))
     return ExtractReport(
         chunks=chunks,

@@ -48,6 +48,7 @@ MAX_DRIFT = 0.2  # concepts added + removed since the last full build, as a shar
 _PROBE_SEED = 20_240_611
 _PRINT_BYTES = 1 << 20  # one block of fingerprint products (fits the cache)
 _DELETE_LIST = 1000  # up to this many ids a delete is one predicate; above, a filtered rewrite
+KEYED = {SYNONYMS: ("a", "b"), BASIS: ("id",)}  # the columns a run deletes rows by (key_index)
 
 Mode = Literal["unchanged", "incremental", "full"]
 
@@ -191,7 +192,7 @@ def _full(
     _record(store, replace(state, pending=True))
     store.replace(SYNONYMS, edges)
     store.replace(BASIS, _basis_table(concepts, np.arange(m), found.cells))
-    key_index.keep_tables(store, {SYNONYMS: ("a", "b"), BASIS: ("id",)})
+    key_index.keep_tables(store, KEYED)
     _record(store, state)
     return SynonymReport(edges.num_rows, edges.num_rows, before, m, 0, "full", reason)
 
@@ -258,8 +259,7 @@ def _edge_update(
     touch: list[str],
     config: SynonymConfig,
 ) -> EdgeUpdate:
-    """:func:`update_edges` of the ``changed`` rows; ``touch``: ids whose stored edges' other
-    ends are affected (gone, changed, moved)."""
+    """:func:`update_edges` of ``changed`` rows; ``touch``: the ids gone, changed or moved."""
     edges = store.read_columns(SYNONYMS, ["a", "b"])
     touched = el.at(other_ends(edges, pa.array(touch, pa.string())))
 
@@ -304,7 +304,7 @@ def _write(
     again = np.union1d(change.rows, el.rows[moved])
     _drop(store, BASIS, ("id",), sorted(set(gone) | set(moved_ids)))
     store.append(BASIS, _basis_table(concepts, again, all_cells[again]))
-    key_index.keep_tables(store, {SYNONYMS: ("a", "b"), BASIS: ("id",)})
+    key_index.keep_tables(store, KEYED)
     _record(store, state)
     return kept
 
