@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from qortex_core.errors import QortexError
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.storage import id_keys
+from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, LanceStore
 
@@ -209,7 +210,7 @@ def write_merged(
     dim = old.shape[1] if old.ndim == 2 and len(old) else got.shape[1]
     if len(got) and got.shape[1] != dim:
         return change, False  # another width: the base's vectors are of no use
-    with open(path, "wb") as fh:
+    with HashingWriter(path) as fh:
         vectors.write_header(fh, n, dim if n else 1)
         step = max(1, vectors.BLOCK_BYTES // max(4 * dim, 1))
         cursor = 0
@@ -222,4 +223,5 @@ def write_merged(
             cursor += k
             fh.write(block.data.cast("B"))
             vectors.release(old)  # one block of the base's file resident at a time
+    vectors.WRITTEN.record(path, fh.hexdigest())
     return change, True

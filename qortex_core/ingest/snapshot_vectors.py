@@ -28,10 +28,11 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
-from qortex_core.storage.checksums import sha256_of
+from qortex_core.storage.checksums import HashingWriter, WrittenDigests, sha256_of
 from qortex_core.storage.store import LanceStore, arrow_to_vectors
 
 BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and writes at once
+WRITTEN = WrittenDigests()  # the files below, hashed as written (what ``_sealed`` takes)
 
 
 def write_header(fh: BinaryIO, rows: int, dim: int) -> None:
@@ -56,7 +57,7 @@ def write_stored(store: LanceStore, name: str, ids: pa.ChunkedArray, path: Path)
         SnapshotError: the table changed since (other ids, more or fewer rows).
     """
     at, rows = 0, len(ids)
-    with open(path, "wb") as fh:
+    with HashingWriter(path) as fh:
         for batch in store.scan(name, ["id", "vector"]):
             n, dim = batch.num_rows, batch.schema.field("vector").type.list_size
             if at == 0:
@@ -69,6 +70,7 @@ def write_stored(store: LanceStore, name: str, ids: pa.ChunkedArray, path: Path)
             write_header(fh, 0, 1)
     if at != rows:
         raise changed(name)
+    WRITTEN.record(path, fh.hexdigest())
 
 
 def _npy_layout(fh: BinaryIO) -> tuple[tuple[int, ...], int]:
@@ -179,7 +181,7 @@ def write_permuted(source: Path, order: np.ndarray, path: Path) -> None:
                 sp.truncate(n * dim * 4)
                 _spill(src, offset, dest, dim, step, sp.fileno())
                 del dest
-                with open(path, "wb") as fh:
+                with HashingWriter(path) as fh:
                     write_header(fh, n, dim)
                     for start in range(0, n, step):
                         want = order[start : start + step]  # (rows,) source rows of this block
@@ -187,6 +189,7 @@ def write_permuted(source: Path, order: np.ndarray, path: Path) -> None:
                         out = np.empty_like(region)
                         out[np.argsort(want)] = region  # region row k: the k-th smallest want
                         fh.write(out.data.cast("B"))
+                WRITTEN.record(path, fh.hexdigest())
         finally:
             spill.unlink(missing_ok=True)
 
@@ -197,13 +200,13 @@ def load(path: Path) -> np.ndarray:
 
 
 def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str, str]:
-    """The memory map ``write`` returns, once its file is hashed and on disk: its path and
-    SHA-256."""
+    """The memory map ``write`` returns, once its file is hashed (as it was written, where the
+    writer recorded it in :data:`WRITTEN`) and on disk: its path and SHA-256."""
     array = write()
     path = Path(str(getattr(array, "filename", "") or ""))
     if not path.is_file():
         raise SnapshotError("a staged vector array is not a file")  # a caller's bug
-    digest = sha256_of(path)
+    digest = WRITTEN.take(path) or sha256_of(path)
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
     return array, str(path), digest

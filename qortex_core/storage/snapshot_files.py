@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.cores import usable_cores
-from qortex_core.storage.checksums import digests_of, sha256_of
+from qortex_core.storage.checksums import HashingWriter, digests_of
 
 
 class Payload(Protocol):
@@ -28,10 +28,10 @@ class Payload(Protocol):
     def tables(self) -> Mapping[str, pa.Table]: ...
 
 
-def write_arrow(table: pa.Table, path: Path) -> None:
+def write_arrow(table: pa.Table, sink: HashingWriter) -> None:
     """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory
     map."""
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
 
@@ -42,14 +42,14 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _written(path: Path, write: Callable[[Path], None]) -> str:
-    """Write ``path`` with ``write`` and flush it to disk; its SHA-256, read back while it is
-    in the page cache (the publisher's own flush then finds nothing left to write)."""
-    write(path)
-    digest = sha256_of(path)
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
-    return digest
+def _written(path: Path, write: Callable[[HashingWriter], None]) -> str:
+    """Write ``path`` with ``write`` and flush it to disk (the publisher's own flush then finds
+    nothing left to write); its SHA-256, taken as it was written."""
+    with HashingWriter(path) as sink:
+        write(sink)
+        sink.flush()
+        os.fsync(sink.fileno())
+        return sink.hexdigest()
 
 
 def write_payload(
@@ -77,5 +77,5 @@ def write_payload(
     return digests
 
 
-def _save_npy(array: np.ndarray, path: Path) -> None:
-    np.save(path, array)
+def _save_npy(array: np.ndarray, sink: HashingWriter) -> None:
+    np.save(sink, array)  # not a real file to numpy: written in 16 MB pieces
