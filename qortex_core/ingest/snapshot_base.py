@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 from qortex_core.errors import QortexError
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.storage import id_keys
-from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, LanceStore
 
 _log = logging.getLogger(__name__)
