@@ -11,9 +11,14 @@ one ``stat``, nothing else.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from qortex_core.cores import usable_cores
+
+PARALLEL_STAT = 8192  # a folder with this many plain files has them stated on 2 threads
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,33 @@ def _entry_problem(entry: os.DirEntry, real_root: Path, suffixes: tuple[str, ...
 def _stat(entry: os.DirEntry) -> os.stat_result | None:
     """The entry's stat, following a symlink (None: it vanished)."""
     try:
-        return entry.stat()
+        return entry.stat()  # cached on the entry once taken (see _prestat)
     except OSError:
         return None
+
+
+def _stat_all(entries: list[os.DirEntry]) -> None:
+    for entry in entries:
+        _stat(entry)
+
+
+def _prestat(entries: list[os.DirEntry]) -> None:
+    """Take the stat of a large folder's plain files ahead of the walk, on 2 threads (each
+    entry caches its own).
+
+    A stat of a file whose inode the kernel no longer caches is processor time in the kernel
+    (about 10 us against 2 us: the inode is read and set up again, the disk is hardly waited
+    for), which a second core shares: at 1M files in one folder, 16 s -> 11 s. With every
+    inode cached the threads' handing the interpreter lock to each other costs about 10 %
+    (6.5 -> 7.2 s); a folder of this size is rarely all cached after the run that wrote it."""
+    plain = [e for e in entries if e.is_file(follow_symlinks=False)]
+    if len(plain) < PARALLEL_STAT or usable_cores(2) < 2:
+        return
+    half = len(plain) // 2
+    with ThreadPoolExecutor(1, thread_name_prefix="source-stat") as pool:
+        other = pool.submit(_stat_all, plain[half:])
+        _stat_all(plain[:half])
+        other.result()
 
 
 def _folder_skip(entry: os.DirEntry, rel: str, real_root: Path) -> Skipped | None:
@@ -128,6 +157,7 @@ def _entries(folder: str) -> Iterator[os.DirEntry]:
     except OSError:
         return iter(())
     found.sort(key=_name)
+    _prestat(found)
     return iter(found)
 
 
@@ -138,6 +168,16 @@ def _name(entry: os.DirEntry) -> str:
 def _valid_name(rel: str) -> bool:
     """True when ``rel`` is valid UTF-8 (a name that is not was decoded with surrogates)."""
     return rel.isascii() or rel == rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _plain_file(entry: os.DirEntry, rel: str, suffixes: tuple[str, ...]) -> Listed | Skipped:
+    """A regular file that is not a symlink and not hidden, as :func:`walk` lists it."""
+    if not _valid_name(rel):  # ids must be UTF-8
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return Skipped(shown, "file name is not valid UTF-8")
+    if not entry.name.lower().endswith(suffixes):
+        return Skipped(rel, f"unsupported file type {_suffix(entry.name) or '(none)'}")
+    return Listed(rel, entry.path, _stat(entry))
 
 
 def walk(root: Path, suffixes: tuple[str, ...]) -> Iterator[Listed | Skipped]:
@@ -154,6 +194,10 @@ def walk(root: Path, suffixes: tuple[str, ...]) -> Iterator[Listed | Skipped]:
             pending.pop()
             continue
         rel = prefix + entry.name
+        if entry.is_file(follow_symlinks=False):  # a plain file (no system call): the most
+            if not entry.name.startswith("."):  # common entry by far, so checked first
+                yield _plain_file(entry, rel, suffixes)
+            continue
         if _is_folder(entry):  # as os.walk: a symlink to a folder is a folder
             skip = _folder_skip(entry, rel, real_root)
             if skip is not None:

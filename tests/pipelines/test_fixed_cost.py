@@ -11,6 +11,7 @@ import importlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -293,3 +294,32 @@ def test_the_memories_sensor_runs_the_memory_increment_only(tmp_path, monkeypatc
     docs = done.asset_materializations_for_node("documents")[0].metadata
     assert docs["memories"].value == 1 and docs["new_documents"].value == 1  # the memory
     assert docs["files_read"].value == 0 and docs["documents"].value == 2  # b.md waits
+
+
+def test_a_large_folder_stated_on_two_threads_lists_as_one_thread_does(tmp_path, monkeypatch):
+    import qortex_core.ingest.source_listing as source_listing
+
+    for i in range(40):
+        _write(tmp_path, f"n{i:02d}.md", "x" * i)  # sizes tell the files apart
+    _write(tmp_path, ".hidden.md", "x")
+    _write(tmp_path, "skip.jpg", "x")
+    _write(tmp_path, "sub/inner.md", "x")
+    (tmp_path / "link.md").symlink_to(tmp_path / "n05.md")
+    one = list_tree(tmp_path, (".md",))
+    threads = []
+    original = source_listing._stat_all
+    monkeypatch.setattr(source_listing, "PARALLEL_STAT", 8)
+    monkeypatch.setattr(source_listing, "usable_cores", lambda cap: 2)  # as on a 2-core machine
+    monkeypatch.setattr(
+        source_listing,
+        "_stat_all",
+        lambda entries: (threads.append(threading.current_thread().name), original(entries)),
+    )
+    two = list_tree(tmp_path, (".md",))
+    assert any(name.startswith("source-stat") for name in threads)  # the second thread ran
+    assert [f.rel for f in two.files] == [f.rel for f in one.files]
+    assert [(f.stat.st_ino, f.stat.st_size) for f in two.files] == [
+        (os.stat(f.path).st_ino, os.stat(f.path).st_size) for f in one.files
+    ]
+    assert two.skipped == one.skipped and [s.path for s in two.skipped] == ["skip.jpg"]
+    assert "link.md" in [f.rel for f in two.files] and "sub/inner.md" in [f.rel for f in two.files]
