@@ -153,10 +153,15 @@ def test_the_command_walks_only_to_the_first_usable_file(tmp_path, monkeypatch):
     for folder in "abcde":
         _write(tmp_path / "src", f"{folder}/note.md", f"# Note {folder}\n\nText {folder}.\n")
     _write(tmp_path / "bad", "empty.md", " ")
+    import qortex_core.ingest.source_listing as source_listing
+
     reads = _counted(monkeypatch, documents, "read_document")
     folders = _counted(monkeypatch, os, "scandir")
+    monkeypatch.setattr(source_listing, "PARALLEL_STAT", 1)  # every folder "large"
+    ahead = _counted(monkeypatch, source_listing, "_prestat")
     _check_usable(tmp_path / "src")
     assert (len(reads), len(folders)) == (1, 2)  # the root and a/, not every folder
+    assert ahead == []  # no folder's files stated ahead: the check stops at the first file
     with pytest.raises(DatasetError, match=r"empty\.md: empty file"):
         _check_usable(tmp_path / "bad")
 
