@@ -35,7 +35,7 @@ BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and wri
 WRITTEN = WrittenDigests()  # the files below, hashed as written (what ``_sealed`` takes)
 
 
-def write_header(fh: BinaryIO, rows: int, dim: int) -> None:
+def write_header(fh: BinaryIO | HashingWriter, rows: int, dim: int) -> None:
     """The ``.npy`` header ``np.save`` writes for a C-ordered float32 (rows, dim) array."""
     descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
     np.lib.format.write_array_header_1_0(
