@@ -97,6 +97,13 @@ class QortexParser(argparse.ArgumentParser):
         self.register("type", int, strict_int)  # ``type=int`` now means strict_int
         self.register("type", float, strict_float)
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]):  # noqa: ANN202
+        # ``--opt=--``: argparse drops the ``--`` and gives the option an empty list, never
+        # calling its type; a single-valued option needs a value
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> NoReturn:
         text = self._suggested(" ".join(message.split()))
         where = "" if self.prog == "qortex" else f"{self.prog}: "

@@ -200,3 +200,16 @@ def test_every_numeric_option_parses_once_or_is_one_line(text, which):
     value = getattr(args, option.lstrip("-").replace("-", "_"))
     parts = text.split(",") if kind == "list of integers" else [text]
     assert all(re.fullmatch(r"-?[0-9.eE+]+", p.strip()) for p in parts if p.strip()), (argv, value)
+
+
+def test_an_option_given_a_bare_double_dash_is_one_line():
+    """``--opt=--``: argparse drops the ``--`` and would hand the option an empty list."""
+    from qortex_cli.main import build_parser
+
+    for path, option, _ in numeric_options():
+        positional = {"query": ["text"], "ingest": ["src"]}.get(path[0], [])
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
+            build_parser().parse_args([*path, *positional, f"{option}=--"])
+        lines = [x for x in err.getvalue().splitlines() if x.strip()]
+        assert exc.value.code == 2 and len(lines) == 1 and "expected one argument" in lines[0]
