@@ -171,16 +171,6 @@ def _valid_name(rel: str) -> bool:
     return rel.isascii() or rel == rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def _plain_file(entry: os.DirEntry, rel: str, suffixes: tuple[str, ...]) -> Listed | Skipped:
-    """A regular file that is not a symlink and not hidden, as :func:`walk` lists it."""
-    if not _valid_name(rel):  # ids must be UTF-8
-        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        return Skipped(shown, "file name is not valid UTF-8")
-    if not entry.name.lower().endswith(suffixes):
-        return Skipped(rel, f"unsupported file type {_suffix(entry.name) or '(none)'}")
-    return Listed(rel, entry.path, _stat(entry))
-
-
 def walk(root: Path, suffixes: tuple[str, ...], ahead: bool = False) -> Iterator[Listed | Skipped]:
     """Every entry under ``root`` as a candidate file or a skipped one, in the order
     :class:`pathlib.Path` sorts paths (each folder's entries by name, a subfolder's files at its
@@ -197,10 +187,6 @@ def walk(root: Path, suffixes: tuple[str, ...], ahead: bool = False) -> Iterator
             pending.pop()
             continue
         rel = prefix + entry.name
-        if entry.is_file(follow_symlinks=False):  # a plain file (no system call): the most
-            if not entry.name.startswith("."):  # common entry by far, so checked first
-                yield _plain_file(entry, rel, suffixes)
-            continue
         if _is_folder(entry):  # as os.walk: a symlink to a folder is a folder
             skip = _folder_skip(entry, rel, real_root)
             if skip is not None:
