@@ -77,6 +77,7 @@ def _metadata(report: SnapshotReport, before: str) -> dict:
         "rows_added": report.rows_added,
         "rows_changed": report.rows_changed,
         "rows_removed": report.rows_removed,
+        "snapshots_retired": len(report.retired),  # past QORTEX_SNAPSHOT_KEEP, deleted
         "dagster/row_count": counts.nodes,
         "snapshot": report.name,
         "snapshot_version": report.version,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -31,7 +32,7 @@ from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
 from qortex_core.ingest.snapshot_vectors import VectorFiles
-from qortex_core.storage import fulltext, ids, text_beside
+from qortex_core.storage import fulltext, ids, retention, text_beside
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.phrase_keys import PHRASE_KEYS
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
@@ -61,6 +62,8 @@ class SnapshotReport:
         dangling: the stored tables' dangling edges as this build found them
             (:func:`qortex_core.ops.table_checks.dangling_edges`' counts); None when not counted
             (an unchanged snapshot, or no concept or passage to count against).
+        retired: older snapshots deleted once this one was published, past the retention
+            (:func:`qortex_core.storage.retention.retire_snapshots`).
     """
 
     name: str
@@ -73,8 +76,10 @@ class SnapshotReport:
     rows_changed: int = 0
     rows_removed: int = 0
     dangling: dict[str, int] | None = None
+    retired: tuple[str, ...] = ()
 
 
+_log = logging.getLogger(__name__)
 _SNAPSHOT_INPUTS = (PASSAGES, CONCEPTS, FACTS, RULES, SYNONYMS, fulltext.PASSAGE_TEXT)
 
 
@@ -199,13 +204,16 @@ def build_snapshot(
     params: dict | None = None,
     force: bool = False,
     verify: Callable[[str], None] | None = None,
+    keep: int | None = None,
 ) -> SnapshotReport:
     """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
 
     When the latest snapshot was built from the same inputs (table versions, model, weights,
     parameters) nothing is published and its path is returned (an unchanged re-run adds
     nothing), unless ``force``. ``verify(name)`` must pass before ``LATEST`` moves to it
-    (:func:`qortex_core.storage.snapshot.publish`).
+    (:func:`qortex_core.storage.snapshot.publish`). Once it has, all but the ``keep`` newest
+    snapshots (default ``$QORTEX_SNAPSHOT_KEEP`` or 5) are deleted: at 1M passages each is
+    about 9 GB, and a schedule would otherwise fill the disk.
     """
     versions = store.versions()
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-base") as pool:
@@ -246,7 +254,20 @@ def build_snapshot(
             )
         finally:
             shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
-    return _report(path, counts, merge, why or other, dangling)
+    report = _report(path, counts, merge, why or other, dangling)
+    return replace(report, retired=_retire(home, keep))
+
+
+def _retire(home: str | Path, keep: int | None) -> tuple[str, ...]:
+    """Delete the snapshots past the retention; a folder that cannot be deleted is one
+    warning, not a failed build (the snapshot is published)."""
+    try:
+        return tuple(
+            retention.retire_snapshots(home, retention.default_keep() if keep is None else keep)
+        )
+    except OSError as exc:
+        _log.warning("graph_snapshot: older snapshots not deleted: %s", exc)
+        return ()
 
 
 def _manifest_base(

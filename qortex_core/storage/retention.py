@@ -110,20 +110,41 @@ def prune_snapshots(
     if keep < 1:
         raise ConfigError(f"--keep must be at least 1, got {keep}")
     infos = list_snapshots(home)
-    kept = {i.name for i in infos[-keep:]} | {i.name for i in infos if i.latest}
-    removed = []
-    root = snap.snapshots_dir(home)
-    for info in infos:
-        if info.name in kept:
-            continue
-        trash = root / f".trash-{uuid.uuid4().hex}"
-        os.rename(root / info.name, trash)
-        shutil.rmtree(trash, ignore_errors=True)
-        removed.append(info.name)
+    removed = _delete(home, _beyond(infos, keep))
+    kept = {i.name for i in infos} - set(removed)
     oldest = min((i.created for i in infos if i.name in kept and i.created), default="")
     log_removed = prune_query_log(home, log_days if log_days is not None else query_log_days())
     optimized = optimize_tables(home, oldest) if optimize else {}
     return PruneReport(sorted(kept), removed, optimized, log_removed)
+
+
+def _beyond(infos: list[SnapshotInfo], keep: int) -> list[str]:
+    """The snapshots (oldest first) past the ``keep`` newest, ``LATEST`` never among them."""
+    kept = {i.name for i in infos[-keep:]} | {i.name for i in infos if i.latest}
+    return [i.name for i in infos if i.name not in kept]
+
+
+def _delete(home: str | Path, names: list[str]) -> list[str]:
+    """Delete snapshot folders ``names``, each first renamed out of the version namespace so a
+    reader never resolves a half-deleted snapshot; the names deleted."""
+    root = snap.snapshots_dir(home)
+    for name in names:
+        trash = root / f".trash-{uuid.uuid4().hex}"
+        os.rename(root / name, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    return names
+
+
+def retire_snapshots(home: str | Path, keep: int) -> list[str]:
+    """After a publish: delete all but the ``keep`` newest snapshot folders (never ``LATEST``),
+    and nothing else (no table is touched, unlike :func:`prune_snapshots`); the names deleted.
+
+    A retriever moves to ``LATEST`` when it changes (``Memory.retriever``), and one that still
+    has an older snapshot open keeps its mapped files (deleting a file unlinks only its name).
+    """
+    if keep < 1:
+        raise ConfigError(f"snapshots to keep must be at least 1, got {keep}")
+    return _delete(home, _beyond(list_snapshots(home), keep))
 
 
 def optimize_tables(home: str | Path, keep_since_iso: str = "") -> dict[str, int]:
