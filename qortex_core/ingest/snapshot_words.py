@@ -2,8 +2,10 @@
 
 A snapshot stores its passages' word document frequencies (table :data:`WORDS`, ``word``,
 ``df``). The next build starts from them: the texts of the passages it removed are subtracted,
-those it added are counted, and only the phrases' words are looked up again. Counts are
-integers, so the frequencies are those a full count of the new passages gives.
+those it added are counted, and only the phrases' words are looked up again: those of the
+phrases that are not the base's and of those with a word whose count moved (the others keep
+the base's least count). Counts are integers, so the frequencies are those a full count of the
+new passages gives.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.snapshot_base import FULL_FRACTION, Base
+from qortex_core.ingest.snapshot_base import FULL_FRACTION, KEYS, Base, reused
 from qortex_core.ingest.text_frequency import (
     document_frequency,
     phrase_frequency,
+    refreshed_frequency,
     updated_frequency,
 )
 from qortex_core.storage import id_keys
+from qortex_core.storage.store import CONCEPTS
 
 WORDS = "passage_words"  # the snapshot table of the passages' word document frequencies
 
@@ -54,7 +58,7 @@ def text_frequency(
     """(n_phrases,) the least passage-text document frequency of each phrase's words, and the
     (word, df) table of the passages (from the base's when it has one and little changed)."""
     known = _base_words(base) if passages.num_rows else None
-    df = None
+    df, moved = None, None
     if known is not None:
         old, old_df = known
         same, used = _kept(passages, old)
@@ -62,9 +66,32 @@ def text_frequency(
             added = passage_texts(passages.filter(pa.array(~same)))
             removed = passage_texts(old.filter(pa.array(~used)))
             df = updated_frequency(old_df, removed, added)
+            moved = _words_of(removed, added)
     if df is None:
         texts = passage_texts(passages) if passages.num_rows else pa.array([], pa.string())
         df = document_frequency(texts)
     if concepts.num_rows == 0:
         return np.zeros(0, np.float32), df
-    return phrase_frequency(df, concepts["name"]), df
+    earlier = None if moved is None or base is None else _base_frequency(concepts, base)
+    if earlier is None or moved is None:
+        return phrase_frequency(df, concepts["name"]), df
+    return refreshed_frequency(df, concepts["name"], earlier, moved), df
+
+
+def _words_of(*texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Every word of ``texts`` (the words whose df the change moved)."""
+    words = [document_frequency(t)["word"] for t in texts]
+    return pa.chunked_array(words, pa.string()).combine_chunks()
+
+
+def _base_frequency(concepts: pa.Table, base: Base) -> np.ndarray | None:
+    """(n_phrases,) each concept's text frequency in the base where it has the same id and
+    name there, NaN elsewhere; None when the base has no frequencies."""
+    old = base.snapshot.arrays.get("phrase_text_frequency")
+    keys = base.keys(CONCEPTS)
+    if old is None or len(old) != keys.num_rows:
+        return None
+    rows, same, _ = reused(concepts.select(list(KEYS[CONCEPTS])), keys)
+    out = np.full(concepts.num_rows, np.nan, np.float32)
+    out[same] = np.asarray(old)[rows[same]]
+    return out

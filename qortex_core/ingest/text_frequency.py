@@ -132,6 +132,29 @@ def phrase_frequency(
     return out
 
 
+def refreshed_frequency(
+    df: pa.Table,
+    phrase_names: pa.Array | pa.ChunkedArray,
+    old: np.ndarray,
+    changed: pa.Array,
+) -> np.ndarray:
+    """:func:`phrase_frequency` of every phrase from ``old`` (each phrase's value in an earlier
+    count; NaN where there is none), counting again only the phrases without one and those
+    with a word among ``changed`` (every word whose df moved since): the least df of a phrase
+    none of whose words moved is the earlier least."""
+    names = _as_strings(phrase_names)
+    words = _words(names)  # (phrases,) lists of words
+    hit = pc.is_in(pc.list_flatten(words), value_set=changed).to_numpy(zero_copy_only=False)
+    parent = pc.list_parent_indices(words).to_numpy()  # (words,) phrase of each word
+    redo = np.isnan(old)
+    redo[parent[hit]] = True
+    out = np.asarray(old, np.float32).copy()
+    at = np.flatnonzero(redo)
+    if at.size:
+        out[at] = phrase_frequency(df, names.take(pa.array(at)))
+    return out
+
+
 def phrase_text_frequency(
     passage_texts: Sequence[str] | pa.Array | pa.ChunkedArray,
     phrase_names: Sequence[str] | pa.Array | pa.ChunkedArray,

@@ -98,3 +98,27 @@ def test_frequencies_updated_by_removed_and_added_texts_equal_a_full_count():
     np.testing.assert_array_equal(
         phrase_frequency(after, phrases), phrase_text_frequency(final, phrases)
     )
+
+
+def test_refreshed_frequency_counts_again_only_what_moved_and_equals_a_full_count(monkeypatch):
+    passages = SynthCorpus(SynthConfig(passages=300, seed=8)).passages()
+    texts = [f"{p.title} {p.text}" for p in passages]
+    before, after = texts[:297], texts[2:]  # 2 passages removed, 3 added
+    names = sorted({c.name for ex in OfflineExtractor().extract(passages) for c in ex.concepts})
+    names += ["unseen zzzword", ""]
+    old = phrase_text_frequency(before, names)
+    old[:5] = np.nan  # phrases the earlier count did not have
+    df = document_frequency(after)
+    moved = pa.chunked_array(
+        [document_frequency(before[:2])["word"], document_frequency(texts[297:])["word"]]
+    ).combine_chunks()
+    asked = []
+    monkeypatch.setattr(
+        text_frequency,
+        "phrase_frequency",
+        lambda d, n: asked.append(len(n)) or phrase_frequency(d, n),
+    )
+    got = text_frequency.refreshed_frequency(df, pa.array(names), old, moved)
+    assert got.dtype == np.float32 and np.array_equal(got, phrase_frequency(df, names))
+    assert len(asked) == 1 and 5 <= asked[0] < len(names) // 2  # the others kept theirs
+    assert not np.array_equal(old[5:], got[5:])  # some kept phrase did move: counted again
