@@ -205,18 +205,29 @@ def hub_first_orders(
     """
     if concepts.num_rows == 0 or passages.num_rows == 0:
         return np.arange(concepts.num_rows), np.arange(passages.num_rows)
-    c_weight = pc.list_value_length(concepts["passage_ids"]).to_numpy(zero_copy_only=False)
-    c_weight = c_weight.astype(np.float64)  # (concepts,)
-    if facts.num_rows:
+    ends = fact_endpoints(facts, concepts["id"]) if ends is None and facts.num_rows else ends
+    contained = id_keys.index_in(pc.list_flatten(concepts["passage_ids"]), passages["id"])
+    c_weight = listed_weight(list_lengths(concepts["passage_ids"]), facts, ends)
+    p_weight = np.bincount(contained[contained >= 0], minlength=passages.num_rows)
+    return hub_first_order(c_weight, len(c_weight)), hub_first_order(p_weight, len(p_weight))
+
+
+def list_lengths(lists: pa.ChunkedArray) -> np.ndarray:
+    """(rows,) float64 each list's length (NaN for a null list)."""
+    return pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def listed_weight(listed: np.ndarray, facts: pa.Table, ends: np.ndarray | None) -> np.ndarray:
+    """(concepts,) float64 each concept's :func:`hub_first_orders` weight: its passages listed
+    (``listed``, :func:`list_lengths`) plus its fact-endpoint occurrences (``ends``: the facts'
+    rows among the concepts)."""
+    c_weight = np.array(listed, np.float64)  # (concepts,)
+    if facts.num_rows and ends is not None:
         per_fact = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
-        ends = fact_endpoints(facts, concepts["id"]) if ends is None else ends
         for at in (ends[:, 0], ends[:, 1]):
             known = at >= 0  # (facts,)
             c_weight += np.bincount(at[known], weights=per_fact[known], minlength=len(c_weight))
-    contained = id_keys.index_in(pc.list_flatten(concepts["passage_ids"]), passages["id"])
-    hits = contained[contained >= 0]  # (contains,)
-    p_weight = np.bincount(hits, minlength=passages.num_rows).astype(np.float64)
-    return hub_first_order(c_weight, len(c_weight)), hub_first_order(p_weight, len(p_weight))
+    return c_weight
 
 
 def hub_first_tables(

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from qortex_core.errors import SnapshotError
 from qortex_core.ingest.graph import GraphConfig, distinct_keys, fact_endpoints
 from qortex_core.ingest.sequence import sequence_pairs, sequence_weights
-from qortex_core.ingest.snapshot_read import Stored
+from qortex_core.ingest.snapshot_read import Links, Stored
 from qortex_core.ingest.snapshot_tables import listed
 from qortex_core.storage import id_keys
 
@@ -77,24 +77,31 @@ def dangling(stored: Stored) -> dict[str, int] | None:
     concepts, passages = stored.concepts, stored.passages
     if concepts.num_rows == 0 or passages.num_rows == 0:
         return None
+    if stored.links is not None:  # counted as the lists were looked up
+        return {"fact": 0, "synonym": 0, "contains": stored.links.unknown}
     links = pc.list_flatten(concepts["passage_ids"])  # (listings,)
     known = pc.sum(pc.is_in(links, value_set=passages["id"]))  # a null is never known
     return {"fact": 0, "synonym": 0, "contains": len(links) - int(known.as_py() or 0)}
 
 
-def _listed_passages(table: pa.Table, passages: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def _listed_passages(
+    table: pa.Table, passages: pa.Table, links: Links | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(row, passage index) pairs of ``table``'s ``passage_ids`` lists: stored passages only,
-    each pair once, sorted by row then passage."""
+    each pair once, sorted by row then passage (``links``: those lists looked up already)."""
     if table.num_rows == 0 or passages.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    row, passage = listed(table["passage_ids"], passages["id"])  # (known listings,)
+    if links is None:
+        row, passage = listed(table["passage_ids"], passages["id"])  # (known listings,)
+    else:
+        row, passage = links.rows, links.passages
     key = distinct_keys(row * passages.num_rows + passage)  # (pairs,) rows in order: sorted runs
     return key // passages.num_rows, key % passages.num_rows
 
 
 def contains(stored: Stored) -> np.ndarray:
     """(n_links, 2) (passage index, phrase index): each stored passage a concept lists, once."""
-    phrase, passage = _listed_passages(stored.concepts, stored.passages)
+    phrase, passage = _listed_passages(stored.concepts, stored.passages, stored.links)
     return np.stack([passage, phrase], axis=1)
 
 

@@ -15,7 +15,13 @@ import pyarrow.compute as pc
 
 from qortex_core.ingest import snapshot_vectors as vectors
 from qortex_core.ingest.cells import FactCells, FactCellsConfig
-from qortex_core.ingest.graph import GraphConfig, fact_endpoints, hub_first_orders
+from qortex_core.ingest.graph import (
+    GraphConfig,
+    fact_endpoints,
+    hub_first_order,
+    list_lengths,
+    listed_weight,
+)
 from qortex_core.ingest.snapshot_base import (
     FULL_FRACTION,
     KEYS,
@@ -74,6 +80,22 @@ class Stored:
     synonyms: pa.Table
     vectors: vectors.VectorFiles
     fact_ends: np.ndarray | None = None  # (facts, 2) subject, object rows of ``concepts``
+    links: Links | None = None
+
+
+@dataclass(frozen=True)
+class Links:
+    """The concepts' passage lists as rows of the tables in snapshot order.
+
+    Attributes:
+        rows: (known,) concept row of each listed value that is a stored passage, in list order.
+        passages: (known,) that passage's row.
+        unknown: listed values that are no stored passage (dangling links).
+    """
+
+    rows: np.ndarray
+    passages: np.ndarray
+    unknown: int
 
 
 def _renumbered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -252,19 +274,24 @@ def read_stored(
         stored_concepts = reading.result()
     stored_passages = passages
     c_by_id, p_by_id = _by_id(stored_concepts), _by_id(stored_passages)
-    # what the hub order reads, in id order; the whole tables are taken once, in snapshot order
-    concepts = stored_concepts.select(["id", "passage_ids"]).take(c_by_id)
-    passages = stored_passages.select(["id"]).take(p_by_id)
-    # hubs first within each node block: locality for the PPR products (ingest/graph.py)
+    concept_ids = stored_concepts["id"].take(pa.array(c_by_id))  # the whole tables are taken
     ends = None  # (facts, 2) the facts' concept rows, -1 unknown: once for both uses
     taken = merge.fact_base_rows  # the fact rows came from the base: so can their endpoints
-    if facts.num_rows and concepts.num_rows and taken is not None and merge.base is not None:
-        ends = ends_from_base(merge.base, taken, facts, concepts["id"])
-    elif facts.num_rows and concepts.num_rows:
-        ends = fact_endpoints(facts, concepts["id"])
-    c_local, p_local = hub_first_orders(concepts, passages, facts, ends)
+    if facts.num_rows and len(concept_ids) and taken is not None and merge.base is not None:
+        ends = ends_from_base(merge.base, taken, facts, concept_ids)
+    elif facts.num_rows and len(concept_ids):
+        ends = fact_endpoints(facts, concept_ids)
+    # the concepts' passage lists looked up once, in stored order, for every use after
+    lists = stored_concepts["passage_ids"]
+    listed_at = id_keys.index_in(pc.list_flatten(lists), stored_passages["id"])  # (listings,)
+    # hubs first within each node block: locality for the PPR products (ingest/graph.py)
+    c_weight = listed_weight(list_lengths(lists)[c_by_id], facts, ends)  # (concepts,) id order
+    p_weight = np.bincount(listed_at[listed_at >= 0], minlength=len(p_by_id))[p_by_id]
+    c_local = hub_first_order(c_weight, len(c_weight))
+    p_local = hub_first_order(p_weight, len(p_weight))
     ends = None if ends is None else _renumbered(ends, c_local)  # snapshot concept rows
     c_order, p_order = c_by_id[c_local], p_by_id[p_local]  # as stored rows
+    links = _links(lists, listed_at, c_order, p_order)
     concepts = stored_concepts.take(pa.array(c_order))
     passages = stored_passages.take(pa.array(p_order))
     c_keys = list(KEYS[CONCEPTS])
@@ -283,5 +310,25 @@ def read_stored(
     if synonyms.num_rows:
         ends_order = [("a", "ascending"), ("b", "ascending")]
         synonyms = synonyms.take(pc.sort_indices(synonyms, ends_order))
-    stored = Stored(passages, concepts, facts, rules, synonyms, files, ends)
+    stored = Stored(passages, concepts, facts, rules, synonyms, files, ends, links)
     return stored, cells
+
+
+def _links(
+    lists: pa.ChunkedArray, listed_at: np.ndarray, c_order: np.ndarray, p_order: np.ndarray
+) -> Links:
+    """The concepts' passage links in snapshot order (:class:`Links`) from the stored-order
+    lookup ``listed_at`` (each listed value's stored passage row, -1 none): each concept's
+    run of it gathered in its new place, and the passage rows renumbered."""
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    starts = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])  # (concepts + 1,) where each stored run starts
+    runs = lengths[c_order].astype(np.int64)  # (concepts,) in snapshot order
+    ahead = np.cumsum(runs) - runs  # (concepts,) where each run lands
+    at = np.repeat(starts[c_order] - ahead, runs) + np.arange(int(runs.sum()))  # (listings,)
+    passage = listed_at[at]  # (listings,) stored passage row, -1 none
+    known = passage >= 0
+    p_new = np.empty(len(p_order), np.int64)
+    p_new[p_order] = np.arange(len(p_order))
+    row = np.repeat(np.arange(len(runs)), runs)[known]
+    return Links(row, p_new[passage[known]], int(len(listed_at) - known.sum()))

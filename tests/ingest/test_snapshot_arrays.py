@@ -3,6 +3,8 @@ a synonym edge naming an unknown concept is a SnapshotError, not a crash."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -136,3 +138,38 @@ def test_a_build_counts_the_dangling_links_the_table_check_counts(synth_home):
     store.replace(CONCEPTS, concepts.set_column(at, "passage_ids", pa.array(lists, kind)))
     found = build_snapshot(store, home, "hash3-16", force=True).dangling
     assert found == dangling_edges(store) == {"fact": 0, "synonym": 0, "contains": 3}
+
+
+def test_node_order_and_contained_passages_follow_the_stored_lists(synth_home):
+    home, store = synth_home
+    concepts, facts = store.read(CONCEPTS), store.read(FACTS)
+    lists = concepts["passage_ids"].to_pylist()
+    lists[0] = [*lists[0], lists[0][0], "p_gone"]  # a passage listed twice, one not stored
+    at = concepts.schema.get_field_index("passage_ids")
+    kind = concepts.schema.field("passage_ids").type
+    concepts = concepts.set_column(at, "passage_ids", pa.array(lists, kind))
+    store.replace(CONCEPTS, concepts.take(pa.array(np.arange(concepts.num_rows)[::-1])))
+    build_snapshot(store, home, "hash3-16", force=True)
+    loaded = snap.load(home)
+    n_phr = int(loaded.manifest["counts"]["phrases"])
+    nodes = loaded.tables["nodes"]["id"].to_pylist()
+    passage_ids = set(store.read(PASSAGES)["id"].to_pylist())
+    listed = dict(zip(concepts["id"].to_pylist(), lists))
+    # hubs first, ties by id: a concept weighs its listed passages and its facts' occurrences
+    weight = {c: float(len(p)) for c, p in listed.items()}
+    for row in facts.select(["subject_id", "object_id", "passage_ids"]).to_pylist():
+        for end in (row["subject_id"], row["object_id"]):
+            weight[end] += len(row["passage_ids"])
+    assert nodes[:n_phr] == sorted(listed, key=lambda c: (-weight[c], c))
+    named = Counter(p for ps in lists for p in ps if p in passage_ids)
+    assert nodes[n_phr:] == sorted(passage_ids, key=lambda p: (-named[p], p))
+    counts = np.asarray(loaded.arrays["phrase_passage_count"]).tolist()
+    assert counts == [len({p for p in listed[c] if p in passage_ids}) for c in nodes[:n_phr]]
+    indptr, indices = (
+        np.asarray(loaded.arrays["adj_indptr"]),
+        np.asarray(loaded.arrays["adj_indices"]),
+    )
+    at = {nid: i for i, nid in enumerate(nodes)}
+    for i, c in enumerate(nodes[:n_phr]):  # a phrase's passage neighbours: the ones it lists
+        got = {int(j) for j in indices[indptr[i] : indptr[i + 1]] if j >= n_phr}
+        assert got == {at[p] for p in listed[c] if p in passage_ids}

@@ -80,8 +80,8 @@ def test_snapshot_order_does_not_change_answers(tmp_path, embedder, monkeypatch)
     ingest(hub, corpus(), embedder)
     monkeypatch.setattr(
         snapshot_read,
-        "hub_first_orders",
-        lambda c, p, f, *ends: (np.arange(c.num_rows), np.arange(p.num_rows)),
+        "hub_first_order",
+        lambda weights, n_first: np.arange(len(weights)),
     )
     plain = tmp_path / "plain"
     ingest(plain, corpus(), embedder)
