@@ -201,14 +201,31 @@ def _by_id(table: pa.Table) -> np.ndarray:
     return id_keys.sort_indices(table["id"])  # ids are unique: a total order
 
 
-def _id_order_in_cells(cells: FactCells, by_id: np.ndarray) -> FactCells:
-    """``cells`` with each cell's facts in id order (``by_id``: stored rows in id order)."""
+def _id_order_in_cells(cells: FactCells, ids: pa.ChunkedArray) -> FactCells:
+    """``cells`` with each cell's facts in id order (``ids``: the facts' ids by stored row).
+
+    The rows are grouped by cell in stored order (a radix sort of small integers); only the
+    cells whose ids do not ascend then are sorted. Rows taken from the base come in its order
+    (by cell, in id order), so an incremental build sorts only the cells its new or moved
+    facts joined, not every id."""
     cell = np.repeat(np.arange(len(cells.bounds) - 1), np.diff(cells.bounds))  # (n,) cell order
-    home = np.empty(len(by_id), np.int32 if len(cells.bounds) < 2**31 else np.int64)
+    home = np.empty(len(ids), np.int32 if len(cells.bounds) < 2**31 else np.int64)
     home[cells.order] = cell  # (n,) each stored row's cell
-    # rows in id order, then stably by cell (a radix sort of small integers)
     small = home.astype(np.int16) if len(cells.bounds) <= 2**15 else home
-    return FactCells(by_id[np.argsort(small[by_id], kind="stable")], cells.centroids, cells.bounds)
+    keys = id_keys.packed(ids)
+    if keys is None:  # ids of another format: rows in id order, then stably by cell
+        by_id = id_keys.sort_indices(ids)
+        by_cell = by_id[np.argsort(small[by_id], kind="stable")]
+        return FactCells(by_cell, cells.centroids, cells.bounds)
+    order = np.argsort(small, kind="stable")  # (n,) rows by cell, in stored order within each
+    ranked = keys[1][order]  # (n,) their ids' keys
+    bounds = cells.bounds
+    descents = np.flatnonzero(ranked[1:] <= ranked[:-1]) + 1  # (d,) a key not above the last
+    descents = descents[~np.isin(descents, bounds)]  # a cell's first row follows no row of it
+    for c in np.unique(np.searchsorted(bounds, descents, side="right") - 1).tolist():
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        order[lo:hi] = order[lo:hi][np.argsort(ranked[lo:hi], kind="stable")]
+    return FactCells(order, cells.centroids, cells.bounds)
 
 
 def _from_base(
@@ -239,11 +256,10 @@ def _facts(
     links = links + ["relation"] if config.relation_weights else links
     taken = _from_base(store, config, merge, links)
     facts = store.read_columns(FACTS, links) if taken is None else taken
-    f_by_id = _by_id(facts)
     # facts cell by cell when they are many: a query scores only its nearest cells' facts
     cells = _fact_cells(store, facts, config.fact_cells, folder, merge)
-    cells = None if cells is None else _id_order_in_cells(cells, f_by_id)
-    order = f_by_id if cells is None else cells.order
+    cells = None if cells is None else _id_order_in_cells(cells, facts["id"])
+    order = _by_id(facts) if cells is None else cells.order
     stored_facts = facts.select(list(KEYS[FACTS]))
     facts = take_rows(facts, order)  # mostly the base's rows in its order: copied by runs
     if FACTS in merge.fresh:
