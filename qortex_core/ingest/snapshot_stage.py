@@ -205,16 +205,13 @@ def build_snapshot(
     force: bool = False,
     verify: Callable[[str], None] | None = None,
     keep: int | None = None,
+    merge_base: bool = True,
 ) -> SnapshotReport:
     """Assemble graph arrays from the stored tables and publish them as the new latest snapshot.
 
-    When the latest snapshot was built from the same inputs (table versions, model, weights,
-    parameters) nothing is published and its path is returned (an unchanged re-run adds
-    nothing), unless ``force``. ``verify(name)`` must pass before ``LATEST`` moves to it
-    (:func:`qortex_core.storage.snapshot.publish`). Once it has, all but the ``keep`` newest
-    snapshots (default ``$QORTEX_SNAPSHOT_KEEP`` or 5) are deleted: at 1M passages each is
-    about 9 GB, and a schedule would otherwise fill the disk.
-    """
+    Unless ``force``, the latest stands when built from the same inputs (table versions, model,
+    weights, parameters). ``verify(name)`` must pass before ``LATEST`` moves to it; then all but
+    the ``keep`` newest are deleted (:func:`_retire`). ``merge_base=False``: a full build."""
     versions = store.versions()
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-base") as pool:
         loading = pool.submit(snapshot_base.latest, home)  # verified (hashed) meanwhile
@@ -235,7 +232,8 @@ def build_snapshot(
         unchanged = _latest_with_inputs(latest, _inputs_digest(versions, *spec))
         if unchanged is not None:
             return unchanged
-    base, other = snapshot_base.Base.of(latest, embedding_model)
+    asked = None, "a full build was asked for"
+    base, other = snapshot_base.Base.of(latest, embedding_model) if merge_base else asked
     merge = Merge(base, dict(versions))
     folder = snap.staging_dir(home)
     # the index merge costs about the whole index: it runs beside the build, on its own table
@@ -254,13 +252,15 @@ def build_snapshot(
             )
         finally:
             shutil.rmtree(folder, ignore_errors=True)  # the published files are links of its own
-    report = _report(path, counts, merge, why or other, dangling)
-    return replace(report, retired=_retire(home, keep))
+    return replace(
+        _report(path, counts, merge, why or other, dangling), retired=_retire(home, keep)
+    )
 
 
 def _retire(home: str | Path, keep: int | None) -> tuple[str, ...]:
-    """Delete the snapshots past the retention; a folder that cannot be deleted is one
-    warning, not a failed build (the snapshot is published)."""
+    """Delete the snapshots past the ``keep`` newest (default ``$QORTEX_SNAPSHOT_KEEP`` or 5:
+    at 1M passages each is about 9 GB, and a schedule would otherwise fill the disk); a folder
+    that cannot be deleted is one warning, not a failed build (the snapshot is published)."""
     try:
         return tuple(
             retention.retire_snapshots(home, retention.default_keep() if keep is None else keep)

@@ -8,7 +8,8 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser(
         "bench",
-        help="benchmarks: ppr, query, ingest, scale, incremental, memory, soak, mcp, embed",
+        help="benchmarks: ppr, query, ingest, scale, incremental, snapshot, memory, soak, mcp, "
+        "embed",
     )
     kinds = bench.add_subparsers(dest="bench", required=True)
     from qortex_cli.commands.bench import (
@@ -19,8 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         memory,
         ppr,
         scale,
+        snapshot,
         soak,
     )
 
-    for kind in (ppr, ingest, scale, incremental, memory, soak, mcp, embed):
+    for kind in (ppr, ingest, scale, incremental, snapshot, memory, soak, mcp, embed):
         kind.register(kinds)

@@ -1,0 +1,92 @@
+"""``qortex bench snapshot``: the graph_snapshot stage alone, on a home that has a snapshot: a
+full build (no base) against incremental builds on the latest snapshot, with no row new, in
+one run; wall and processor seconds, their ratio, and whether both published the same files."""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from qortex_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from qortex_core.ingest.snapshot_stage import SnapshotReport
+
+
+@dataclass(frozen=True)
+class SnapshotBenchConfig:
+    home: Path
+    repeat: int = 2
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _graph_config(recorded: dict):
+    """The home's own graph settings, as its latest manifest records them."""
+    from qortex_core.ingest.cells import FactCellsConfig
+    from qortex_core.ingest.graph import GraphConfig
+    from qortex_core.ingest.sequence import SequenceConfig
+
+    return GraphConfig(
+        fact_weight=recorded["fact_weight"],
+        passage_weight=recorded["passage_weight"],
+        synonym_scale=recorded["synonym_scale"],
+        relation_weights=tuple((str(r), float(w)) for r, w in recorded["relation_weights"]),
+        sequence=SequenceConfig(**recorded["sequence"]),
+        fact_cells=FactCellsConfig(**recorded["fact_cells"]),
+    )
+
+
+def _timed(build: Callable[[], SnapshotReport]) -> dict:
+    wall, cpu = time.perf_counter(), _cpu_s()
+    report = build()
+    seconds, cpu_s = time.perf_counter() - wall, _cpu_s() - cpu
+    return {
+        "seconds": round(seconds, 3),
+        "cpu_s": round(cpu_s, 3),
+        "mode": report.mode,
+        "name": report.name,
+    }
+
+
+def run_snapshot_bench(config: SnapshotBenchConfig) -> dict:
+    """Build the home's snapshot in full once, then ``repeat`` times on the latest as base.
+
+    Raises:
+        ConfigError: ``repeat`` is below 1.
+        SnapshotError: the home has no usable snapshot.
+    """
+    from qortex_core.ingest.snapshot_stage import build_snapshot
+    from qortex_core.storage import snapshot as snap
+    from qortex_core.storage.store import LanceStore
+
+    if config.repeat < 1:
+        raise ConfigError("--repeat must be at least 1")
+    store, home = LanceStore.open(config.home), config.home
+    manifest = snap.load(home).manifest
+    params = {k: v for k, v in manifest["params"].items() if k != "graph"}
+    spec = (manifest["embedding_model"], _graph_config(manifest["params"]["graph"]), params)
+    keep = config.repeat + 1  # every build of this run stays until the files are compared
+
+    def build(merge_base: bool) -> SnapshotReport:
+        return build_snapshot(store, home, *spec, force=True, keep=keep, merge_base=merge_base)
+
+    full = _timed(lambda: build(False))
+    merged = [_timed(lambda: build(True)) for _ in range(config.repeat)]
+    files = snap.load(home, full["name"]).manifest["files"]
+    same = all(snap.load(home, m["name"]).manifest["files"] == files for m in merged)
+    best = min(m["seconds"] for m in merged)
+    return {
+        "home": str(home),
+        "counts": manifest.get("counts", {}),
+        "full": full,
+        "incremental": merged,
+        "incremental_ratio": round(best / full["seconds"], 4) if full["seconds"] else None,
+        "same_files": same,
+    }
