@@ -344,7 +344,5 @@ def _links(
     at = np.repeat(starts[c_order] - ahead, runs) + np.arange(int(runs.sum()))  # (listings,)
     passage = listed_at[at]  # (listings,) stored passage row, -1 none
     known = passage >= 0
-    p_new = np.empty(len(p_order), np.int64)
-    p_new[p_order] = np.arange(len(p_order))
     row = np.repeat(np.arange(len(runs)), runs)[known]
-    return Links(row, p_new[passage[known]], int(len(listed_at) - known.sum()))
+    return Links(row, _renumbered(passage[known], p_order), int(len(listed_at) - known.sum()))

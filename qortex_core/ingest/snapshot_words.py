@@ -16,10 +16,10 @@ import pyarrow.compute as pc
 
 from qortex_core.ingest.snapshot_base import FULL_FRACTION, KEYS, Base, reused
 from qortex_core.ingest.text_frequency import (
+    changed_frequency,
     document_frequency,
     phrase_frequency,
     refreshed_frequency,
-    updated_frequency,
 )
 from qortex_core.storage import id_keys
 from qortex_core.storage.store import CONCEPTS
@@ -65,8 +65,7 @@ def text_frequency(
         if (~same).sum() + (~used).sum() <= FULL_FRACTION * passages.num_rows:
             added = passage_texts(passages.filter(pa.array(~same)))
             removed = passage_texts(old.filter(pa.array(~used)))
-            df = updated_frequency(old_df, removed, added)
-            moved = _words_of(removed, added)
+            df, moved = changed_frequency(old_df, removed, added)
     if df is None:
         texts = passage_texts(passages) if passages.num_rows else pa.array([], pa.string())
         df = document_frequency(texts)
@@ -76,12 +75,6 @@ def text_frequency(
     if earlier is None or moved is None:
         return phrase_frequency(df, concepts["name"]), df
     return refreshed_frequency(df, concepts["name"], earlier, moved), df
-
-
-def _words_of(*texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Every word of ``texts`` (the words whose df the change moved)."""
-    words = [document_frequency(t)["word"] for t in texts]
-    return pa.chunked_array(words, pa.string()).combine_chunks()
 
 
 def _base_frequency(concepts: pa.Table, base: Base) -> np.ndarray | None:

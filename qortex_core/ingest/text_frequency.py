@@ -104,7 +104,23 @@ def updated_frequency(
     """(word, df) of a text collection from its earlier ``df``, less the ``removed`` texts'
     counts, plus the ``added`` texts': what :func:`document_frequency` of the new collection
     gives (as a set of rows: counts are integers), words counted 0 dropped."""
+    return _merged_frequency(df, document_frequency(removed), document_frequency(added))
+
+
+def changed_frequency(
+    df: pa.Table,
+    removed: Sequence[str] | pa.Array | pa.ChunkedArray,
+    added: Sequence[str] | pa.Array | pa.ChunkedArray,
+) -> tuple[pa.Table, pa.Array]:
+    """:func:`updated_frequency`, and every word of the removed and added texts: the words
+    whose df may have moved (for :func:`refreshed_frequency`), counted once for both."""
     gone, new = document_frequency(removed), document_frequency(added)
+    moved = pa.chunked_array([gone["word"], new["word"]], pa.string()).combine_chunks()
+    return _merged_frequency(df, gone, new), moved
+
+
+def _merged_frequency(df: pa.Table, gone: pa.Table, new: pa.Table) -> pa.Table:
+    """(word, df): ``df`` less ``gone``'s counts plus ``new``'s, words counted 0 dropped."""
     if gone.num_rows == 0 and new.num_rows == 0:
         return df
     negated = pa.table({"word": gone["word"], "df": pc.negate(gone["df"])})
