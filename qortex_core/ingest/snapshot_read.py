@@ -34,7 +34,7 @@ from qortex_core.ingest.snapshot_base import (
 from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cells
 from qortex_core.ingest.snapshot_facts import base_facts, ends_from_base
 from qortex_core.storage import id_keys
-from qortex_core.storage.arrow_access import take_rows
+from qortex_core.storage.arrow_access import runs_of, take_rows
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 
@@ -261,7 +261,9 @@ def _facts(
     cells = None if cells is None else _id_order_in_cells(cells, facts["id"])
     order = _by_id(facts) if cells is None else cells.order
     stored_facts = facts.select(list(KEYS[FACTS]))
-    facts = take_rows(facts, order)  # mostly the base's rows in its order: copied by runs
+    # taken from the base: its rows stay views of its memory-mapped file until written (the
+    # graph is built from them); read in full: copied by runs
+    facts = take_rows(facts, order) if taken is None else runs_of(facts, order)
     if FACTS in merge.fresh:
         merge.fact_base_rows = merge.reuse[FACTS][0][order]
     f_keys = facts.select(list(KEYS[FACTS]))

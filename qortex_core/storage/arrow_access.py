@@ -276,6 +276,35 @@ def view_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
     return table.take(pa.array(order)) if pieces is None else pa.concat_tables(pieces)
 
 
+def runs_of(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """``table.take(order)`` as a table of zero-copy slices, one a run of consecutive rows, when
+    ``order`` is mostly such runs and every column then has several chunks (which
+    ``combine_chunks`` or :func:`owned` copy into buffers of their own before anything is
+    written); else :func:`take_rows`' copy (a lone slice would keep its parent's whole
+    buffers). For rows of a memory-mapped file that are only read until they are written: they
+    stay the file's pages, not memory of the process."""
+    order = np.asarray(order, np.int64)
+    pieces = _runs(table, order)
+    whole = len(order) == table.num_rows and pieces is not None and len(pieces) == 1
+    viewed = table if whole else pa.concat_tables(pieces) if pieces is not None else None
+    if viewed is None or min((c.num_chunks for c in viewed.columns), default=0) < 2:
+        return take_rows(table, order)
+    return viewed
+
+
+def owned(table: pa.Table) -> pa.Table:
+    """``table`` as one chunk per column in buffers of its own, holding its rows only (Arrow's
+    IPC writer writes a sliced array's whole buffers: the bytes of rows left out)."""
+    return pa.table(
+        {
+            c: pa.concat_arrays(table[c].chunks)
+            if table[c].num_chunks
+            else pa.array([], table.schema.field(c).type)
+            for c in table.column_names
+        }
+    )
+
+
 def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
     """``table.take(order)`` as one chunk per column, holding the rows asked for only; when
     ``order`` is mostly runs of consecutive rows (a base's rows with a few inserted or

@@ -16,7 +16,7 @@ import re
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,22 +161,21 @@ def publish(
     files: Mapping[str, Path] | None = None,
     check: Callable[[str], None] | None = None,
     digests: Mapping[str, str] | None = None,
+    blocked: Collection[str] = (),
 ) -> Path:
     """Write ``snapshot`` to a new version directory and switch ``LATEST`` to it.
 
     ``check(name)`` runs on the complete directory before the pointer moves: when it raises,
     the directory is removed and ``LATEST`` stays (a snapshot failing its probe is not published).
-
     ``files`` maps array names to finished ``.npy`` files (from :func:`staging_dir`, left
-    unchanged until this returns), linked (or copied) in, not written from memory;
-    ``digests``: the SHA-256 of some of them (by name), so they are not read again.
-
-    The directory is complete and fsynced before the pointer moves (``os.replace``): readers
-    see the old or the new snapshot, never a partial one."""
+    unchanged until this returns), linked (or copied) in, not written from memory; ``digests``:
+    the SHA-256 of some of them (by name), so they are not read again; tables named in
+    ``blocked`` are written by blocks of rows (:func:`.snapshot_files.write_arrow`). All is
+    fsynced before the pointer moves (``os.replace``): readers see old or new, never partial."""
     root = snapshots_dir(home)
     tmp = _new_folder(home, ".tmp-")
     try:
-        digests = write_payload(tmp, snapshot, files or {}, digests or {})
+        digests = write_payload(tmp, snapshot, files or {}, digests or {}, blocked)
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
         manifest = dict(

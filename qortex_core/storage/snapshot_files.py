@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.cores import usable_cores
+from qortex_core.storage.arrow_access import owned
 from qortex_core.storage.checksums import HashingWriter, digests_of
 
 
@@ -28,11 +29,20 @@ class Payload(Protocol):
     def tables(self) -> Mapping[str, pa.Table]: ...
 
 
-def write_arrow(table: pa.Table, sink: HashingWriter) -> None:
+BLOCK_ROWS = 1 << 20  # rows of one record batch of a table written in blocks
+
+
+def write_arrow(table: pa.Table, sink: HashingWriter, blocks: bool = False) -> None:
     """Write ``table`` as an uncompressed Arrow IPC file, which loads zero-copy from a memory
-    map."""
+    map: one record batch, or with ``blocks`` one per :data:`BLOCK_ROWS` rows, each copied
+    into buffers of its own as it is written (for a table of views of other files' rows that
+    no query reads: never held whole in memory, and the same bytes however it is chunked)."""
     with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+        if not blocks:
+            writer.write_table(table)
+            return
+        for start in range(0, max(table.num_rows, 1), BLOCK_ROWS):
+            writer.write_table(owned(table.slice(start, BLOCK_ROWS)))
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -53,18 +63,24 @@ def _written(path: Path, write: Callable[[HashingWriter], None]) -> str:
 
 
 def write_payload(
-    tmp: Path, snapshot: Payload, files: Mapping[str, Path], known: Mapping[str, str]
+    tmp: Path,
+    snapshot: Payload,
+    files: Mapping[str, Path],
+    known: Mapping[str, str],
+    blocked: Collection[str] = (),
 ) -> dict[str, str]:
     """Write arrays, link staged files and write tables into the new folder ``tmp``; file name
     -> sha256 (a linked file's from ``known`` where given). Arrays and tables are written and
     hashed on up to 2 threads, the largest first (numpy's and Arrow's writes and ``hashlib``
-    release the GIL)."""
+    release the GIL); the tables named in ``blocked`` a block of rows at a time
+    (:func:`write_arrow`)."""
     jobs: list[tuple[int, str, Callable[[Path], None]]] = []
     for name, array in snapshot.arrays.items():
         data = np.ascontiguousarray(array)
         jobs.append((data.nbytes, f"{name}.npy", partial(_save_npy, data)))
     for name, table in snapshot.tables.items():
-        jobs.append((table.nbytes, f"{name}.arrow", partial(write_arrow, table)))
+        write = partial(write_arrow, table, blocks=name in blocked)
+        jobs.append((table.nbytes, f"{name}.arrow", write))
     for name, source in files.items():
         _link_or_copy(Path(source), tmp / f"{name}.npy")
     digests = {f"{name}.npy": digest for name, digest in known.items() if name in files}

@@ -20,6 +20,7 @@ from qortex_core.ingest.cells import EXACT_CELLS, FactCellsConfig
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.graph import GraphConfig
 from qortex_core.ingest.snapshot_stage import build_snapshot
+from qortex_core.storage import arrow_access
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.store import LanceStore
 
@@ -53,8 +54,20 @@ def built(tmp_path_factory) -> tuple[Path, LanceStore, list[dict[str, object]]]:
     with pytest.MonkeyPatch.context() as mp:  # later builds must not lay out the cells anew
         mp.setattr(snapshot_read, "full_cells", _refuse)
         mp.setattr(snapshot_facts, "WHERE_IN_MAX", BATCH)  # touched fact rows read in batches
+        # the base's fact rows kept as views of its file however few rows there are
+        mp.setattr(arrow_access, "RUNS_PER_ROW", 1.0)
+        mp.setattr(snapshot_read, "runs_of", _recorded)
         reports += [_run(store, home, corpus) for corpus in _runs()[1:]]
     return home, store, reports
+
+
+VIEWED: list[int] = []  # the fewest chunks of a column of each build's fact rows
+
+
+def _recorded(table: pa.Table, order: np.ndarray) -> pa.Table:
+    got = arrow_access.runs_of(table, order)
+    VIEWED.append(min(c.num_chunks for c in got.columns))
+    return got
 
 
 def _refuse(*args, **kwargs):
@@ -96,6 +109,31 @@ def test_merged_snapshot_equals_a_full_build_of_the_same_tables(built, tmp_path)
         assert got.equals(want), name
     assert merged.manifest["counts"] == rebuilt.manifest["counts"]
     assert merged.manifest["fact_cells"] == rebuilt.manifest["fact_cells"]
+    # the fact tables, built from views of the base's rows, are the full build's files
+    assert len(VIEWED) == 3 and min(VIEWED) > 1
+    for file in ("facts.arrow", f"{snapshot_facts.FACT_LINKS}.arrow"):
+        assert merged.manifest["files"][file] == rebuilt.manifest["files"][file], file
+
+
+def test_a_merged_snapshot_holds_no_byte_of_a_removed_fact(built):
+    home, _, _ = built
+    names = snap.list_versions(home)
+    before, after = snap.load(home, names[1]), snap.load(home, names[2])  # FILES[20:30] gone
+    gone = set(before.tables["facts"]["id"].to_pylist()) - set(
+        after.tables["facts"]["id"].to_pylist()
+    )
+    links = before.tables[snapshot_facts.FACT_LINKS]
+    at = [i for i, f in enumerate(before.tables["facts"]["id"].to_pylist()) if f in gone]
+    sources = {p for ps in links["passage_ids"].take(pa.array(at)).to_pylist() for p in ps}
+    sources -= {
+        p for ps in after.tables[snapshot_facts.FACT_LINKS]["passage_ids"].to_pylist() for p in ps
+    }
+    assert len(gone) > 20 and len(sources) >= 10
+    folder = snap.snapshots_dir(home) / names[2]
+    for file in ("facts.arrow", f"{snapshot_facts.FACT_LINKS}.arrow"):
+        data = (folder / file).read_bytes()
+        assert not [f for f in gone if f.encode() in data], file
+        assert not [p for p in sources if p.encode() in data], file
 
 
 def test_cells_are_a_function_of_the_fact_set_not_of_the_stored_order():
