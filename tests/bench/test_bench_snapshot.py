@@ -5,6 +5,7 @@ error line."""
 from __future__ import annotations
 
 import json
+import resource
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_cli.main import main
@@ -36,6 +37,10 @@ def test_a_full_and_incremental_builds_publish_the_same_files(tmp_path, capsys):
     assert report["full"]["mode"] == "full" and report["full"]["seconds"] > 0
     assert [m["mode"] for m in report["incremental"]] == ["incremental", "incremental"]
     assert report["same_files"] is True
+    # each build's own peak: VmHWM reset before it, at least the memory the process holds
+    held = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peaks = [b["peak_rss_mib"] for b in (report["full"], *report["incremental"])]
+    assert all(0 < p <= held + 1 for p in peaks), (peaks, held)
     assert report["incremental_ratio"] == round(
         min(m["seconds"] for m in report["incremental"]) / report["full"]["seconds"], 4
     )
