@@ -90,7 +90,7 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     Duplicate relation edges add up (weighted by count); self-loops are dropped.
     """
     n = graph.n_phrases + graph.n_passages
-    fp = graph.fact_pairs.reshape(-1, 2).astype(np.int64)
+    fp = np.asarray(graph.fact_pairs).reshape(-1, 2)
     scale = (
         np.ones(len(fp), np.float32)
         if graph.fact_scale is None
@@ -102,8 +102,18 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     sr, sc, sw = graph.synonyms
     empty = np.zeros(0, np.int64)
     qa, qb, qw = graph.sequence if graph.sequence is not None else (empty, empty, empty)
-    rows = np.concatenate([fp[:, 0], ct[:, 0] + graph.n_phrases, sr, qa + graph.n_phrases])
-    cols = np.concatenate([fp[:, 1], ct[:, 1], sc, qb + graph.n_phrases])
+    # node indices in the narrowest type that holds them (scipy then keeps it): at 1M passages
+    # 28 M entries, int64 twice the memory of the build's largest transient
+    # (empty inputs may come as float arrays: the values are indices whatever their type)
+    kind = np.int32 if n < 2**31 else np.int64
+    rows = np.concatenate(
+        [fp[:, 0], ct[:, 0] + graph.n_phrases, sr, qa + graph.n_phrases],
+        dtype=kind,
+        casting="unsafe",
+    )
+    cols = np.concatenate(
+        [fp[:, 1], ct[:, 1], sc, qb + graph.n_phrases], dtype=kind, casting="unsafe"
+    )
     weights = np.concatenate(
         [
             np.float32(config.fact_weight) * scale,
