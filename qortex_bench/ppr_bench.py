@@ -186,7 +186,7 @@ def networkx_engine(adjacency: sp.csr_matrix) -> Engine:
 
 
 # -- measurement ---------------------------------------------------------------------------------
-def _rss_mb(field: str) -> float:
+def rss_mb(field: str) -> float:
     """``VmRSS`` or ``VmHWM`` of this process in MB (0 where /proc is missing)."""
     try:
         for line in open("/proc/self/status"):
@@ -197,7 +197,8 @@ def _rss_mb(field: str) -> float:
     return 0.0
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
+    """Reset this process's ``VmHWM`` to its current RSS; whether /proc allowed it."""
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")  # resets VmHWM to the current RSS
@@ -237,8 +238,8 @@ def time_queries(engine: Engine, teleports: np.ndarray, warmup: int = 1) -> Timi
     ]  # as a retriever builds them
     for j in range(min(warmup, q)):
         engine.run(teleports[:, j : j + 1] if engine.batched else columns[j])
-    rss0 = _rss_mb("VmRSS")
-    peak_ok = _reset_peak()
+    rss0 = rss_mb("VmRSS")
+    peak_ok = reset_peak()
     if engine.batched:
         t, c = time.perf_counter(), time.process_time()
         scores = engine.run(teleports)
@@ -253,7 +254,7 @@ def time_queries(engine: Engine, teleports: np.ndarray, warmup: int = 1) -> Timi
             cols.append(engine.run(columns[j]))
             per[j], cpu[j] = time.perf_counter() - t, time.process_time() - c
         scores = np.column_stack(cols)
-    return Timings(scores, per, cpu, _rss_mb("VmHWM") - rss0 if peak_ok else None)
+    return Timings(scores, per, cpu, rss_mb("VmHWM") - rss0 if peak_ok else None)
 
 
 def summary(engine: Engine, runs: list[Timings], exact: np.ndarray) -> dict:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from qortex_bench.ppr_bench import _reset_peak, _rss_mb
+from qortex_bench.ppr_bench import reset_peak, rss_mb
 from qortex_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -47,14 +47,14 @@ def _graph_config(recorded: dict):
 def _timed(build: Callable[[], SnapshotReport]) -> dict:
     """One build's wall and processor seconds, and its peak RSS (``VmHWM``, reset before it:
     anonymous memory and the mapped files it touched; None where /proc cannot reset it)."""
-    peak_ok = _reset_peak()
+    peak_ok = reset_peak()
     wall, cpu = time.perf_counter(), _cpu_s()
     report = build()
     seconds, cpu_s = time.perf_counter() - wall, _cpu_s() - cpu
     return {
         "seconds": round(seconds, 3),
         "cpu_s": round(cpu_s, 3),
-        "peak_rss_mib": round(_rss_mb("VmHWM")) if peak_ok else None,
+        "peak_rss_mib": round(rss_mb("VmHWM")) if peak_ok else None,
         "mode": report.mode,
         "name": report.name,
     }
