@@ -92,8 +92,8 @@ def base_facts(
     else:
         fresh = read.select(columns).cast(rows.schema)
         vectors = arrow_to_vectors(read["vector"], read.schema.field("vector").type.list_size)
-    # the kept rows as views of the base's runs (copied once, in snapshot order, by the
-    # reader's :func:`take_rows`), then the touched rows
+    # the kept rows as views of the base's runs (kept as views in snapshot order by the
+    # reader's :func:`runs_of`, copied only as they are written), then the touched rows
     facts = pa.concat_tables([view_rows(rows, np.flatnonzero(keep)), fresh])
     if facts.num_rows != store.count(FACTS):
         return None  # the base's rows are not the table's: read it in full

@@ -172,7 +172,7 @@ def _graph_arrays(
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64, copy=False),
-        adj_indices=adj.indices.astype(np.int32, copy=False),  # not copied when they are
+        adj_indices=adj.indices.astype(np.int32, copy=False),  # no copy: int32 already
         adj_data=adj.data.astype(np.float32, copy=False),
         adj_degree=weighted_degree(adj),
         passage_vectors=stored.vectors.get(PASSAGES),
