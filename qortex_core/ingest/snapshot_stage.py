@@ -367,7 +367,7 @@ def _publish(
     published = snap.Snapshot(arrays=kept, tables=tables_of, manifest=manifest)
     given = digests or {}
     known = {name: given[str(p)] for name, p in files.items() if str(p) in given}
-    # the links only a later build reads, as views of the base's rows: written by blocks
+    # the facts and their links, views of the base's rows: written by blocks, never whole
     return snap.publish(
-        home, published, files=files, check=verify, digests=known, blocked=(FACT_LINKS,)
+        home, published, files=files, check=verify, digests=known, blocked=(FACTS, FACT_LINKS)
     )

@@ -43,6 +43,14 @@ def _strings(table: pa.Table, name: str) -> pa.Array:
     return pc.cast(contiguous(table[name]), pa.string())
 
 
+def _chunked_strings(table: pa.Table, name: str) -> pa.ChunkedArray:
+    """``table[name]`` as strings chunk by chunk, never combined (for a table written by
+    blocks); empty for an empty table (which may lack it)."""
+    if table.num_rows == 0:
+        return pa.chunked_array([], pa.string())
+    return pa.chunked_array([pc.cast(c, pa.string()) for c in table[name].chunks], pa.string())
+
+
 def _grouped(rows: np.ndarray, values: pa.Array, n_rows: int, kind: pa.DataType) -> pa.Array:
     """A list per row of ``values`` (sorted by row), empty for rows with none."""
     offsets = np.zeros(n_rows + 1, np.int64)
@@ -115,6 +123,9 @@ def snapshot_tables(
         passages=passages
         if n_pas
         else pa.table({k: pa.array([], pa.string()) for k in passage_columns}),
-        facts=pa.table({k: _strings(facts, k) for k in ("id", "subject", "predicate", "object")}),
+        # chunked as read (the base's rows are views of its file): written by blocks
+        facts=pa.table(
+            {k: _chunked_strings(facts, k) for k in ("id", "subject", "predicate", "object")}
+        ),
         rules=_rules_table(rules, concepts, passages),
     )

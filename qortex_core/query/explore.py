@@ -25,6 +25,7 @@ from qortex_core.query.explore_types import (
     Resolved,
 )
 from qortex_core.query.snapshot_view import SnapshotView
+from qortex_core.storage.arrow_access import ArrowRows, ArrowStrings
 from qortex_core.storage.phrase_keys import phrase_key
 
 MAX_DEPTH = 4
@@ -180,11 +181,11 @@ class Explorer:
         lo = np.searchsorted(self._fact_keys, keys, "left")
         hi = np.searchsorted(self._fact_keys, keys, "right")
         synonym = np.isin(keys, self._synonyms)  # (k,)
-        predicates = self.view.facts.column("predicate")
+        predicates = ArrowStrings(self.view.facts.column("predicate"))  # chunked: by row
         labels = []
         for start, stop, syn in zip(lo.tolist(), hi.tolist(), synonym.tolist()):
             facts = self._fact_order[start:stop]
-            said = dict.fromkeys(predicates.take(facts).to_pylist()) if facts.size else {}
+            said = dict.fromkeys(predicates.take(facts)) if facts.size else {}
             labels.append("; ".join(said) if said else ("synonym" if syn else "related"))
         return labels
 
@@ -279,7 +280,7 @@ class Explorer:
         sources = [s[visible[s]] for s in sources]
         counts = np.array([s.size for s in sources], np.int64)
         order = [i for i in np.lexsort((facts, -counts)).tolist() if counts[i]][:limit]
-        table = self.view.facts.take(facts[order]).to_pylist() if order else []
+        table = ArrowRows(self.view.facts).take(facts[order]) if order else []
         refs = [
             FactRef(row["id"], row["subject"], row["predicate"], row["object"],
                     [self.passage(int(p)) for p in sources[i][:5]])

@@ -37,6 +37,7 @@ from qortex_core.llm.client import (
 from qortex_core.query.scoring import top_indices
 from qortex_core.redact import redact
 from qortex_core.storage import ids
+from qortex_core.storage.arrow_access import ArrowRows
 
 PROMPT_VERSION = "r1"
 KEPT_NONE = "recognition filter kept no fact: dense retrieval"
@@ -327,7 +328,7 @@ def require_recognizer(env: Mapping[str, str] | None = None) -> LLMRecognizer:
 # -- the retriever's step -------------------------------------------------------------------
 def fact_triples(facts: Any, rows: np.ndarray) -> list[Triple]:
     """(subject, predicate, object) of the rows of the snapshot's facts table."""
-    picked = facts.take(rows.tolist()).select(["subject", "predicate", "object"]).to_pylist()
+    picked = ArrowRows(facts.select(["subject", "predicate", "object"])).take(rows)
     return [(r["subject"], r["predicate"], r["object"]) for r in picked]
 
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import TOY_CORPUS, TOY_TRIPLES
 
 import qortex_core
 from qortex_core.errors import QueryError, SnapshotError
-from qortex_core.storage import ids
+from qortex_core.ingest import stages as index
+from qortex_core.query.recognition import fact_triples
+from qortex_core.storage import ids, snapshot_files
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.store import LanceStore
 
 
 def _partners(name: str) -> dict[str, set[str]]:
@@ -24,9 +29,32 @@ def _partners(name: str) -> dict[str, set[str]]:
     return out
 
 
-@pytest.fixture
-def mem(toy_home: Path, embedder):
+def _in_blocks(home: Path, embedder, monkeypatch) -> None:
+    """Publish the home's snapshot again with its facts table in record batches of 2 rows (as
+    a big snapshot's is, by blocks of ``BLOCK_ROWS``): a retriever reads it by row."""
+    monkeypatch.setattr(snapshot_files, "BLOCK_ROWS", 2)
+    index.build_snapshot(LanceStore.open(home), home, embedder.name, force=True)
+    assert snap.load_latest_good(home)[0].tables["facts"]["predicate"].num_chunks > 2
+
+
+@pytest.fixture(params=["one batch", "blocks"])
+def mem(request, toy_home: Path, embedder, monkeypatch):
+    if request.param == "blocks":
+        _in_blocks(toy_home, embedder, monkeypatch)
     return qortex_core.open(toy_home, embedder=embedder)
+
+
+def test_a_facts_table_in_blocks_gives_the_same_rows_by_index(
+    toy_home: Path, embedder, monkeypatch
+) -> None:
+    whole = snap.load_latest_good(toy_home)[0].tables["facts"]
+    _in_blocks(toy_home, embedder, monkeypatch)
+    blocks = snap.load_latest_good(toy_home)[0].tables["facts"]
+    assert blocks.equals(whole)  # the same rows, only chunked
+    rows = np.array([whole.num_rows - 1, 0, 3, 0])
+    expected = [tuple(whole.slice(int(r), 1).to_pylist()[0][k] for k in ("subject", "predicate",
+                "object")) for r in rows]  # fmt: skip
+    assert fact_triples(blocks, rows) == expected
 
 
 def test_neighbours_are_the_concepts_the_triples_link(mem) -> None:
