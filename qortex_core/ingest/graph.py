@@ -90,6 +90,18 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
     Duplicate relation edges add up (weighted by count); self-loops are dropped.
     """
     n = graph.n_phrases + graph.n_passages
+    # the edge lists live in :func:`_edge_lists` only: freed before the sum with the transpose,
+    # the stage's largest transient
+    upper = sp.coo_matrix(_edge_lists(graph, config), shape=(n, n), dtype=np.float32).tocsr()
+    upper.sum_duplicates()
+    return sp.csr_matrix(upper + upper.T, dtype=np.float32)
+
+
+def _edge_lists(
+    graph: GraphInput, config: GraphConfig
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """(weights, (rows, cols)) of every edge once, in the upper build's order."""
+    n = graph.n_phrases + graph.n_passages
     fp = np.asarray(graph.fact_pairs).reshape(-1, 2)
     scale = (
         np.ones(len(fp), np.float32)
@@ -122,9 +134,7 @@ def build_adjacency(graph: GraphInput, config: GraphConfig = GraphConfig()) -> s
             np.asarray(qw, np.float32),
         ]
     )
-    upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n), dtype=np.float32).tocsr()
-    upper.sum_duplicates()
-    return sp.csr_matrix(upper + upper.T, dtype=np.float32)
+    return weights, (rows, cols)
 
 
 def _distinct_pairs(contains: np.ndarray, n_passages: int) -> np.ndarray:

@@ -155,6 +155,10 @@ def _graph_arrays(
     sequence counts (``edges``, ``passages`` in a sequence) and the passages' word frequencies
     (counted on the change from ``base``'s, :mod:`.snapshot_words`)."""
     n_phr, n_pas = stored.concepts.num_rows, stored.passages.num_rows
+    # the arrays that need no edge first: their transient memory is not added to the
+    # adjacency's (the stage's peak, at 1M passages)
+    text_frequency, words = snapshot_words.text_frequency(stored.passages, stored.concepts, base)
+    indptr, indices = snapshot_edges.fact_passages(stored)
     fact_nodes, fact_pairs, fact_scale = snapshot_edges.fact_edges(stored, graph_config)
     contains = snapshot_edges.contains(stored)  # (n_links, 2) passage index, phrase index
     synonyms = snapshot_edges.synonym_edges(stored)
@@ -163,12 +167,11 @@ def _graph_arrays(
         GraphInput(n_phr, n_pas, fact_pairs, contains, synonyms, fact_scale, sequence),
         graph_config,
     )
+    del fact_pairs, fact_scale  # in the adjacency now
     try:  # a retriever trusts the stored degrees and does not check again
         check_symmetric(adj)
     except ValueError as exc:
         raise SnapshotError(f"the built graph cannot be published: {exc}") from None
-    indptr, indices = snapshot_edges.fact_passages(stored)
-    text_frequency, words = snapshot_words.text_frequency(stored.passages, stored.concepts, base)
     arrays = SnapshotArrays(
         # int32 indptr where it fits: with int64 indptr scipy would copy int32 indices on load
         adj_indptr=adj.indptr.astype(np.int32 if adj.nnz < 2**31 else np.int64, copy=False),
