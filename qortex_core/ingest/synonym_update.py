@@ -64,7 +64,12 @@ def _near_new_centroids(
     """(m,) bool: rows a new centroid (positions ``added``) is at least about as similar to as
     their worst cell."""
     worst_at = np.searchsorted(layout.keys, cells[:, -1]).clip(0, len(layout.keys) - 1)
-    worst = np.einsum("nd,nd->n", v, layout.centroids[worst_at])  # (m,)
+    worst = np.empty(v.shape[0], np.float32)  # (m,) by blocks: the gathered centroids of
+    # every row at once would be another copy of the vectors (1.3 GB at 1M passages)
+    rows = max(1, _BLOCK_FLOATS // max(v.shape[1], 1))
+    for s in range(0, v.shape[0], rows):
+        at = layout.centroids[worst_at[s : s + rows]]  # (rows, d)
+        worst[s : s + rows] = np.einsum("nd,nd->n", v[s : s + rows], at)
     best = np.full(v.shape[0], -np.inf, np.float32)
     new = layout.centroids[added].T  # (d, a)
     step = max(1, _BLOCK_FLOATS // max(added.size, 1))
