@@ -169,13 +169,28 @@ def eligible(
     vectors: np.ndarray,
     keys: np.ndarray,
     min_chars: int,
+    in_place: bool = False,
 ) -> Eligible:
-    """The eligible ones of the concepts ``ids`` (in table order)."""
+    """The eligible ones of the concepts ``ids`` (in table order). ``in_place``: the caller
+    hands ``vectors`` over (C-ordered): the eligible rows are moved to its front, and it is
+    not to be read after."""
     rows = np.flatnonzero(eligible_mask(names, min_chars))
     if len(rows) == len(vectors):  # every concept: the arrays as they are, not copied
         return Eligible(rows, np.ascontiguousarray(vectors), keys, ids.combine_chunks())
     chosen = ids.take(pa.array(rows, pa.int64())).combine_chunks()
+    if in_place and vectors.flags.c_contiguous and vectors.flags.writeable:
+        return Eligible(rows, _to_front(vectors, rows), keys[rows], chosen)
     return Eligible(rows, np.ascontiguousarray(vectors[rows]), keys[rows], chosen)
+
+
+def _to_front(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``vectors[rows]`` in ``vectors``' own first ``len(rows)`` rows (``rows`` ascending, so
+    row ``rows[i] >= i``: a block only overwrites rows that earlier blocks already read)."""
+    step = max(1, _BLOCK_FLOATS // max(vectors.shape[1], 1))
+    for s in range(0, len(rows), step):
+        part = rows[s : s + step]
+        vectors[s : s + len(part)] = vectors[part]  # the gather copies first
+    return vectors[: len(rows)]
 
 
 @dataclass(frozen=True)
