@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qortex_core.ingest.synonym_concepts import Concepts, read_concepts
 from qortex_core.ingest.synonym_layout import NO_CELL, Layout, concept_keys, layout_of
 from qortex_core.ingest.synonym_update import (
     EdgeUpdate,
@@ -39,14 +40,12 @@ from qortex_core.ingest.synonym_update import (
 from qortex_core.ingest.synonyms import SynonymConfig, synonym_search
 from qortex_core.storage import id_keys, ids, key_index
 from qortex_core.storage.sql import sql_in
-from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore, arrow_to_vectors
+from qortex_core.storage.store import CONCEPTS, SYNONYMS, LanceStore
 
 _log = logging.getLogger(__name__)
 BASIS = "synonym_basis"
 _STATE = "synonyms"  # stage-state key: JSON of the settings digest, drift and table versions
 MAX_DRIFT = 0.2  # concepts added + removed since the last full build, as a share of its concepts
-_PROBE_SEED = 20_240_611
-_PRINT_BYTES = 1 << 20  # one block of fingerprint products (fits the cache)
 _DELETE_LIST = 1000  # up to this many ids a delete is one predicate; above, a filtered rewrite
 KEYED = {SYNONYMS: ("a", "b"), BASIS: ("id",)}  # the columns a run deletes rows by (key_index)
 
@@ -112,72 +111,11 @@ def _stale(store: LanceStore, state: _State | None, config: SynonymConfig) -> st
     return ""
 
 
-def fingerprints(vectors: np.ndarray) -> np.ndarray:
-    """(n,) int64 fingerprint of each float32 row: the bits of its floats times fixed random
-    odd numbers, summed with 64-bit wrap-around. Integer arithmetic: a row's fingerprint is the
-    same in any table (a float product's last bit can depend on the matrix around the row),
-    and two rows that differ in any bit almost surely differ here."""
-    rng = np.random.default_rng(_PROBE_SEED)
-    odd = rng.integers(0, 1 << 62, vectors.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    out = np.empty(len(vectors), np.uint64)
-    step = max(1, _PRINT_BYTES // max(8 * vectors.shape[1], 1))  # rows whose products fit cache
-    for s in range(0, len(vectors), step):
-        bits = np.ascontiguousarray(vectors[s : s + step], np.float32).view(np.uint32)
-        wide = bits.astype(np.uint64)  # (step, d)
-        np.multiply(wide, odd, out=wide)
-        wide.sum(axis=1, dtype=np.uint64, out=out[s : s + step])
-    return out.view(np.int64)
-
-
-@dataclass(frozen=True)
-class _Concepts:
-    """The concepts table's ids, names and vectors, in stored row order."""
-
-    ids: pa.ChunkedArray
-    names: pa.ChunkedArray
-    vectors: np.ndarray  # (m, d) float32
-    prints: np.ndarray  # (m,) int64
-    keys: np.ndarray  # (m,) int64 keys of the ids (synonym_layout.concept_keys)
-
-
-def _read_concepts(store: LanceStore) -> _Concepts:
-    """Every concept's id, name and vector, a batch at a time: the vectors go straight into
-    one array (read whole, the vector column and its combined copy were both held: 2.7 GB at
-    1M passages)."""
-    ids: list[pa.Array] = []
-    names: list[pa.Array] = []
-    vectors = np.zeros((0, 1), np.float32)
-    at = 0
-    for batch in store.scan(CONCEPTS, ["id", "name", "vector"]):
-        dim = batch.schema.field("vector").type.list_size
-        if at + batch.num_rows > len(vectors) or vectors.shape[1] != dim:  # first, or rows added
-            rows = max(store.count(CONCEPTS), at + batch.num_rows, 2 * at)
-            grown = np.empty((rows, dim), np.float32)
-            grown[:at] = vectors[:at]
-            vectors = grown
-        vectors[at : at + batch.num_rows] = arrow_to_vectors(batch.column("vector"), dim)
-        at += batch.num_rows
-        ids.append(batch.column("id"))
-        names.append(batch.column("name"))
-    if at == 0:
-        empty = pa.chunked_array([], pa.string())
-        return _Concepts(empty, empty, vectors, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    vectors = vectors[:at]
-    id_column = pa.chunked_array(ids).combine_chunks()
-    return _Concepts(
-        pa.chunked_array([id_column]),
-        pa.chunked_array([pa.chunked_array(names).combine_chunks()]),
-        vectors,
-        fingerprints(vectors),
-        concept_keys(id_column),
-    )
-
-
 def _edges_table(a: pa.ChunkedArray, b: pa.ChunkedArray, w: np.ndarray) -> pa.Table:
     return pa.table({"a": a, "b": b, "weight": pa.array(np.asarray(w, np.float32))})
 
 
-def _basis_table(concepts: _Concepts, rows: np.ndarray, cells: np.ndarray) -> pa.Table:
+def _basis_table(concepts: Concepts, rows: np.ndarray, cells: np.ndarray) -> pa.Table:
     """Basis rows of the concepts ``rows`` with their (len(rows), probes) cell keys."""
     probes = cells.shape[1]
     flat = pa.array(np.ascontiguousarray(cells, np.int64).reshape(-1))
@@ -198,7 +136,7 @@ def _record(store: LanceStore, state: _State) -> None:
 
 
 def _full(
-    store: LanceStore, concepts: _Concepts, config: SynonymConfig, built_from: str, reason: str
+    store: LanceStore, concepts: Concepts, config: SynonymConfig, built_from: str, reason: str
 ) -> SynonymReport:
     """Rebuild every edge and the basis (one log line says why)."""
     _log.info("synonym_edges: full build: %s", reason)
@@ -231,7 +169,7 @@ class _Changes:
     cells: np.ndarray
 
 
-def _changes(concepts: _Concepts, basis: pa.Table, probes: int) -> _Changes:
+def _changes(concepts: Concepts, basis: pa.Table, probes: int) -> _Changes:
     """The concepts new or changed, those gone, and the cells the basis holds."""
     cells = np.full((len(concepts.ids), probes), NO_CELL, np.int64)
     if basis.num_rows == 0:
@@ -301,7 +239,7 @@ def _edge_update(
 def _write(
     store: LanceStore,
     state: _State,
-    concepts: _Concepts,
+    concepts: Concepts,
     el: Eligible,
     up: EdgeUpdate,
     change: _Changes,
@@ -330,7 +268,7 @@ def _write(
 
 def _incremental(
     store: LanceStore,
-    concepts: _Concepts,
+    concepts: Concepts,
     config: SynonymConfig,
     state: _State,
     built_from: str,
@@ -388,14 +326,14 @@ def sync_synonyms(
     if not stale and state is not None and built_from and state.built_from == built_from:
         n = store.count(SYNONYMS)
         return SynonymReport(n, 0, 0, 0, 0, "unchanged", "same concepts and settings")
-    concepts = _read_concepts(store)
+    concepts = read_concepts(store)
     if stale or state is None:
         return _full(store, concepts, config, built_from, stale)
     done = _incremental(store, concepts, config, state, built_from, max_drift)
     if isinstance(done, SynonymReport):
         return done
     del concepts  # its vectors were compacted in place by the incremental pass: read again
-    return _full(store, _read_concepts(store), config, built_from, done)
+    return _full(store, read_concepts(store), config, built_from, done)
 
 
 def heaviest_edges(store: LanceStore, limit: int = 10) -> list[tuple[str, str, float]]:

@@ -185,7 +185,7 @@ def test_crowds_where_top_k_binds_everywhere_stay_exact(tmp_path, config):
 
 def test_a_vector_has_the_same_fingerprint_in_any_table():
     # a float product's last bit can depend on the rows around it: a concept would look changed
-    from qortex_core.ingest.synonym_stage import fingerprints
+    from qortex_core.ingest.synonym_concepts import fingerprints
 
     rng = np.random.default_rng(0)
     v = rng.standard_normal((53_287, 64)).astype(np.float32)
