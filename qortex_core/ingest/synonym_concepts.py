@@ -44,9 +44,8 @@ class Concepts:
 
 
 def read_concepts(store: LanceStore) -> Concepts:
-    """Every concept's id, name and vector, a batch at a time: the vectors go straight into
-    one array (read whole, the vector column and its combined copy were both held: 2.7 GB at
-    1M passages)."""
+    """Every concept's id, name and vector, a batch at a time, the vectors straight into one
+    array (the whole table is never held as Arrow rows)."""
     ids: list[pa.Array] = []
     names: list[pa.Array] = []
     vectors = np.zeros((0, 1), np.float32)
@@ -66,10 +65,10 @@ def read_concepts(store: LanceStore) -> Concepts:
         empty = pa.chunked_array([], pa.string())
         return Concepts(empty, empty, vectors, np.zeros(0, np.int64), np.zeros(0, np.int64))
     vectors = vectors[:at]
-    id_column = pa.chunked_array(ids).combine_chunks()
+    id_column = pa.chunked_array(ids)  # chunked as read, as a whole read gives them
     return Concepts(
-        pa.chunked_array([id_column]),
-        pa.chunked_array([pa.chunked_array(names).combine_chunks()]),
+        id_column,
+        pa.chunked_array(names),
         vectors,
         fingerprints(vectors),
         concept_keys(id_column),
