@@ -48,7 +48,7 @@ def _chunked_strings(table: pa.Table, name: str) -> pa.ChunkedArray:
     blocks); empty for an empty table (which may lack it)."""
     if table.num_rows == 0:
         return pa.chunked_array([], pa.string())
-    return pa.chunked_array([pc.cast(c, pa.string()) for c in table[name].chunks], pa.string())
+    return pc.cast(table[name], pa.string())  # a chunked column is cast chunk by chunk
 
 
 def _grouped(rows: np.ndarray, values: pa.Array, n_rows: int, kind: pa.DataType) -> pa.Array:

@@ -43,6 +43,11 @@ _WORST_SLACK = 1e-5  # a new centroid this close to a concept's worst cell: assi
 _Pairs = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+def _rows_per_block(width: int) -> int:
+    """Rows of ``width`` floats that make one block of :data:`_BLOCK_FLOATS` (at least one)."""
+    return max(1, _BLOCK_FLOATS // max(width, 1))
+
+
 def padded_cells(lists: pa.ChunkedArray | pa.Array, probes: int) -> np.ndarray:
     """(n, probes) int64 cell keys from a list column (short lists padded with ``NO_CELL``)."""
     lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
@@ -66,13 +71,13 @@ def _near_new_centroids(
     worst_at = np.searchsorted(layout.keys, cells[:, -1]).clip(0, len(layout.keys) - 1)
     worst = np.empty(v.shape[0], np.float32)  # (m,) by blocks: the gathered centroids of
     # every row at once would be another copy of the vectors (1.3 GB at 1M passages)
-    rows = max(1, _BLOCK_FLOATS // max(v.shape[1], 1))
+    rows = _rows_per_block(v.shape[1])
     for s in range(0, v.shape[0], rows):
         at = layout.centroids[worst_at[s : s + rows]]  # (rows, d)
         worst[s : s + rows] = np.einsum("nd,nd->n", v[s : s + rows], at)
     best = np.full(v.shape[0], -np.inf, np.float32)
     new = layout.centroids[added].T  # (d, a)
-    step = max(1, _BLOCK_FLOATS // max(added.size, 1))
+    step = _rows_per_block(added.size)
     for s in range(0, v.shape[0], step):
         best[s : s + step] = (v[s : s + step] @ new).max(axis=1)
     return best >= worst - _WORST_SLACK
@@ -128,7 +133,7 @@ def candidates(
     for cell, cols in zip(wanted.tolist(), some_cell_members(cells, layout, wanted)):
         q = rows[asked[cell]]
         against = np.ascontiguousarray(v[cols].T)  # (d, size)
-        step = max(1, _BLOCK_FLOATS // max(cols.size, 1))
+        step = _rows_per_block(cols.size)
         for s in range(0, q.size, step):
             r, c, w = above(v[q[s : s + step]] @ against, threshold)
             a, b = q[s : s + step][r], cols[c]
@@ -186,7 +191,7 @@ def eligible(
 def _to_front(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``vectors[rows]`` in ``vectors``' own first ``len(rows)`` rows (``rows`` ascending, so
     row ``rows[i] >= i``: a block only overwrites rows that earlier blocks already read)."""
-    step = max(1, _BLOCK_FLOATS // max(vectors.shape[1], 1))
+    step = _rows_per_block(vectors.shape[1])
     for s in range(0, len(rows), step):
         part = rows[s : s + step]
         vectors[s : s + len(part)] = vectors[part]  # the gather copies first
