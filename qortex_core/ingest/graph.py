@@ -244,8 +244,9 @@ def listed_weight(listed: np.ndarray, facts: pa.Table, ends: np.ndarray | None) 
     c_weight = np.array(listed, np.float64)  # (concepts,)
     if facts.num_rows and ends is not None:
         per_fact = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
+        every = not len(ends) or ends.min() >= 0  # no unknown end: no masked copies
         for at in (ends[:, 0], ends[:, 1]):
-            known = at >= 0  # (facts,)
+            known = slice(None) if every else at >= 0  # (facts,)
             c_weight += np.bincount(at[known], weights=per_fact[known], minlength=len(c_weight))
     return c_weight
 

@@ -46,7 +46,7 @@ def fact_edges(
     if (ends < 0).any():
         unknown = int((ends < 0).any(axis=1).sum())
         raise SnapshotError(f"{unknown} facts name a concept or passage that is not stored")
-    fact_nodes = ends.astype(np.int32)  # (facts, 2)
+    fact_nodes = ends.astype(np.int32, copy=False)  # (facts, 2)
     counts = pc.list_value_length(facts["passage_ids"]).to_numpy(zero_copy_only=False)
     fact_pairs = np.repeat(fact_nodes, counts, axis=0)  # (fact occurrences, 2)
     weighted = graph_config.relation_weights and "relation" in facts.schema.names

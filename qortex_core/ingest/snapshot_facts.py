@@ -21,7 +21,7 @@ from qortex_core.ingest import row_changes
 from qortex_core.ingest.graph import fact_endpoints
 from qortex_core.ingest.snapshot_base import KEYS, Base, RowChange
 from qortex_core.storage import id_keys
-from qortex_core.storage.arrow_access import view_rows
+from qortex_core.storage.arrow_access import take_scattered, view_rows
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -79,7 +79,10 @@ def base_facts(
     rows = None if ids is None or len(ids) > MAX_READ else _base_rows(base, columns)
     if rows is None or ids is None:
         return None
-    keep = ~id_keys.is_in(rows["id"], pa.array(ids, pa.string()))  # (base facts,)
+    touched = pa.array(ids, pa.string())
+    in_base = id_keys.index_in(touched, rows["id"])  # (touched,) base row, -1: not the base's
+    keep = np.ones(rows.num_rows, bool)  # (base facts,) one pass over the base's ids
+    keep[in_base[in_base >= 0]] = False
     asked = [*columns, "vector"]
     parts = [
         store.read_where(FACTS, "id", ids[s : s + WHERE_IN_MAX], asked)
@@ -97,7 +100,8 @@ def base_facts(
     facts = pa.concat_tables([view_rows(rows, np.flatnonzero(keep)), fresh])
     if facts.num_rows != store.count(FACTS):
         return None  # the base's rows are not the table's: read it in full
-    held = id_keys.is_in(fresh["id"], rows["id"])
+    at = id_keys.index_in(fresh["id"], touched)  # (read,) each read row's touched id
+    held = (at >= 0) & (in_base[np.maximum(at, 0)] >= 0) if len(at) else np.zeros(0, bool)
     change = RowChange(int((~held).sum()), int(held.sum()), int((~keep).sum()) - int(held.sum()))
     base_row = np.concatenate([np.flatnonzero(keep), np.full(fresh.num_rows, -1)])
     reuse = (base_row.astype(np.int64), base_row >= 0, change)
@@ -108,22 +112,22 @@ def ends_from_base(
     base: Base, base_rows: np.ndarray, facts: pa.Table, concept_ids: pa.ChunkedArray
 ) -> np.ndarray:
     """(n_facts, 2) row in ``concept_ids`` of each fact's subject and object, as
-    :func:`~.graph.fact_endpoints` gives them: a fact the base holds (``base_rows[i]`` >= 0)
-    maps the base's ``fact_nodes`` to the new concept rows, the others' ends are looked up
-    (one lookup of the base's concepts and those ends together)."""
-    nodes = np.asarray(base.snapshot.arrays["fact_nodes"], np.int64)  # (base facts, 2)
-    if len(nodes) != base.keys(FACTS).num_rows:
+    :func:`~.graph.fact_endpoints` gives them (int32 where the rows fit): a fact the base
+    holds (``base_rows[i]`` >= 0) maps the base's ``fact_nodes`` to the new concept rows, the
+    others' ends are looked up (one lookup of the base's concepts and those ends together)."""
+    nodes = base.snapshot.arrays["fact_nodes"]  # (base facts, 2) int32, memory-mapped
+    if len(nodes) != base.keys(FACTS).num_rows or not len(nodes):
         return fact_endpoints(facts, concept_ids)
-    held = base_rows >= 0
-    new = np.flatnonzero(~held)  # (k,) facts read by id
-    added = facts.take(pa.array(new))
+    new = np.flatnonzero(base_rows < 0)  # (k,) facts read by id
+    added = take_scattered(facts.select(["subject_id", "object_id"]), new)
     old_ids = base.keys(CONCEPTS)["id"]
     probe = pa.chunked_array(
         [*old_ids.chunks, *added["subject_id"].chunks, *added["object_id"].chunks], pa.string()
     )
     rows = id_keys.index_in(probe, concept_ids)  # (base concepts + 2 k,) -1: none
+    rows = rows.astype(np.int32) if len(concept_ids) < 2**31 else rows  # a gather cached
     moved, k = rows[: len(old_ids)], len(new)
-    ends = np.empty((len(base_rows), 2), np.int64)
-    ends[held] = moved[nodes[base_rows[held]]]  # a kept fact's concepts are kept: no -1
+    # (facts, 2): a kept fact's concepts are kept (no -1); row 0 stands in for a new fact's
+    ends = moved[np.asarray(nodes)[np.maximum(base_rows, 0)]]
     ends[new, 0], ends[new, 1] = rows[len(old_ids) : len(old_ids) + k], rows[len(old_ids) + k :]
     return ends

@@ -9,34 +9,37 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.snapshot_base import Base
-from qortex_core.storage import id_keys
+from qortex_core.ingest.snapshot_base import KEYS, Base, reused
 from qortex_core.storage.phrase_keys import PHRASE_KEYS, phrase_keys
 from qortex_core.storage.store import CONCEPTS
 
 
-def _from_base(concepts: pa.Table, base: Base | None) -> tuple[np.ndarray, pa.Array] | None:
-    """(each concept's row in the base or -1, the base's keys), when the base stores them."""
+def _from_base(
+    concepts: pa.Table, base: Base | None, same_as: np.ndarray | None
+) -> tuple[np.ndarray, pa.Array] | None:
+    """(each concept's row in the base with the same id and name or -1, the base's keys), when
+    the base stores them (``same_as``: those rows; None: looked up here)."""
     stored = None if base is None else base.snapshot.tables.get(PHRASE_KEYS)
     if base is None or stored is None:
         return None
     old = base.keys(CONCEPTS)  # (base concepts,) id, name in the base's order
     if stored.num_rows != old.num_rows:
         return None
-    at = id_keys.index_in(concepts["id"], old["id"])  # (n,) -1: not the base's
-    hit = np.flatnonzero(at >= 0)  # (h,) concepts the base holds under their id
-    named = pc.equal(concepts["name"].take(pa.array(hit)), old["name"].take(pa.array(at[hit])))
-    same = np.zeros(len(at), bool)
-    same[hit] = named.fill_null(False).to_numpy(zero_copy_only=False)  # the same name too
-    return np.where(same, at, -1), pc.cast(stored["key"].combine_chunks(), pa.large_string())
+    if same_as is None:
+        rows, same, _ = reused(concepts.select(list(KEYS[CONCEPTS])), old)
+        same_as = np.where(same, rows, -1)
+    return same_as, pc.cast(stored["key"].combine_chunks(), pa.large_string())
 
 
-def phrase_key_table(concepts: pa.Table, base: Base | None) -> pa.Table:
+def phrase_key_table(
+    concepts: pa.Table, base: Base | None, same_as: np.ndarray | None = None
+) -> pa.Table:
     """The :data:`PHRASE_KEYS` table of ``concepts`` (snapshot order; column ``key``, null for
-    a name not worth matching)."""
+    a name not worth matching); ``same_as``: each concept's row in ``base`` with the same id
+    and name, -1 none, when the caller has it."""
     if concepts.num_rows == 0:
         return pa.table({"key": pa.array([], pa.large_string())})
-    found = _from_base(concepts, base)
+    found = _from_base(concepts, base, same_as)
     if found is None:
         return pa.table({"key": phrase_keys(concepts["name"])})
     rows, old = found

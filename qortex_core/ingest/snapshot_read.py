@@ -81,6 +81,9 @@ class Stored:
     vectors: vectors.VectorFiles
     fact_ends: np.ndarray | None = None  # (facts, 2) subject, object rows of ``concepts``
     links: Links | None = None
+    # (concepts,) each concept's row in the base where it has the same id and name there, -1
+    # elsewhere; None without a base
+    concept_base: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,12 @@ class Links:
 
 
 def _renumbered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``rows`` (old row numbers, -1 none) as rows of the table reordered by ``order``."""
-    new = np.empty(len(order), np.int64)
+    """``rows`` (old row numbers, -1 none) as rows of the table reordered by ``order`` (int32
+    where they fit: the gather's table then stays in the processor's cache longer)."""
+    new = np.empty(len(order), np.int32 if len(order) < 2**31 else np.int64)
     new[order] = np.arange(len(order))
+    if not len(rows) or rows.min() >= 0:  # no -1: a plain gather
+        return new[rows]
     return np.where(rows >= 0, new[np.maximum(rows, 0)], -1)
 
 
@@ -314,6 +320,7 @@ def read_stored(
     passages = stored_passages.take(pa.array(p_order))
     c_keys = list(KEYS[CONCEPTS])
     c_stored, c_ordered = stored_concepts.select(c_keys), concepts.select(c_keys)
+    concept_base = _concept_match(c_ordered, c_order, merge)
     files.submit(
         CONCEPTS, partial(staged, store, CONCEPTS, c_stored, c_order, folder, merge, c_ordered)
     )
@@ -328,8 +335,22 @@ def read_stored(
     if synonyms.num_rows:
         ends_order = [("a", "ascending"), ("b", "ascending")]
         synonyms = synonyms.take(pc.sort_indices(synonyms, ends_order))
-    stored = Stored(passages, concepts, facts, rules, synonyms, files, ends, links)
+    stored = Stored(passages, concepts, facts, rules, synonyms, files, ends, links, concept_base)
     return stored, cells
+
+
+def _concept_match(ordered: pa.Table, order: np.ndarray, merge: Merge) -> np.ndarray | None:
+    """(concepts,) each concept's row in the base where it has the same id and name there, -1
+    elsewhere, in snapshot order (``ordered``: the concepts' keys, stored row ``order[i]``);
+    the match is kept in ``merge.reuse`` in stored order for the vectors' merge. None without
+    a base. One lookup for the vectors, the text frequencies and the phrase keys."""
+    if merge.base is None or ordered.num_rows == 0:
+        return None
+    rows, same, change = reused(ordered, merge.base.keys(CONCEPTS))  # snapshot order
+    stored_rows, stored_same = np.empty_like(rows), np.empty_like(same)
+    stored_rows[order], stored_same[order] = rows, same
+    merge.reuse[CONCEPTS] = (stored_rows, stored_same, change)
+    return np.where(same, rows, -1)
 
 
 def _links(

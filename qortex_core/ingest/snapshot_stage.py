@@ -157,7 +157,9 @@ def _graph_arrays(
     n_phr, n_pas = stored.concepts.num_rows, stored.passages.num_rows
     # the arrays that need no edge first: their transient memory is not added to the
     # adjacency's (the stage's peak, at 1M passages)
-    text_frequency, words = snapshot_words.text_frequency(stored.passages, stored.concepts, base)
+    text_frequency, words = snapshot_words.text_frequency(
+        stored.passages, stored.concepts, base, stored.concept_base
+    )
     indptr, indices = snapshot_edges.fact_passages(stored)
     fact_nodes, fact_pairs, fact_scale = snapshot_edges.fact_edges(stored, graph_config)
     contains = snapshot_edges.contains(stored)  # (n_links, 2) passage index, phrase index
@@ -342,7 +344,8 @@ def _built(
     if cells is not None:  # what a later build needs to merge the cells (ingest/snapshot_cells.py)
         manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
     extra[snapshot_words.WORDS] = words  # the next build's base, with the links
-    extra[PHRASE_KEYS] = phrase_key_table(stored.concepts, merge.base)  # a retriever's lookup
+    # a retriever's lookup
+    extra[PHRASE_KEYS] = phrase_key_table(stored.concepts, merge.base, stored.concept_base)
     published = _publish(home, arrays, tables, manifest, verify, extra, stored.vectors.digests())
     return published, counts, dangling
 
@@ -358,7 +361,7 @@ def _publish(
 ) -> Path:
     """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
     vectors, :func:`.snapshot_read.staged`) are linked in rather than written again, with
-    their SHA-256 from ``digests`` (path -> digest) where it was taken as they were staged."""
+    their checksums from ``digests`` (path -> digest) where it was taken as they were staged."""
     data = arrays.as_dict()
     files = {
         name: Path(a.filename)

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qortex_core.ingest.snapshot_base import FULL_FRACTION, KEYS, Base, reused
+from qortex_core.ingest.snapshot_base import FULL_FRACTION, Base
 from qortex_core.ingest.text_frequency import (
     changed_frequency,
     document_frequency,
@@ -53,10 +53,12 @@ def _base_words(base: Base | None) -> tuple[pa.Table, pa.Table] | None:
 
 
 def text_frequency(
-    passages: pa.Table, concepts: pa.Table, base: Base | None
+    passages: pa.Table, concepts: pa.Table, base: Base | None, same_as: np.ndarray | None = None
 ) -> tuple[np.ndarray, pa.Table]:
     """(n_phrases,) the least passage-text document frequency of each phrase's words, and the
-    (word, df) table of the passages (from the base's when it has one and little changed)."""
+    (word, df) table of the passages (from the base's when it has one and little changed; a
+    concept's frequency from the base's where ``same_as``, its row there with the same id and
+    name, is not -1)."""
     known = _base_words(base) if passages.num_rows else None
     df, moved = None, None
     if known is not None:
@@ -71,20 +73,23 @@ def text_frequency(
         df = document_frequency(texts)
     if concepts.num_rows == 0:
         return np.zeros(0, np.float32), df
-    earlier = None if moved is None or base is None else _base_frequency(concepts, base)
+    earlier = None
+    if moved is not None and base is not None and same_as is not None:
+        earlier = _base_frequency(concepts, base, same_as)
     if earlier is None or moved is None:
         return phrase_frequency(df, concepts["name"]), df
     return refreshed_frequency(df, concepts["name"], earlier, moved), df
 
 
-def _base_frequency(concepts: pa.Table, base: Base) -> np.ndarray | None:
+def _base_frequency(concepts: pa.Table, base: Base, same_as: np.ndarray) -> np.ndarray | None:
     """(n_phrases,) each concept's text frequency in the base where it has the same id and
-    name there, NaN elsewhere; None when the base has no frequencies."""
+    name there (``same_as``: that row, -1 none), NaN elsewhere; None when the base has no
+    frequencies."""
     old = base.snapshot.arrays.get("phrase_text_frequency")
     keys = base.keys(CONCEPTS)
     if old is None or len(old) != keys.num_rows:
         return None
-    rows, same, _ = reused(concepts.select(list(KEYS[CONCEPTS])), keys)
     out = np.full(concepts.num_rows, np.nan, np.float32)
-    out[same] = np.asarray(old)[rows[same]]
+    same = same_as >= 0
+    out[same] = np.asarray(old)[same_as[same]]
     return out

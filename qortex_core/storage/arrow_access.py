@@ -317,3 +317,27 @@ def take_rows(table: pa.Table, order: np.ndarray) -> pa.Table:
     # a lone slice would keep its parent's whole buffers (the bytes of rows left out, which a
     # purge must not find in a published file)
     return table.take(pa.array(order)).combine_chunks()
+
+
+def take_scattered(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table.take(rows)`` as one chunk per column, taken chunk by chunk: Arrow's ``take`` on
+    a table of many chunks (views of a base's runs) first combines every column, a copy of
+    the whole table for a few rows."""
+    rows = np.asarray(rows, np.int64)
+    if table.num_rows == 0 or len(rows) == 0 or table.column(0).num_chunks <= 1:
+        return table.take(pa.array(rows)).combine_chunks()
+    batches = table.to_batches()  # zero-copy: record batches where all columns' chunks meet
+    starts = np.cumsum([0] + [b.num_rows for b in batches])  # (batches + 1,)
+    chunk = np.searchsorted(starts, rows, side="right") - 1  # (k,) each row's batch
+    by_chunk = np.argsort(chunk, kind="stable")  # (k,) rows grouped by batch
+    grouped_rows, grouped_chunk = rows[by_chunk], chunk[by_chunk]
+    used, first = np.unique(grouped_chunk, return_index=True)  # (u,) batches hit, where each starts
+    ends = np.append(first[1:], len(rows))
+    parts = [
+        batches[c].take(pa.array(grouped_rows[a:b] - starts[c]))
+        for c, a, b in zip(used.tolist(), first.tolist(), ends.tolist())
+    ]
+    grouped = pa.Table.from_batches(parts, table.schema).combine_chunks()
+    back = np.empty(len(rows), np.int64)
+    back[by_chunk] = np.arange(len(rows))  # (k,) each asked row's place among the grouped
+    return grouped.take(pa.array(back))

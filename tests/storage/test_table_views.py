@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from qortex_core.storage import arrow_access, snapshot_files
-from qortex_core.storage.arrow_access import owned, runs_of
+from qortex_core.storage.arrow_access import owned, runs_of, take_scattered
 from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage.snapshot_files import write_arrow
 
@@ -95,3 +95,18 @@ def test_more_runs_than_the_bound_are_taken(tmp_path, monkeypatch):
         ),
     )
     assert all(c.num_chunks == 1 for c in got.columns)
+
+
+def test_a_scattered_take_from_many_chunks_equals_arrows_take() -> None:
+    """Rows taken batch by batch (a column of many chunks is never combined whole) are Arrow's
+    ``take``: any order, repeats, chunks that do not line up across columns, empty chunks."""
+    table = pa.table(
+        {
+            "id": pa.chunked_array([["a", "b"], [], ["c", "d", "e"], ["f"]]),
+            "n": pa.chunked_array([[0], [1, 2, 3], [4, 5]]),
+        }
+    )
+    for rows in ([5, 0, 2, 2, 1, 4], [3], [], list(range(6))[::-1]):
+        got = take_scattered(table, np.array(rows, np.int64))
+        assert got.to_pydict() == table.take(pa.array(rows, pa.int64())).to_pydict()
+        assert all(column.num_chunks == 1 for column in got.columns)
