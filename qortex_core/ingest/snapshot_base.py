@@ -223,5 +223,5 @@ def write_merged(
             cursor += k
             fh.write(block.data.cast("B"))
             vectors.release(old)  # one block of the base's file resident at a time
-    vectors.WRITTEN.record(path, fh.hexdigest())
+    vectors.WRITTEN.record(path, fh.digest())
     return change, True

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
-from qortex_core.storage.checksums import HashingWriter, WrittenDigests, sha256_of
+from qortex_core.storage.checksums import HashingWriter, WrittenDigests, file_digest
 from qortex_core.storage.store import LanceStore, arrow_to_vectors
 
 BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and writes at once
@@ -70,7 +70,7 @@ def write_stored(store: LanceStore, name: str, ids: pa.ChunkedArray, path: Path)
             write_header(fh, 0, 1)
     if at != rows:
         raise changed(name)
-    WRITTEN.record(path, fh.hexdigest())
+    WRITTEN.record(path, fh.digest())
 
 
 def _npy_layout(fh: BinaryIO) -> tuple[tuple[int, ...], int]:
@@ -189,7 +189,7 @@ def write_permuted(source: Path, order: np.ndarray, path: Path) -> None:
                         out = np.empty_like(region)
                         out[np.argsort(want)] = region  # region row k: the k-th smallest want
                         fh.write(out.data.cast("B"))
-                WRITTEN.record(path, fh.hexdigest())
+                WRITTEN.record(path, fh.digest())
         finally:
             spill.unlink(missing_ok=True)
 
@@ -201,12 +201,12 @@ def load(path: Path) -> np.ndarray:
 
 def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str, str]:
     """The memory map ``write`` returns, once its file is hashed (as it was written, where the
-    writer recorded it in :data:`WRITTEN`) and on disk: its path and SHA-256."""
+    writer recorded it in :data:`WRITTEN`) and on disk: its path and checksum."""
     array = write()
     path = Path(str(getattr(array, "filename", "") or ""))
     if not path.is_file():
         raise SnapshotError("a staged vector array is not a file")  # a caller's bug
-    digest = WRITTEN.take(path) or sha256_of(path)
+    digest = WRITTEN.take(path) or file_digest(path)
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
     return array, str(path), digest
@@ -242,5 +242,5 @@ class VectorFiles:
         return self._pending[name].result()[0]
 
     def digests(self) -> dict[str, str]:
-        """Each finished file's path -> SHA-256."""
+        """Each finished file's path -> checksum."""
         return {path: digest for _, path, digest in (f.result() for f in self._pending.values())}

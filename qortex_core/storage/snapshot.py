@@ -169,7 +169,7 @@ def publish(
     the directory is removed and ``LATEST`` stays (a snapshot failing its probe is not published).
     ``files`` maps array names to finished ``.npy`` files (from :func:`staging_dir`, left
     unchanged until this returns), linked (or copied) in, not written from memory; ``digests``:
-    the SHA-256 of some of them (by name), so they are not read again; tables named in
+    the checksums of some of them (by name), so they are not read again; tables named in
     ``blocked`` are written by blocks of rows (:func:`.snapshot_files.write_arrow`). All is
     fsynced before the pointer moves (``os.replace``): readers see old or new, never partial."""
     root = snapshots_dir(home)
@@ -261,7 +261,7 @@ def load(
     Args:
         home: the data home.
         name: a snapshot directory name, or a version number as a string; None for the latest.
-        verify: check every file's SHA-256 against the manifest (a file the folder's stamp
+        verify: check every file's checksum against the manifest (a file the folder's stamp
             holds unchanged since it was hashed is not read again, :mod:`.snapshot_stamp`).
         rehash: hash every file, whatever the stamp says.
 
@@ -285,7 +285,8 @@ def load(
     known = stamp.trusted(path, files) if verify and not rehash else set()
     hashed = [f for f in files if f not in known] if verify else []
     keys = stamp.keys_of(path, hashed)  # before hashing: a write meanwhile shows next time
-    digests = dict(zip(hashed, digests_of([path / f for f in hashed])))
+    # each file hashed by its checksum's algorithm (an older snapshot's are SHA-256)
+    digests = dict(zip(hashed, digests_of([path / f for f in hashed], [files[f] for f in hashed])))
     for fname, checksum in files.items():
         fpath = path / fname
         if not fpath.is_file():
@@ -310,8 +311,8 @@ def load(
 
 
 def _manifest_files(manifest: object, name: str) -> dict[str, str]:
-    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with SHA-256
-    digests.
+    """The manifest's ``files`` map, checked: plain ``*.npy``/``*.arrow`` names with their
+    checksums (:mod:`.checksums`).
 
     Raises:
         SnapshotError: the manifest is not an object or its file list is malformed.
@@ -358,7 +359,7 @@ def load_latest_good(home: str | Path, verify: bool = True) -> tuple[Snapshot, l
 
     Args:
         home: the data home.
-        verify: check every file's SHA-256 against the manifest.
+        verify: check every file's checksum against the manifest.
 
     Returns:
         The loaded snapshot and one line per snapshot refused on the way (empty when the latest

@@ -1,5 +1,5 @@
 """Writing a snapshot's files into its new folder: arrays as ``.npy``, tables as Arrow IPC
-files, staged files linked in, each hashed (SHA-256) for the manifest."""
+files, staged files linked in, each hashed (:mod:`.checksums`) for the manifest."""
 
 from __future__ import annotations
 
@@ -54,12 +54,12 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def _written(path: Path, write: Callable[[HashingWriter], None]) -> str:
     """Write ``path`` with ``write`` and flush it to disk (the publisher's own flush then finds
-    nothing left to write); its SHA-256, taken as it was written."""
+    nothing left to write); its checksum, taken as it was written."""
     with HashingWriter(path) as sink:
         write(sink)
         sink.flush()
         os.fsync(sink.fileno())
-        return sink.hexdigest()
+        return sink.digest()
 
 
 def write_payload(
@@ -70,7 +70,7 @@ def write_payload(
     blocked: Collection[str] = (),
 ) -> dict[str, str]:
     """Write arrays, link staged files and write tables into the new folder ``tmp``; file name
-    -> sha256 (a linked file's from ``known`` where given). Arrays and tables are written and
+    -> checksum (a linked file's from ``known`` where given). Arrays and tables are written and
     hashed on up to 2 threads, the largest first (numpy's and Arrow's writes and ``hashlib``
     release the GIL); the tables named in ``blocked`` a block of rows at a time
     (:func:`write_arrow`)."""

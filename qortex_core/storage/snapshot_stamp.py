@@ -1,6 +1,6 @@
 """Which files of a published snapshot are known whole without hashing them again.
 
-Loading a snapshot checks every file's SHA-256 against its manifest; at 1M passages that is
+Loading a snapshot checks every file's checksum against its manifest; at 1M passages that is
 8 GB read and hashed by every ``Retriever.open`` and by every incremental build's base. A
 snapshot's files are never written after they are published, so, as git's index does, a file
 whose size, modification time, inode and device are those recorded when it was last hashed
@@ -56,7 +56,7 @@ def trusted(folder: Path, files: Mapping[str, str]) -> set[str]:
         name
         for name, key in now.items()
         if key is not None
-        and stamp[name].get("sha256") == files[name]
+        and stamp[name].get("digest") == files[name]
         and stamp[name].get("key") == key
     }
 
@@ -67,7 +67,7 @@ def record(folder: Path, files: Mapping[str, str], keys: Mapping[str, list[int] 
     effort: a stamp that cannot be written is not an error."""
     settled = time.time_ns() - _SETTLED_NS
     entries = {
-        name: {"sha256": digest, "key": key}
+        name: {"digest": digest, "key": key}
         for name, digest in files.items()
         if (key := keys.get(name)) is not None and key[1] < settled
     }

@@ -15,7 +15,7 @@ from qortex_core.query.ppr import cg as ppr_cg
 from qortex_core.query.ppr.solve import PPRConfig, fast_walk, personalized_pagerank, symmetric_walk
 from qortex_core.query.retriever import Retriever
 from qortex_core.storage import snapshot as snap
-from qortex_core.storage.checksums import sha256_of
+from qortex_core.storage.checksums import file_digest
 from qortex_core.storage.symmetry import check_symmetric, weighted_degree
 
 
@@ -64,7 +64,7 @@ def _as_built_before(path, empty: bool = False) -> None:
     manifest = json.loads((path / "manifest.json").read_text())
     if empty:
         np.save(path / "adj_degree.npy", np.zeros(0, np.float32))
-        manifest["files"]["adj_degree.npy"] = sha256_of(path / "adj_degree.npy")
+        manifest["files"]["adj_degree.npy"] = file_digest(path / "adj_degree.npy")
     else:
         del manifest["files"]["adj_degree.npy"]
         (path / "adj_degree.npy").unlink()

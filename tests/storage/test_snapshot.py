@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -97,7 +98,7 @@ def test_round_trip(tmp_path):
     assert set(m["files"]) == {f"{n}.npy" for n in original.arrays} | {
         f"{n}.arrow" for n in original.tables
     }
-    assert all(len(digest) == 64 for digest in m["files"].values())
+    assert all(re.fullmatch(r"xxh3-128:[0-9a-f]{32}", digest) for digest in m["files"].values())
     assert loaded.n_phrases == 1
     assert loaded.adjacency.toarray().tolist() == [[0.0, 2.5], [2.5, 0.0]]
 
@@ -356,14 +357,14 @@ def test_checksums_are_computed_side_by_side_and_kept_in_file_order(tmp_path, mo
     path = snap.publish(tmp_path, make_snapshot(1))
     files = sorted(path.glob("*.npy")) + [path / "absent.npy"]
     threads = set()
-    serial = checksums.sha256_of
+    serial = checksums.file_digest
 
-    def recorded(p):
+    def recorded(p, like=None):
         threads.add(threading.current_thread().name)
-        return serial(p)
+        return serial(p, like)
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(checksums, "sha256_of", recorded)
+    monkeypatch.setattr(checksums, "file_digest", recorded)
     got = checksums.digests_of(files)
     assert got == [serial(f) for f in files[:-1]] + [None]
     assert all(name.startswith("qortex-verify") for name in threads) and len(files) > 2
