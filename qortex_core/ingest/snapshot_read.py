@@ -293,7 +293,8 @@ def read_stored(
     id and synonym edges by their ends. A full build and a chain of incremental ones give the
     same arrays."""
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-concepts") as pool:
-        reading = pool.submit(store.read_without, CONCEPTS, ["vector"])  # beside the facts
+        # beside the facts; only what the snapshot uses (not the descriptions or domains)
+        reading = pool.submit(store.read_columns, CONCEPTS, ["id", "name", "passage_ids"])
         facts, cells = _facts(store, config, folder, merge, files)
         stored_concepts = reading.result()
     stored_passages = passages
@@ -316,7 +317,7 @@ def read_stored(
     ends = None if ends is None else _renumbered(ends, c_local)  # snapshot concept rows
     c_order, p_order = c_by_id[c_local], p_by_id[p_local]  # as stored rows
     links = _links(lists, listed_at, c_order, p_order)
-    concepts = stored_concepts.take(pa.array(c_order))
+    concepts = stored_concepts.select(["id", "name"]).take(pa.array(c_order))  # the lists: links
     passages = stored_passages.take(pa.array(p_order))
     c_keys = list(KEYS[CONCEPTS])
     c_stored, c_ordered = stored_concepts.select(c_keys), concepts.select(c_keys)
