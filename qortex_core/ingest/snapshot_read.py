@@ -330,7 +330,7 @@ def read_stored(
         PASSAGES, partial(staged, store, PASSAGES, p_stored, p_order, folder, merge, p_ordered)
     )
     del stored_concepts, stored_passages
-    rules = store.read(RULES)
+    rules = store.read_without(RULES, ["vector"])  # no snapshot file holds rule vectors
     rules = rules.take(_by_id(rules)) if rules.num_rows else rules
     synonyms = store.read(SYNONYMS)
     if synonyms.num_rows:
