@@ -37,6 +37,9 @@ from qortex_core.storage import id_keys
 from qortex_core.storage.arrow_access import runs_of, take_rows
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
+# what the snapshot uses of the concepts (not their descriptions or domains, in no file of it)
+_CONCEPT_COLUMNS = ["id", "name", "passage_ids"]
+
 
 @dataclass
 class Merge:
@@ -293,8 +296,7 @@ def read_stored(
     id and synonym edges by their ends. A full build and a chain of incremental ones give the
     same arrays."""
     with ThreadPoolExecutor(1, thread_name_prefix="snapshot-concepts") as pool:
-        # beside the facts; only what the snapshot uses (not the descriptions or domains)
-        reading = pool.submit(store.read_columns, CONCEPTS, ["id", "name", "passage_ids"])
+        reading = pool.submit(store.read_columns, CONCEPTS, _CONCEPT_COLUMNS)  # beside the facts
         facts, cells = _facts(store, config, folder, merge, files)
         stored_concepts = reading.result()
     stored_passages = passages
