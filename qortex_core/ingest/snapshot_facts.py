@@ -101,7 +101,7 @@ def base_facts(
     if facts.num_rows != store.count(FACTS):
         return None  # the base's rows are not the table's: read it in full
     at = id_keys.index_in(fresh["id"], touched)  # (read,) each read row's touched id
-    held = (at >= 0) & (in_base[np.maximum(at, 0)] >= 0) if len(at) else np.zeros(0, bool)
+    held = (at >= 0) & (in_base[np.maximum(at, 0)] >= 0)  # (read,) the base had it
     change = RowChange(int((~held).sum()), int(held.sum()), int((~keep).sum()) - int(held.sum()))
     base_row = np.concatenate([np.flatnonzero(keep), np.full(fresh.num_rows, -1)])
     reuse = (base_row.astype(np.int64), base_row >= 0, change)

@@ -38,7 +38,7 @@ from qortex_core.storage.arrow_access import runs_of, take_rows
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 # what the snapshot uses of the concepts (not their descriptions or domains, in no file of it)
-_CONCEPT_COLUMNS = ["id", "name", "passage_ids"]
+_CONCEPT_COLUMNS = ("id", "name", "passage_ids")
 
 
 @dataclass
