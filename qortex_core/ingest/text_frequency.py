@@ -111,12 +111,27 @@ def changed_frequency(
     df: pa.Table,
     removed: Sequence[str] | pa.Array | pa.ChunkedArray,
     added: Sequence[str] | pa.Array | pa.ChunkedArray,
-) -> tuple[pa.Table, pa.Array]:
-    """:func:`updated_frequency`, and every word of the removed and added texts: the words
-    whose df may have moved (for :func:`refreshed_frequency`), counted once for both."""
+) -> tuple[pa.Table, pa.Table]:
+    """:func:`updated_frequency`, and (word, before, after) for every word of the removed and
+    added texts: the words whose df may have moved, with their df in ``df`` and in the result
+    (0 where a table does not hold the word), for :func:`refreshed_frequency`."""
     gone, new = document_frequency(removed), document_frequency(added)
-    moved = pa.chunked_array([gone["word"], new["word"]], pa.string()).combine_chunks()
-    return _merged_frequency(df, gone, new), moved
+    merged = _merged_frequency(df, gone, new)
+    words = pc.unique(pa.chunked_array([gone["word"], new["word"]], pa.string()).combine_chunks())
+    moved = pa.table({"word": words, "before": _df_of(df, words), "after": _df_of(merged, words)})
+    return merged, moved
+
+
+def _df_of(df: pa.Table, words: pa.Array) -> np.ndarray:
+    """(len(words),) int64 each word's df in ``df`` (0 where it is not there)."""
+    counts = np.asarray(df["df"].to_numpy(), np.int64)
+    if len(counts) == 0:
+        return np.zeros(len(words), np.int64)
+    held = df["word"]
+    held = held.combine_chunks() if isinstance(held, pa.ChunkedArray) else held
+    at = pc.index_in(words, value_set=held).fill_null(-1).to_numpy(zero_copy_only=False)
+    at = np.asarray(at, np.int64)  # (len(words),) row in df, -1 absent
+    return np.where(at >= 0, counts[np.maximum(at, 0)], 0)
 
 
 def _merged_frequency(df: pa.Table, gone: pa.Table, new: pa.Table) -> pa.Table:
@@ -152,22 +167,34 @@ def refreshed_frequency(
     df: pa.Table,
     phrase_names: pa.Array | pa.ChunkedArray,
     old: np.ndarray,
-    changed: pa.Array,
+    moved: pa.Table,
 ) -> np.ndarray:
     """:func:`phrase_frequency` of every phrase from ``old`` (each phrase's value in an earlier
-    count; NaN where there is none), counting again only the phrases without one and those
-    with a word among ``changed`` (every word whose df moved since): the least df of a phrase
-    none of whose words moved is the earlier least."""
+    count; NaN where there is none) and ``moved`` (:func:`changed_frequency`'s words whose df
+    may have moved, with their df before and after), counting again only the phrases without
+    an earlier value and those whose least df a moved word changes.
+
+    A phrase's value is the least df of its words. A moved word changes it only when its new df
+    is below that least, or when it held the least and its df moved; otherwise a word that held
+    the least still does, with the same df, and no word went below it. The comparisons are made
+    in float32, the value's type (rounding to float32 is monotone: the least of the rounded dfs
+    is the rounded least)."""
     names = _as_strings(phrase_names)
     words = _words(names)  # (phrases,) lists of words
-    hit = pc.is_in(pc.list_flatten(words), value_set=changed).to_numpy(zero_copy_only=False)
-    parent = pc.list_parent_indices(words).to_numpy()  # (words,) phrase of each word
+    at = pc.index_in(pc.list_flatten(words), value_set=moved["word"].combine_chunks())
+    hit = pc.is_valid(at).to_numpy(zero_copy_only=False)  # (words,) a moved word
     redo = np.isnan(old)
-    redo[parent[hit]] = True
+    if hit.any():
+        row = np.asarray(at.drop_null().to_numpy(), np.int64)  # (hits,) its row in moved
+        before = moved["before"].to_numpy().astype(np.float32)[row]  # (hits,)
+        after = moved["after"].to_numpy().astype(np.float32)[row]  # (hits,)
+        phrase = pc.list_parent_indices(words).to_numpy()[hit]  # (hits,) phrase of each
+        least = np.asarray(old, np.float32)[phrase]  # (hits,) NaN: counted again anyway
+        redo[phrase[(after < least) | ((before == least) & (after != before))]] = True
     out = np.asarray(old, np.float32).copy()
-    at = np.flatnonzero(redo)
-    if at.size:
-        out[at] = phrase_frequency(df, names.take(pa.array(at)))
+    rows = np.flatnonzero(redo)
+    if rows.size:
+        out[rows] = phrase_frequency(df, names.take(pa.array(rows)))
     return out
 
 

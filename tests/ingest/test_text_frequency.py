@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
 from qortex_core.ingest import text_frequency
@@ -108,10 +109,10 @@ def test_refreshed_frequency_counts_again_only_what_moved_and_equals_a_full_coun
     names += ["unseen zzzword", ""]
     old = phrase_text_frequency(before, names)
     old[:5] = np.nan  # phrases the earlier count did not have
-    df = document_frequency(after)
-    moved = pa.chunked_array(
-        [document_frequency(before[:2])["word"], document_frequency(texts[297:])["word"]]
-    ).combine_chunks()
+    df, moved = text_frequency.changed_frequency(
+        document_frequency(before), before[:2], texts[297:]
+    )
+    assert df.sort_by("word").equals(document_frequency(after).sort_by("word").cast(df.schema))
     asked = []
     monkeypatch.setattr(
         text_frequency,
@@ -122,3 +123,28 @@ def test_refreshed_frequency_counts_again_only_what_moved_and_equals_a_full_coun
     assert got.dtype == np.float32 and np.array_equal(got, phrase_frequency(df, names))
     assert len(asked) == 1 and 5 <= asked[0] < len(names) // 2  # the others kept theirs
     assert not np.array_equal(old[5:], got[5:])  # some kept phrase did move: counted again
+    # a phrase with a moved word whose least df that word does not hold is not counted again
+    named = set(moved["word"].to_pylist())
+    with_moved = sum(any(w in named for w in ids.normalize_phrase(n).split()) for n in names)
+    assert asked[0] < with_moved
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_refreshed_frequency_after_random_changes_equals_a_full_count(seed):
+    # small vocabularies: words tie, vanish (df 0) and appear, in removals and additions alike
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(12)]
+
+    def text() -> str:
+        return " ".join(rng.choice(vocab, size=int(rng.integers(1, 5))))
+
+    texts = [text() for _ in range(40)]
+    names = [text() for _ in range(60)] + ["", "zz unknown"]
+    gone = rng.choice(len(texts), size=int(rng.integers(0, 20)), replace=False)
+    removed = [texts[i] for i in gone]
+    added = [text() for _ in range(int(rng.integers(0, 20)))]
+    after = [t for i, t in enumerate(texts) if i not in set(gone)] + added
+    df, moved = text_frequency.changed_frequency(document_frequency(texts), removed, added)
+    old = phrase_text_frequency(texts, names)
+    got = text_frequency.refreshed_frequency(df, pa.array(names), old, moved)
+    np.testing.assert_array_equal(got, phrase_text_frequency(after, names))
