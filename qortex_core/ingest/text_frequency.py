@@ -104,7 +104,7 @@ def updated_frequency(
     """(word, df) of a text collection from its earlier ``df``, less the ``removed`` texts'
     counts, plus the ``added`` texts': what :func:`document_frequency` of the new collection
     gives (as a set of rows: counts are integers), words counted 0 dropped."""
-    return _merged_frequency(df, document_frequency(removed), document_frequency(added))
+    return changed_frequency(df, removed, added)[0]
 
 
 def changed_frequency(
@@ -116,33 +116,41 @@ def changed_frequency(
     added texts: the words whose df may have moved, with their df in ``df`` and in the result
     (0 where a table does not hold the word), for :func:`refreshed_frequency`."""
     gone, new = document_frequency(removed), document_frequency(added)
-    merged = _merged_frequency(df, gone, new)
     words = pc.unique(pa.chunked_array([gone["word"], new["word"]], pa.string()).combine_chunks())
-    moved = pa.table({"word": words, "before": _df_of(df, words), "after": _df_of(merged, words)})
-    return merged, moved
+    if len(words) == 0:
+        return df, pa.table({"word": words, "before": _counts(0), "after": _counts(0)})
+    at = pc.index_in(df["word"], value_set=words)  # (vocabulary,) row in words, null: unmoved
+    hit = pc.is_valid(at)
+    before = np.zeros(len(words), np.int64)  # (moved,) 0: not in df
+    before[_rows(at.filter(hit))] = df["df"].filter(hit).to_numpy()
+    after = before - _aligned(gone, words) + _aligned(new, words)  # (moved,)
+    moved = pa.table({"word": words, "before": before, "after": after})
+    # the vocabulary's other rows as they are, the moved words with their new counts (rows
+    # counted 0 dropped): a set of rows, as document_frequency's is
+    kept = df.filter(pc.invert(hit)).select(["word", "df"]).cast(_SCHEMA)
+    counted = pa.table({"word": words, "df": after}).filter(pa.array(after > 0)).cast(_SCHEMA)
+    return pa.concat_tables([kept, counted]), moved
 
 
-def _df_of(df: pa.Table, words: pa.Array) -> np.ndarray:
-    """(len(words),) int64 each word's df in ``df`` (0 where it is not there)."""
-    counts = np.asarray(df["df"].to_numpy(), np.int64)
-    if len(counts) == 0:
-        return np.zeros(len(words), np.int64)
-    held = df["word"]
-    held = held.combine_chunks() if isinstance(held, pa.ChunkedArray) else held
-    at = pc.index_in(words, value_set=held).fill_null(-1).to_numpy(zero_copy_only=False)
-    at = np.asarray(at, np.int64)  # (len(words),) row in df, -1 absent
-    return np.where(at >= 0, counts[np.maximum(at, 0)], 0)
+_SCHEMA = pa.schema([("word", pa.string()), ("df", pa.int64())])
 
 
-def _merged_frequency(df: pa.Table, gone: pa.Table, new: pa.Table) -> pa.Table:
-    """(word, df): ``df`` less ``gone``'s counts plus ``new``'s, words counted 0 dropped."""
-    if gone.num_rows == 0 and new.num_rows == 0:
-        return df
-    negated = pa.table({"word": gone["word"], "df": pc.negate(gone["df"])})
-    parts = [t.cast(df.schema) for t in (df, negated, new)]
-    merged = pa.concat_tables(parts).group_by("word").aggregate([("df", "sum")])
-    kept = merged.filter(pc.greater(merged["df_sum"], 0))
-    return pa.table({"word": kept["word"], "df": kept["df_sum"]})
+def _counts(n: int) -> pa.Array:
+    return pa.array(np.zeros(n, np.int64))
+
+
+def _rows(at: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The (non-null) positions of an ``index_in`` result as int64."""
+    return np.asarray(at.to_numpy(), np.int64) if len(at) else np.zeros(0, np.int64)
+
+
+def _aligned(df: pa.Table, words: pa.Array) -> np.ndarray:
+    """(len(words),) int64 each of ``words``' df in ``df`` (a few rows; 0 where absent)."""
+    out = np.zeros(len(words), np.int64)
+    if df.num_rows:
+        at = pc.index_in(df["word"], value_set=words)  # (rows,) every row's word is in words
+        out[_rows(at)] = df["df"].to_numpy()
+    return out
 
 
 def phrase_frequency(
