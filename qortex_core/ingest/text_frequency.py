@@ -158,17 +158,31 @@ def phrase_frequency(
 ) -> np.ndarray:
     """(n_phrases,) float32: the least ``df`` among each phrase's words (0: none counted)."""
     words = _words(_as_strings(phrase_names))  # (phrases,) lists of words
-    at = pc.index_in(pc.list_flatten(words), value_set=df["word"])  # (words,) row in df or null
-    known = pc.is_valid(at).to_numpy(zero_copy_only=False)
-    counts = df["df"].to_numpy()
-    per_word = np.zeros(len(known), np.float64)  # unknown words count 0
-    per_word[known] = counts[at.drop_null().to_numpy()]
+    per_word = _word_counts(df, pc.list_flatten(words))  # (words,)
     offsets = words.offsets.to_numpy()  # (phrases+1,)
     out = np.zeros(len(words), np.float32)
     filled = np.flatnonzero(offsets[1:] > offsets[:-1])  # phrases with at least one word
     if len(filled):
         out[filled] = np.minimum.reduceat(per_word, offsets[filled])
     return out
+
+
+def _word_counts(df: pa.Table, flat: pa.Array) -> np.ndarray:
+    """(len(flat),) float64 each word's df (0: not counted). Few words against a large
+    vocabulary (a refresh) look up their distinct words by one scan of the vocabulary (a hash
+    of those few); otherwise every word is looked up in a hash of the vocabulary."""
+    if len(flat) * 4 >= df.num_rows:
+        at = pc.index_in(flat, value_set=df["word"])  # (words,) row in df or null
+        known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+        per_word = np.zeros(len(known), np.float64)  # unknown words count 0
+        per_word[known] = df["df"].to_numpy()[_rows(at.drop_null())]
+        return per_word
+    distinct = pc.unique(flat)
+    at = pc.index_in(df["word"], value_set=distinct)  # (vocabulary,) row in distinct or null
+    hit = pc.is_valid(at)
+    counts = np.zeros(len(distinct), np.float64)  # (distinct,)
+    counts[_rows(at.filter(hit))] = df["df"].filter(hit).to_numpy()
+    return counts[_rows(pc.index_in(flat, value_set=distinct))]
 
 
 def refreshed_frequency(

@@ -6,6 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from qortex_bench.synth_corpus import SynthConfig, SynthCorpus
@@ -127,6 +128,30 @@ def test_refreshed_frequency_counts_again_only_what_moved_and_equals_a_full_coun
     named = set(moved["word"].to_pylist())
     with_moved = sum(any(w in named for w in ids.normalize_phrase(n).split()) for n in names)
     assert asked[0] < with_moved
+
+
+def test_a_few_phrases_count_the_same_against_a_large_vocabulary():
+    # few words against many: looked up by a scan of the vocabulary, not a hash of it; the
+    # whole list the other way
+    texts = [f"{p.title} {p.text}" for p in SynthCorpus(SynthConfig(passages=200)).passages()]
+    df = document_frequency(texts + ["Río zzz", "río"])
+    names = ["river Thames", "rio", "nowhere at all", "", "ZZZ zzz"] + [t[:90] for t in texts]
+    flat = pc.list_flatten(text_frequency._words(pa.array(names[:5])))
+    assert len(flat) * 4 < df.num_rows  # the scan
+    assert len(pc.list_flatten(text_frequency._words(pa.array(names)))) * 4 >= df.num_rows
+    want = [
+        min(
+            (_reference_df(texts + ["Río zzz", "río"], w) for w in ids.normalize_phrase(n).split()),
+            default=0,
+        )
+        for n in names
+    ]
+    np.testing.assert_array_equal(phrase_frequency(df, names[:5]), np.float32(want[:5]))
+    np.testing.assert_array_equal(phrase_frequency(df, names), np.float32(want))
+
+
+def _reference_df(texts: list[str], word: str) -> int:
+    return sum(word in ids.normalize_phrase(t).split() for t in texts)
 
 
 @pytest.mark.parametrize("seed", range(6))
