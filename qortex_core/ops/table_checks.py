@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.stage_inputs import remember, remembered, upstream_marks
+from qortex_core.storage import id_keys
 from qortex_core.storage.store import (
     CHUNKS,
     CONCEPTS,
@@ -89,12 +90,13 @@ def _chunk_states(store: LanceStore, extractor_key: str) -> tuple[pa.Array, pa.T
     recorded), and those extractions' chunk id, status and error columns (a chunk has one
     row per extractor: its key is the digest of the two)."""
     chunks = _ids(_columns(store, CHUNKS, ["id"]))
-    chunks = chunks.take(pc.sort_indices(chunks))
+    chunks = chunks.take(pa.array(id_keys.sort_indices(chunks)))  # ids as integers
     stored = _columns(store, EXTRACTIONS, ["passage_id", "extractor", "status", "error"])
     if stored is None:
         return pa.nulls(len(chunks), pa.int32()), None
     stored = stored.filter(pc.equal(stored["extractor"], extractor_key))
-    return pc.index_in(chunks, value_set=stored["passage_id"].combine_chunks()), stored
+    at = id_keys.index_in(chunks, stored["passage_id"])  # (chunks,) -1: none recorded
+    return pa.array(at, pa.int64(), mask=at < 0), stored
 
 
 def extraction_status(store: LanceStore, extractor_key: str) -> dict[str, int]:

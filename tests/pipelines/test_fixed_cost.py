@@ -220,7 +220,11 @@ def _reference(store: LanceStore, key: str) -> tuple[dict, dict, tuple]:
     return dangling, status, (errors, len(states))
 
 
-def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path):
+# chunk ids of another format (looked up as strings) and of the id format (as integers)
+@pytest.mark.parametrize(
+    "chunks", [[f"c{i}" for i in (1, 2, 3, 4, 5)], [f"c_{i:016x}" for i in (9, 2, 7, 1, 5)]]
+)
+def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path, chunks):
     from qortex_core.ingest.chunk_stage import extraction_key
 
     store, key = LanceStore.open(tmp_path / "home"), "offline/v2"
@@ -237,14 +241,13 @@ def test_the_table_checks_count_what_a_row_by_row_scan_counts(tmp_path):
         ),
     )
     store.upsert(SYNONYMS, pa.table({"id": ["s1", "s2"], "a": ["a", "c"], "b": ["c", "zz"]}))
-    chunks = ["c1", "c2", "c3", "c4", "c5"]
     store.upsert(CHUNKS, pa.table({"id": chunks}))
     store.upsert(
         EXTRACTIONS,
         pa.table(
             {
                 "key": [extraction_key(c, key) for c in chunks[:4]]
-                + [extraction_key("c5", "other/v1")],
+                + [extraction_key(chunks[4], "other/v1")],
                 "passage_id": chunks,
                 "extractor": [key] * 4 + ["other/v1"],  # c5: only another extractor's row
                 "status": ["ok", "failed", "ok", "failed", "failed"],
