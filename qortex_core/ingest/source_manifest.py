@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,8 +48,9 @@ def settings_digest(config: SourceConfig) -> str:
 @dataclass
 class _Trust:
     """The ``known`` callback of :func:`load_documents` over one manifest: the listed files whose
-    stat matches the manifest, found by one arrow join (no per-file Python work); it keeps the
-    listing, whose stat (taken before any read) is the one to record for the files read."""
+    stat matches the manifest, found by two hash lookups and array compares (no per-file
+    Python work); it keeps the listing, whose stat (taken before any read) is the one to
+    record for the files read."""
 
     manifest: pa.Table
     signatures: pa.Table
@@ -64,21 +66,22 @@ class _Trust:
     def _match(self, listing: Listing) -> dict[str, str]:
         if not (self.manifest.num_rows and self.signatures.num_rows and listing.files):
             return {}
-        rows = _stamped(listing).join(_trustable(self.manifest, self.settings), "id")
-        rows = rows.join(self.signatures, "id")
-        keep = pc.and_(
-            pc.and_(
-                pc.equal(rows["size"], rows["m_size"]),
-                pc.equal(rows["mtime_ns"], rows["m_mtime_ns"]),
-            ),
-            pc.and_(
-                pc.equal(rows["inode"], rows["m_inode"]),
-                pc.equal(rows["stored_signature"], rows["m_signature"]),
-            ),
-        )
-        keep = pc.and_(keep, pc.less(rows["mtime_ns"], pc.subtract(rows["m_read_ns"], RACY_NS)))
-        kept = rows.filter(keep)
-        return dict(zip(kept["id"].to_pylist(), kept["m_content_hash"].to_pylist()))
+        files = _stamped(listing)
+        held = self.manifest.filter(pc.equal(self.manifest["settings"], self.settings))
+        at = _positions(files["id"], held["id"])  # (files,) manifest row, -1 none
+        signed = _positions(files["id"], self.signatures["id"])  # (files,) document row
+        ok = (at >= 0) & (signed >= 0)
+        row, doc = at[ok], signed[ok]
+        keep = np.flatnonzero(ok)[
+            (_column(held, "size")[row] == _column(files, "size")[ok])
+            & (_column(held, "mtime_ns")[row] == _column(files, "mtime_ns")[ok])
+            & (_column(held, "inode")[row] == _column(files, "inode")[ok])
+            & (_column(held, "read_ns")[row] - RACY_NS > _column(files, "mtime_ns")[ok])
+            & _same(held["signature"], row, self.signatures["stored_signature"], doc)
+        ]
+        kept_ids = files["id"].take(pa.array(keep)).to_pylist()
+        hashes = held["content_hash"].take(pa.array(at[keep])).to_pylist()
+        return dict(zip(kept_ids, hashes))
 
     def stats(self, config: SourceConfig) -> dict[str, os.stat_result]:
         """The stat of each listed file not trusted unchanged (the files read), by its document
@@ -94,22 +97,36 @@ class _Trust:
 def _stamped(listing: Listing) -> pa.Table:
     """The listed files' relative paths with the size, mtime and inode the listing saw."""
     files = [f for f in listing.files if f.stat is not None]
+    stats = [f.stat for f in files]
     return pa.table(
         {
             "id": pa.array([f.rel for f in files], pa.string()),
-            "size": pa.array([f.stat.st_size for f in files], pa.int64()),  # type: ignore[union-attr]
-            "mtime_ns": pa.array([f.stat.st_mtime_ns for f in files], pa.int64()),  # type: ignore[union-attr]
-            "inode": pa.array([f.stat.st_ino for f in files], pa.int64()),  # type: ignore[union-attr]
+            "size": pa.array([s.st_size for s in stats], pa.int64()),  # type: ignore[union-attr]
+            "mtime_ns": pa.array([s.st_mtime_ns for s in stats], pa.int64()),  # type: ignore[union-attr]
+            "inode": pa.array([s.st_ino for s in stats], pa.int64()),  # type: ignore[union-attr]
         }
     )
 
 
-def _trustable(manifest: pa.Table, settings: str) -> pa.Table:
-    """The manifest rows recorded under ``settings``, their columns prefixed ``m_`` (the id
-    kept)."""
-    rows = manifest.filter(pc.equal(manifest["settings"], settings))
-    names = [n if n == "id" else f"m_{n}" for n in rows.column_names]
-    return rows.rename_columns(names)
+def _positions(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
+    """(n,) int64 row of each value in ``value_set`` (its first), -1 where it is not there."""
+    whole = value_set.combine_chunks() if value_set.num_chunks != 1 else value_set.chunk(0)
+    at = pc.index_in(values, value_set=whole).fill_null(-1)
+    return np.asarray(at.to_numpy(), np.int64)
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(table[name].to_numpy(), np.int64)
+
+
+def _same(
+    left: pa.ChunkedArray, at: np.ndarray, right: pa.ChunkedArray, to: np.ndarray
+) -> np.ndarray:
+    """(len(at),) bool: ``left[at[i]] == right[to[i]]`` (a null equals nothing)."""
+    if len(at) == 0:
+        return np.zeros(0, bool)
+    equal = pc.equal(left.take(pa.array(at)), right.take(pa.array(to)))
+    return np.asarray(pc.fill_null(equal, False).to_numpy(zero_copy_only=False), bool)
 
 
 @dataclass(frozen=True)

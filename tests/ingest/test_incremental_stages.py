@@ -75,6 +75,33 @@ def test_documents_reads_only_files_whose_stat_moved_and_drops_deleted_ones(tmp_
     assert sorted(store.read("source_manifest")["id"].to_pylist()) == sorted(stored)
 
 
+def test_each_part_of_the_stat_and_the_stored_signature_is_compared(tmp_path):
+    """A file is trusted only when its size, mtime and inode all match the manifest and the
+    documents table still holds the signature read then: any one moved, it is read again."""
+    root, store = tmp_path / "src", LanceStore.open(tmp_path / "home")
+    for name in ("size.md", "inode.md", "signed.md", "same.md"):
+        _write(root, name, f"# {name}\n\nText of {name}.\n")
+    _sync(store, root)
+    _write(root, "size.md", "# size.md\n\nLonger text of size.md.\n")  # same mtime
+    swapped = _write(root, "inode.tmp", "# inode.md\n\nTEXT OF INODE.MD.\n")
+    os.replace(swapped, root / "inode.md")  # same size and mtime, another inode
+    rows = store.read("documents")
+    signed = rows.filter(pc.equal(rows["id"], "signed.md"))
+    store.upsert(
+        "documents",
+        signed.set_column(
+            signed.schema.get_field_index("signature"), "signature", pa.array(["x/y"])
+        ),
+    )
+    again, report = _sync(store, root)
+    assert sorted(d.doc_id for d in again.documents) == ["inode.md", "signed.md", "size.md"]
+    assert again.kept == ("same.md",) and sorted(report.changed) == [
+        "inode.md",
+        "signed.md",
+        "size.md",
+    ]
+
+
 def test_a_file_written_just_before_it_was_read_is_read_again(tmp_path):
     """Racy clean: a file modified within the clock's granularity of its read may change again
     without moving its mtime, so the next run reads it once more rather than trusting it."""
