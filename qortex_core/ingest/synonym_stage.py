@@ -46,7 +46,8 @@ _log = logging.getLogger(__name__)
 BASIS = "synonym_basis"
 _STATE = "synonyms"  # stage-state key: JSON of the settings digest, drift and table versions
 MAX_DRIFT = 0.2  # concepts added + removed since the last full build, as a share of its concepts
-_DELETE_LIST = 1000  # up to this many ids a delete is one predicate; above, a filtered rewrite
+_DELETE_LIST = 100_000  # ids one delete names at most (looked up in the key's BTREE index)
+_REWRITE_SHARE = 0.25  # a drop naming more ids than this share of the rows: a filtered rewrite
 KEYED = {SYNONYMS: ("a", "b"), BASIS: ("id",)}  # the columns a run deletes rows by (key_index)
 
 Mode = Literal["unchanged", "incremental", "full"]
@@ -188,13 +189,16 @@ def _changes(concepts: Concepts, basis: pa.Table, probes: int) -> _Changes:
 
 def _drop(store: LanceStore, name: str, keys: tuple[str, ...], gone: list[str]) -> None:
     """Delete the rows of ``name`` whose ``keys`` name any of ``gone``."""
-    if not gone or store.count(name) == 0:
+    rows_now = store.count(name)
+    if not gone or rows_now == 0:
         return
-    if len(gone) <= _DELETE_LIST:
+    if len(gone) <= _REWRITE_SHARE * rows_now:  # deletes: the key indexes find the rows
         for key in keys:
-            store.delete(name, key, gone)
+            for s in range(0, len(gone), _DELETE_LIST):
+                store.delete(name, key, gone[s : s + _DELETE_LIST])
         return
-    rows = store.read(name)  # a long list: one filtered rewrite rather than a long predicate
+    # most of the table: one filtered rewrite (it loses the key indexes: built again after)
+    rows = store.read(name)
     drop = pa.array(gone, pa.string())
     keep = None
     for key in keys:

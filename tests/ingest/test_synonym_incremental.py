@@ -48,11 +48,19 @@ def rebuilt(tmp_path_factory) -> dict[frozenset, float]:
     return _edges(store)
 
 
-@pytest.mark.parametrize("delete_list", [1000, 1], ids=["predicate", "rewrite"])
-def test_incremental_edges_equal_a_full_build(tmp_path, rebuilt, monkeypatch, delete_list):
+@pytest.mark.parametrize(
+    ("delete_list", "rewrite_share"),
+    [(1000, 1.0), (2, 1.0), (1000, 0.0)],
+    ids=["predicate", "predicates", "rewrite"],
+)
+def test_incremental_edges_equal_a_full_build(
+    tmp_path, rebuilt, monkeypatch, delete_list, rewrite_share
+):
     from qortex_core.ingest import synonym_stage
 
-    monkeypatch.setattr(synonym_stage, "_DELETE_LIST", delete_list)  # gone ids: both ways
+    # the ids of the dropped rows: one delete, deletes of 2 ids each, or a filtered rewrite
+    monkeypatch.setattr(synonym_stage, "_DELETE_LIST", delete_list)
+    monkeypatch.setattr(synonym_stage, "_REWRITE_SHARE", rewrite_share)
     store = _concepts_of(tmp_path, FIRST)
     first = sync_synonyms(store)
     assert first.mode == "full" and first.reason == "no incremental state"
