@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.ingest import row_changes
 from qortex_core.ingest.chunk_stage import CHUNKS_KEYED, ChunkReport, chunk_table
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.stage_inputs import table_mark
-from qortex_core.storage import ids, key_index, times
+from qortex_core.storage import id_keys, ids, key_index, times
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import CHUNKS, LanceStore
 
@@ -37,11 +39,6 @@ class Change:
     removed: tuple[str, ...]
 
 
-def _signatures(store: LanceStore, table: str) -> dict[str, str]:
-    rows = store.read_columns(table, ["id", "signature"])
-    return dict(zip(rows["id"].to_pylist(), rows["signature"].to_pylist())) if rows.num_rows else {}
-
-
 def _stamp(store: LanceStore, settings: str) -> str:
     """The settings and the chunks table's mark: the manifest describes the chunks table only
     while nothing else has written it (a run from passages, say)."""
@@ -53,9 +50,25 @@ def change_since(store: LanceStore, settings: str) -> Change | None:
     manifest, other settings, or the chunks table written since: the full stage runs)."""
     if store.stage_digest(SETTINGS_STATE) != _stamp(store, settings):
         return None
-    now, chunked = _signatures(store, DOCUMENTS), _signatures(store, CHUNK_MANIFEST)
-    changed = tuple(sorted(k for k, sig in now.items() if chunked.get(k) != sig))
-    return Change(changed, tuple(sorted(k for k in chunked if k not in now)))
+    now, chunked = _keyed(store, DOCUMENTS), _keyed(store, CHUNK_MANIFEST)
+    at = id_keys.index_in(now["id"], chunked["id"])  # (documents,) manifest row, -1 none
+    same = np.zeros(len(at), bool)  # (documents,) chunked with the signature it has now
+    known = np.flatnonzero(at >= 0)
+    if known.size:
+        then = chunked["signature"].take(pa.array(at[known]))
+        equal = pc.equal(now["signature"].take(pa.array(known)), then)
+        same[known] = np.asarray(pc.fill_null(equal, False).to_numpy(zero_copy_only=False), bool)
+    changed = now["id"].filter(pa.array(~same)).to_pylist()
+    gone = ~id_keys.is_in(chunked["id"], now["id"])  # (manifest,) its document deleted
+    return Change(
+        tuple(sorted(changed)), tuple(sorted(chunked["id"].filter(pa.array(gone)).to_pylist()))
+    )
+
+
+def _keyed(store: LanceStore, table: str) -> pa.Table:
+    """``table``'s ids and signatures (an empty table: no row, the same columns)."""
+    rows = store.read_columns(table, ["id", "signature"])
+    return rows if rows.num_rows else _manifest_rows({})
 
 
 def record_full(store: LanceStore, settings: str, passages: list[Passage]) -> None:
@@ -155,8 +168,9 @@ def apply(
     store.delete(CHUNKS, "id", done.stale)
     key_index.keep_tables(store, CHUNKS_KEYED)
     row_changes.record_since(store, CHUNKS, before, [p.id for p in done.writes], done.stale)
-    now = _signatures(store, DOCUMENTS)
-    store.upsert(CHUNK_MANIFEST, _manifest_rows({k: now[k] for k in change.changed if k in now}))
+    if change.changed:  # the signatures chunked now
+        now = store.read_where(DOCUMENTS, "id", list(change.changed), ["id", "signature"])
+        store.upsert(CHUNK_MANIFEST, now.cast(_manifest_rows({}).schema))
     store.delete(CHUNK_MANIFEST, "id", list(change.removed))
     store.set_stage_digest(SHARED_STATE, json.dumps(sorted(shared | done.shared)))
     store.set_stage_digest(SETTINGS_STATE, _stamp(store, settings))

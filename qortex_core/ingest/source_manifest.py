@@ -30,7 +30,7 @@ from qortex_core.ingest.documents import (
     safe_name,
 )
 from qortex_core.ingest.source_listing import Listing
-from qortex_core.storage import ids
+from qortex_core.storage import id_keys, ids
 from qortex_core.storage.store import LanceStore
 
 MANIFEST = "source_manifest"
@@ -68,8 +68,8 @@ class _Trust:
             return {}
         files = _stamped(listing)
         held = self.manifest.filter(pc.equal(self.manifest["settings"], self.settings))
-        at = _positions(files["id"], held["id"])  # (files,) manifest row, -1 none
-        signed = _positions(files["id"], self.signatures["id"])  # (files,) document row
+        at = id_keys.index_in(files["id"], held["id"])  # (files,) manifest row, -1 none
+        signed = id_keys.index_in(files["id"], self.signatures["id"])  # (files,) document row
         ok = (at >= 0) & (signed >= 0)
         row, doc = at[ok], signed[ok]
         keep = np.flatnonzero(ok)[
@@ -106,13 +106,6 @@ def _stamped(listing: Listing) -> pa.Table:
             "inode": pa.array([s.st_ino for s in stats], pa.int64()),  # type: ignore[union-attr]
         }
     )
-
-
-def _positions(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
-    """(n,) int64 row of each value in ``value_set`` (its first), -1 where it is not there."""
-    whole = value_set.combine_chunks() if value_set.num_chunks != 1 else value_set.chunk(0)
-    at = pc.index_in(values, value_set=whole).fill_null(-1)
-    return np.asarray(at.to_numpy(), np.int64)
 
 
 def _column(table: pa.Table, name: str) -> np.ndarray:
