@@ -22,7 +22,7 @@ import pyarrow as pa
 from qortex_core.errors import DatasetError
 from qortex_core.ingest.source_listing import Listing, Skipped, list_one, list_tree
 from qortex_core.redact import RedactionConfig, redact
-from qortex_core.storage import times
+from qortex_core.storage import id_keys, times
 from qortex_core.storage.source_files import check_text, load_json, read_source
 from qortex_core.storage.store import LanceStore
 
@@ -345,32 +345,35 @@ def _to_table(docs: list[Document]) -> pa.Table:
     )
 
 
-def stored_signatures(store: LanceStore) -> dict[str, str]:
-    """Each stored document's id -> its signature (content hash and domain), not its text."""
-    rows = store.read_columns(DOCUMENTS, ["id", "signature"])
-    return dict(zip(rows["id"].to_pylist(), rows["signature"].to_pylist())) if rows.num_rows else {}
-
-
 def sync_documents(
     store: LanceStore,
     documents: tuple[Document, ...] | list[Document],
     kept: tuple[str, ...] | list[str] = (),
 ) -> DocumentReport:
     """Make the documents table hold exactly ``documents`` and the stored documents ``kept``
-    (unchanged, not read again): write new and changed ones, delete the rest."""
-    before = stored_signatures(store)
-    now: dict[str, Document | None] = {k: None for k in kept if k in before}
-    now |= {d.doc_id: d for d in documents}
+    (unchanged, not read again): write new and changed ones, delete the rest. The stored ids
+    are compared as arrays: ``kept`` is every unchanged file of a large folder."""
+    before = store.read_columns(DOCUMENTS, ["id", "signature"])
+    if not before.num_rows:
+        before = pa.table({"id": pa.array([], pa.string()), "signature": pa.array([], pa.string())})
     read = {d.doc_id: d for d in documents}
-    new = sorted(k for k in read if k not in before)
-    changed = sorted(k for k in read if k in before and before[k] != document_signature(read[k]))
-    deleted = sorted(k for k in before if k not in now)
+    read_ids = pa.array(list(read), pa.string())
+    at = id_keys.index_in(read_ids, before["id"])  # (read,) stored row, -1 new
+    held = [k for k, i in zip(read, at.tolist()) if i >= 0]  # read again, stored before
+    was = before["signature"].take(pa.array(at[at >= 0])).to_pylist()
+    new = sorted(k for k, i in zip(read, at.tolist()) if i < 0)
+    changed = sorted(k for k, sig in zip(held, was) if sig != document_signature(read[k]))
+    now = id_keys.is_in(before["id"], pa.array(list(kept), pa.string())) | (
+        id_keys.is_in(before["id"], read_ids)
+    )  # (stored,) kept or read again
+    deleted = sorted(before["id"].filter(pa.array(~now)).to_pylist())
     writes = [read[k] for k in new + changed]
     if writes:
         store.upsert(DOCUMENTS, _to_table(writes))
     store.delete(DOCUMENTS, "id", deleted)
+    total = int(now.sum()) + len(new)
     return DocumentReport(
-        len(now), tuple(new), tuple(changed), tuple(deleted), len(now) - len(new) - len(changed)
+        total, tuple(new), tuple(changed), tuple(deleted), total - len(new) - len(changed)
     )
 
 
