@@ -18,7 +18,7 @@ from qortex_core.errors import QortexError
 from qortex_core.ingest import row_changes
 from qortex_core.ingest.extract import Extractor
 from qortex_core.ingest.stage_inputs import upstream_marks
-from qortex_core.storage import ids, key_index, times
+from qortex_core.storage import id_keys, ids, key_index, times
 from qortex_core.storage.model import Extraction, Passage
 from qortex_core.storage.sql import sql_in, sql_quote
 from qortex_core.storage.store import (
@@ -249,9 +249,9 @@ def _to_extract(
         return 0, pa.table({})
     ids = every["id"].combine_chunks()
     if only is not None:
-        ids = ids.filter(pc.is_in(ids, value_set=pa.array(list(only), pa.string())))
-    done = ok_extractions(store, extractor_key, ["passage_id"])["passage_id"].combine_chunks()
-    todo = ids.filter(pc.invert(pc.is_in(ids, value_set=done)))
+        ids = ids.filter(pa.array(id_keys.is_in(ids, pa.array(list(only), pa.string()))))
+    done = ok_extractions(store, extractor_key, ["passage_id"])["passage_id"]
+    todo = ids.filter(pa.array(~id_keys.is_in(ids, done)))  # ids as integers (id_keys)
     if len(todo) == every.num_rows:  # every chunk (a first run): one read, no filter
         rows = store.read(CHUNKS)
     else:  # only the rows to extract are read (their texts)
