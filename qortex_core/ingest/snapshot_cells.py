@@ -145,6 +145,7 @@ def merged_cells(
     base_vectors: np.ndarray,
     base_bounds: np.ndarray,
     config: FactCellsConfig,
+    base_centroids: np.ndarray | None = None,
 ) -> FactCells:
     """The cells :func:`full_cells` would give, from the base snapshot's cells.
 
@@ -156,6 +157,8 @@ def merged_cells(
         base_ids, base_vectors, base_bounds: the base's fact ids and vectors (cell order) and
             its cell bounds (same layout and cell size).
         config: the fact index's configuration.
+        base_centroids: the base's stored centroids (cell order), when it has them: a kept
+            cell's centroid vector is taken from there, not from ``base_vectors``.
     """
     n, nb = len(ids), len(base_ids)
     kept = np.flatnonzero(base_row >= 0)  # (kept,) rows whose vector is the base's
@@ -171,7 +174,6 @@ def merged_cells(
 
     size = cell_size(n, config)  # the base's too (the caller compared the layouts)
     rows = centroid_rows(id_hashes(ids), size)  # (cells,) current centroids
-    centroids = vectors_of(rows)
     cell_of_row = np.full(n, -1, np.int64)
     cell_of_row[rows] = np.arange(len(rows))
     current_of_base = np.full(nb, -1, np.int64)
@@ -179,6 +181,7 @@ def merged_cells(
     old_rows = centroid_rows(id_hashes(base_ids), size)  # base rows, in cell order
     moved = current_of_base[old_rows]
     old_to_new = np.where(moved >= 0, cell_of_row[np.maximum(moved, 0)], -1)  # (old cells,)
+    centroids = _centroid_vectors(rows, old_to_new, base_centroids, vectors_of)
     base_cell = np.repeat(np.arange(len(base_bounds) - 1), np.diff(base_bounds))  # (nb,)
     home = np.full(n, -1, np.int64)
     home[kept] = old_to_new[base_cell[base_row[kept]]]
@@ -190,6 +193,28 @@ def merged_cells(
     if at.size:
         home[at] = nearest_cell(vectors_of(at), centroids)
     return _cells(home, centroids)
+
+
+def _centroid_vectors(
+    rows: np.ndarray,
+    old_to_new: np.ndarray,
+    base_centroids: np.ndarray | None,
+    vectors_of: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """(cells, d) the vectors of the centroid facts ``rows``: a kept cell's from the base's
+    stored centroids (the same fact's vector, stored in cell order: no scattered read of the
+    base's fact vectors), a new cell's by ``vectors_of``."""
+    if base_centroids is None or len(base_centroids) != len(old_to_new):
+        return vectors_of(rows)
+    out = np.empty((len(rows), base_centroids.shape[1]), np.float32)
+    have = np.zeros(len(rows), bool)
+    old = np.flatnonzero(old_to_new >= 0)  # (kept cells,) their old index
+    out[old_to_new[old]] = base_centroids[old]
+    have[old_to_new[old]] = True
+    missing = np.flatnonzero(~have)  # (new cells,)
+    if missing.size:
+        out[missing] = vectors_of(rows[missing])
+    return out
 
 
 def _near_new(

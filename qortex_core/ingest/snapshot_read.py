@@ -195,7 +195,10 @@ def _fact_cells(
             if not len(fresh) or fresh.shape[1:] == old.shape[1:]:  # else: another width
                 base_row = np.where(same, rows, -1)
                 base_ids = base.keys(FACTS)["id"]
-                return merged_cells(keys["id"], base_row, fresh, base_ids, old, bounds, config)
+                centroids = base.snapshot.arrays.get("fact_cell_centroids")
+                return merged_cells(
+                    keys["id"], base_row, fresh, base_ids, old, bounds, config, centroids
+                )
     stored = folder / f"{FACTS}.stored.npy"
     if FACTS in merge.fresh:  # rows in the base's order, not the table's: not streamed
         raise vectors.changed(FACTS)

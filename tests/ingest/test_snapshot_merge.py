@@ -57,6 +57,7 @@ def built(tmp_path_factory) -> tuple[Path, LanceStore, list[dict[str, object]]]:
         # the base's fact rows kept as views of its file however few rows there are
         mp.setattr(arrow_access, "RUNS_PER_ROW", 1.0)
         mp.setattr(snapshot_read, "runs_of", _recorded)
+        mp.setattr(snapshot_cells, "_centroid_vectors", _centroids_recorded)
         reports += [_run(store, home, corpus) for corpus in _runs()[1:]]
     return home, store, reports
 
@@ -68,6 +69,16 @@ def _recorded(table: pa.Table, order: np.ndarray) -> pa.Table:
     got = arrow_access.runs_of(table, order)
     VIEWED.append(min(c.num_chunks for c in got.columns))
     return got
+
+
+CENTROIDS: list[int] = []  # each merge's kept cells, whose centroids came from the base's
+CENTROID_VECTORS = snapshot_cells._centroid_vectors
+
+
+def _centroids_recorded(rows, old_to_new, base_centroids, vectors_of):
+    assert base_centroids is not None and len(base_centroids) == len(old_to_new)
+    CENTROIDS.append(int((old_to_new >= 0).sum()))
+    return CENTROID_VECTORS(rows, old_to_new, base_centroids, vectors_of)
 
 
 def _refuse(*args, **kwargs):
@@ -84,6 +95,7 @@ def test_each_later_build_merged_the_fact_vectors_and_cells(built):
         assert "fact rows from the base" in made.reason, made
         read.append(int(made.reason.split("fact rows from the base, ")[1].split(" ")[0]))
     assert max(read) > BATCH  # in more than one filtered read
+    assert len(CENTROIDS) == 3 and min(CENTROIDS) > 0  # the kept cells' centroids: the base's
     assert reports[2]["graph_snapshot"].rows_removed > 0
 
 
