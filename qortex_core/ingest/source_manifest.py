@@ -29,7 +29,7 @@ from qortex_core.ingest.documents import (
     load_documents,
     safe_name,
 )
-from qortex_core.ingest.source_listing import Listing
+from qortex_core.ingest.source_listing import Listed, Listing
 from qortex_core.storage import id_keys, ids
 from qortex_core.storage.store import LanceStore
 
@@ -49,24 +49,25 @@ def settings_digest(config: SourceConfig) -> str:
 class _Trust:
     """The ``known`` callback of :func:`load_documents` over one manifest: the listed files whose
     stat matches the manifest, found by two hash lookups and array compares (no per-file
-    Python work); it keeps the listing, whose stat (taken before any read) is the one to
-    record for the files read."""
+    Python work); it keeps the listed files not trusted, whose stat (taken before any read) is
+    the one to record for the files read."""
 
     manifest: pa.Table
     signatures: pa.Table
     settings: str
-    listing: Listing | None = None
     trusted: dict[str, str] = field(default_factory=dict)
+    unread: list[Listed] = field(default_factory=list)  # listed with a stat, not trusted
 
     def __call__(self, listing: Listing) -> dict[str, str]:
-        self.listing = listing
-        self.trusted = self._match(listing)
+        listed = [f for f in listing.files if f.stat is not None]
+        self.trusted, self.unread = {}, listed
+        if self.manifest.num_rows and self.signatures.num_rows and listed:
+            keep, self.trusted = self._match(_stamped(listed))
+            self.unread = [listed[i] for i in np.setdiff1d(np.arange(len(listed)), keep)]
         return self.trusted
 
-    def _match(self, listing: Listing) -> dict[str, str]:
-        if not (self.manifest.num_rows and self.signatures.num_rows and listing.files):
-            return {}
-        files = _stamped(listing)
+    def _match(self, files: pa.Table) -> tuple[np.ndarray, dict[str, str]]:
+        """The rows of ``files`` trusted unchanged, and their ids -> stored content hashes."""
         held = self.manifest.filter(pc.equal(self.manifest["settings"], self.settings))
         at = id_keys.index_in(files["id"], held["id"])  # (files,) manifest row, -1 none
         signed = id_keys.index_in(files["id"], self.signatures["id"])  # (files,) document row
@@ -81,22 +82,16 @@ class _Trust:
         ]
         kept_ids = files["id"].take(pa.array(keep)).to_pylist()
         hashes = held["content_hash"].take(pa.array(at[keep])).to_pylist()
-        return dict(zip(kept_ids, hashes))
+        return keep, dict(zip(kept_ids, hashes))
 
     def stats(self, config: SourceConfig) -> dict[str, os.stat_result]:
         """The stat of each listed file not trusted unchanged (the files read), by its document
         id (its relative path made safe)."""
-        files = self.listing.files if self.listing is not None else ()
-        return {
-            safe_name(f.rel, config): f.stat
-            for f in files
-            if f.stat is not None and f.rel not in self.trusted
-        }
+        return {safe_name(f.rel, config): f.stat for f in self.unread if f.stat is not None}
 
 
-def _stamped(listing: Listing) -> pa.Table:
+def _stamped(files: list[Listed]) -> pa.Table:
     """The listed files' relative paths with the size, mtime and inode the listing saw."""
-    files = [f for f in listing.files if f.stat is not None]
     stats = [f.stat for f in files]
     return pa.table(
         {
