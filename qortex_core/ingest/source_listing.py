@@ -14,7 +14,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from qortex_core.cores import usable_cores
 
@@ -29,10 +29,11 @@ class Skipped:
     reason: str
 
 
-@dataclass(frozen=True)
-class Listed:
+class Listed(NamedTuple):
     """A candidate file: its path relative to the root (POSIX), its full path and its stat as
-    listed (None: it vanished between the directory read and the stat)."""
+    listed (None: it vanished between the directory read and the stat). A tuple: a walk of a
+    million files makes a million of them, and a frozen dataclass's ``__init__`` costs
+    several times a tuple's."""
 
     rel: str
     path: str
