@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from qortex_core.ingest import row_changes
 from qortex_core.ingest.chunk_stage import CHUNKS_KEYED, ChunkReport, chunk_table
 from qortex_core.ingest.documents import DOCUMENTS
 from qortex_core.ingest.stage_inputs import table_mark
 from qortex_core.storage import id_keys, ids, key_index, times
+from qortex_core.storage.arrow_access import equal_at
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import CHUNKS, LanceStore
 
@@ -54,10 +54,7 @@ def change_since(store: LanceStore, settings: str) -> Change | None:
     at = id_keys.index_in(now["id"], chunked["id"])  # (documents,) manifest row, -1 none
     same = np.zeros(len(at), bool)  # (documents,) chunked with the signature it has now
     known = np.flatnonzero(at >= 0)
-    if known.size:
-        then = chunked["signature"].take(pa.array(at[known]))
-        equal = pc.equal(now["signature"].take(pa.array(known)), then)
-        same[known] = np.asarray(pc.fill_null(equal, False).to_numpy(zero_copy_only=False), bool)
+    same[known] = equal_at(now["signature"], known, chunked["signature"], at[known])
     changed = now["id"].filter(pa.array(~same)).to_pylist()
     gone = ~id_keys.is_in(chunked["id"], now["id"])  # (manifest,) its document deleted
     return Change(

@@ -31,6 +31,7 @@ from qortex_core.ingest.documents import (
 )
 from qortex_core.ingest.source_listing import Listed, Listing
 from qortex_core.storage import id_keys, ids
+from qortex_core.storage.arrow_access import equal_at
 from qortex_core.storage.store import LanceStore
 
 MANIFEST = "source_manifest"
@@ -63,7 +64,9 @@ class _Trust:
         self.trusted, self.unread = {}, listed
         if self.manifest.num_rows and self.signatures.num_rows and listed:
             keep, self.trusted = self._match(_stamped(listed))
-            self.unread = [listed[i] for i in np.setdiff1d(np.arange(len(listed)), keep)]
+            unread = np.ones(len(listed), bool)
+            unread[keep] = False
+            self.unread = [listed[i] for i in np.flatnonzero(unread)]
         return self.trusted
 
     def _match(self, files: pa.Table) -> tuple[np.ndarray, dict[str, str]]:
@@ -78,7 +81,7 @@ class _Trust:
             & (_column(held, "mtime_ns")[row] == _column(files, "mtime_ns")[ok])
             & (_column(held, "inode")[row] == _column(files, "inode")[ok])
             & (_column(held, "read_ns")[row] - RACY_NS > _column(files, "mtime_ns")[ok])
-            & _same(held["signature"], row, self.signatures["stored_signature"], doc)
+            & equal_at(held["signature"], row, self.signatures["stored_signature"], doc)
         ]
         kept_ids = files["id"].take(pa.array(keep)).to_pylist()
         hashes = held["content_hash"].take(pa.array(at[keep])).to_pylist()
@@ -105,16 +108,6 @@ def _stamped(files: list[Listed]) -> pa.Table:
 
 def _column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table[name].to_numpy(), np.int64)
-
-
-def _same(
-    left: pa.ChunkedArray, at: np.ndarray, right: pa.ChunkedArray, to: np.ndarray
-) -> np.ndarray:
-    """(len(at),) bool: ``left[at[i]] == right[to[i]]`` (a null equals nothing)."""
-    if len(at) == 0:
-        return np.zeros(0, bool)
-    equal = pc.equal(left.take(pa.array(at)), right.take(pa.array(to)))
-    return np.asarray(pc.fill_null(equal, False).to_numpy(zero_copy_only=False), bool)
 
 
 @dataclass(frozen=True)

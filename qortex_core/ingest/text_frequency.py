@@ -119,11 +119,8 @@ def changed_frequency(
     words = pc.unique(pa.chunked_array([gone["word"], new["word"]], pa.string()).combine_chunks())
     if len(words) == 0:
         return df, pa.table({"word": words, "before": _counts(0), "after": _counts(0)})
-    at = pc.index_in(df["word"], value_set=words)  # (vocabulary,) row in words, null: unmoved
-    hit = pc.is_valid(at)
-    before = np.zeros(len(words), np.int64)  # (moved,) 0: not in df
-    before[_rows(at.filter(hit))] = df["df"].filter(hit).to_numpy()
-    after = before - _aligned(gone, words) + _aligned(new, words)  # (moved,)
+    before, hit = _counts_of(df, words)  # (moved,); (vocabulary,) a moved word's row
+    after = before - _counts_of(gone, words)[0] + _counts_of(new, words)[0]  # (moved,)
     moved = pa.table({"word": words, "before": before, "after": after})
     # the vocabulary's other rows as they are, the moved words with their new counts (rows
     # counted 0 dropped): a set of rows, as document_frequency's is
@@ -144,13 +141,16 @@ def _rows(at: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(at.to_numpy(), np.int64) if len(at) else np.zeros(0, np.int64)
 
 
-def _aligned(df: pa.Table, words: pa.Array) -> np.ndarray:
-    """(len(words),) int64 each of ``words``' df in ``df`` (a few rows; 0 where absent)."""
-    out = np.zeros(len(words), np.int64)
+def _counts_of(df: pa.Table, distinct: pa.Array) -> tuple[np.ndarray, pa.ChunkedArray]:
+    """(len(distinct),) int64 each of the ``distinct`` words' df in ``df`` (0 where absent),
+    by one scan of ``df`` against a hash of those words (not a hash of ``df``'s vocabulary),
+    and the (rows,) mask of ``df``'s rows whose word is one of them."""
+    counts = np.zeros(len(distinct), np.int64)
+    at = pc.index_in(df["word"], value_set=distinct)  # (rows,) row in distinct or null
+    hit = pc.is_valid(at)
     if df.num_rows:
-        at = pc.index_in(df["word"], value_set=words)  # (rows,) every row's word is in words
-        out[_rows(at)] = df["df"].to_numpy()
-    return out
+        counts[_rows(at.filter(hit))] = df["df"].filter(hit).to_numpy()
+    return counts, hit
 
 
 def phrase_frequency(
@@ -178,10 +178,7 @@ def _word_counts(df: pa.Table, flat: pa.Array) -> np.ndarray:
         per_word[known] = df["df"].to_numpy()[_rows(at.drop_null())]
         return per_word
     distinct = pc.unique(flat)
-    at = pc.index_in(df["word"], value_set=distinct)  # (vocabulary,) row in distinct or null
-    hit = pc.is_valid(at)
-    counts = np.zeros(len(distinct), np.float64)  # (distinct,)
-    counts[_rows(at.filter(hit))] = df["df"].filter(hit).to_numpy()
+    counts = _counts_of(df, distinct)[0].astype(np.float64)  # (distinct,)
     return counts[_rows(pc.index_in(flat, value_set=distinct))]
 
 

@@ -341,3 +341,17 @@ def take_scattered(table: pa.Table, rows: np.ndarray) -> pa.Table:
     back = np.empty(len(rows), np.int64)
     back[by_chunk] = np.arange(len(rows))  # (k,) each asked row's place among the grouped
     return grouped.take(pa.array(back))
+
+
+def equal_at(
+    left: pa.ChunkedArray | pa.Array,
+    at: np.ndarray,
+    right: pa.ChunkedArray | pa.Array,
+    to: np.ndarray,
+) -> np.ndarray:
+    """(len(at),) bool: ``left[at[i]] == right[to[i]]`` (a null equals nothing), compared by
+    Arrow over the rows taken, with no Python object per row."""
+    if len(at) == 0:
+        return np.zeros(0, bool)
+    equal = pc.equal(left.take(pa.array(at)), right.take(pa.array(to)))
+    return np.asarray(pc.fill_null(equal, False).to_numpy(zero_copy_only=False), bool)
