@@ -27,9 +27,11 @@ import pyarrow.compute as pc
 
 from qortex_core.errors import QortexError
 from qortex_core.ingest import snapshot_vectors as vectors
+from qortex_core.ingest.snapshot_segments import segmented
 from qortex_core.storage import id_keys
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.checksums import HashingWriter
+from qortex_core.storage.segmented_rows import SegmentedRows
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, LanceStore
 
 _log = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ _TAKE_ROWS = 65_536  # rows of one read by offset
 
 # the snapshot array of each table's vectors, and the key columns that fix a row's vector
 ARRAYS = {PASSAGES: "passage_vectors", CONCEPTS: "phrase_vectors", FACTS: "fact_vectors"}
+SEGMENTED = (CONCEPTS, FACTS)  # kept as the base's file plus a delta (passages: scanned whole)
 KEYS = {
     PASSAGES: ("id",),
     CONCEPTS: ("id", "name"),
@@ -101,6 +104,10 @@ class Base:
             return self.snapshot.tables["facts"].select(list(KEYS[FACTS]))
         nodes = self.snapshot.tables["nodes"].slice(0, self.snapshot.n_phrases)
         return nodes.select(["id", "name"])
+
+    def files(self) -> dict[str, str]:
+        """The base's files by name, with their checksums."""
+        return dict(self.snapshot.manifest.get("files", {}))
 
     def vectors(self, name: str) -> np.ndarray:
         return self.snapshot.arrays[ARRAYS[name]]
@@ -180,7 +187,7 @@ def write_merged(
     path: Path,
     known: tuple[np.ndarray, np.ndarray, RowChange] | None = None,
     read: tuple[pa.Array, np.ndarray] | None = None,
-) -> tuple[RowChange, bool]:
+) -> tuple[RowChange, np.ndarray | SegmentedRows | None]:
     """Write table ``name``'s vectors in snapshot order to the ``.npy`` file ``path``: the base's
     vector for each unchanged row, LanceDB's for the others.
 
@@ -196,20 +203,26 @@ def write_merged(
             :func:`fetch`).
 
     Returns:
-        The change against the base, and whether the file was written (not when the merge
-        does not pay: the caller reads the table in full).
+        The change against the base, and the merged vectors (None when the merge does not
+        pay: the caller reads the table in full): a memory map of ``path``, or for the
+        facts and concepts, where most rows are the base file's, that file and a delta
+        (:mod:`.snapshot_segments`).
     """
     rows, same, change = reused(keys, base.keys(name)) if known is None else known
     n, old = keys.num_rows, base.vectors(name)
     if n and (change.added + change.changed) > FULL_FRACTION * n:
-        return change, False
+        return change, None
     fresh = np.flatnonzero(~same)  # (f,) snapshot rows read from LanceDB
     got = fetch(
         store, name, offsets[fresh], keys["id"].take(pa.array(fresh)).combine_chunks(), read
     )
     dim = old.shape[1] if old.ndim == 2 and len(old) else got.shape[1]
     if len(got) and got.shape[1] != dim:
-        return change, False  # another width: the base's vectors are of no use
+        return change, None  # another width: the base's vectors are of no use
+    if name in SEGMENTED and n:
+        split = segmented(ARRAYS[name], old, base.files(), rows, same, got, path)
+        if split is not None:
+            return change, split
     with HashingWriter(path) as fh:
         vectors.write_header(fh, n, dim if n else 1)
         step = max(1, vectors.BLOCK_BYTES // max(4 * dim, 1))
@@ -224,4 +237,4 @@ def write_merged(
             fh.write(block.data.cast("B"))
             vectors.release(old)  # one block of the base's file resident at a time
     vectors.WRITTEN.record(path, fh.digest())
-    return change, True
+    return change, vectors.load(path)

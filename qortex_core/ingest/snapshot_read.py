@@ -35,6 +35,7 @@ from qortex_core.ingest.snapshot_cells import full_cells, layout_of, merged_cell
 from qortex_core.ingest.snapshot_facts import base_facts, ends_from_base
 from qortex_core.storage import id_keys
 from qortex_core.storage.arrow_access import runs_of, take_rows
+from qortex_core.storage.segmented_rows import SegmentedRows
 from qortex_core.storage.store import CONCEPTS, FACTS, PASSAGES, RULES, SYNONYMS, LanceStore
 
 # what the snapshot uses of the concepts (not their descriptions or domains, in no file of it)
@@ -122,10 +123,10 @@ def _merged(
     path: Path,
     merge: Merge,
     ordered: pa.Table | None = None,
-) -> bool:
-    """Write ``name``'s vectors in snapshot order merged from the base; whether it was done."""
+) -> np.ndarray | SegmentedRows | None:
+    """``name``'s vectors in snapshot order merged from the base (None: not done)."""
     if merge.base is None:
-        return False
+        return None
     offsets = np.arange(keys.num_rows) if order is None else np.asarray(order, np.int64)
     if ordered is None:
         ordered = keys if order is None else keys.take(pa.array(order))
@@ -135,10 +136,10 @@ def _merged(
     change, written = write_merged(
         store, name, ordered, offsets, merge.base, path, known, merge.fresh.get(name)
     )
-    if written and store.versions().get(name) != merge.versions.get(name):
+    if written is not None and store.versions().get(name) != merge.versions.get(name):
         raise vectors.changed(name)  # a write between the reads of this build
     merge.change = merge.change + change
-    (merge.merged if written else merge.read).append(name)
+    (merge.merged if written is not None else merge.read).append(name)
     return written
 
 
@@ -150,15 +151,17 @@ def staged(
     folder: Path,
     merge: Merge,
     ordered: pa.Table | None = None,
-) -> np.ndarray:
+) -> np.ndarray | SegmentedRows:
     """``name``'s vectors, row i = stored row ``order[i]``, as a memory map of a finished
-    ``.npy`` file in ``folder`` (never held whole in memory); ``keys`` holds the table's key
+    ``.npy`` file in ``folder`` (never held whole in memory), or of the base's file and a delta
+    (:mod:`.snapshot_segments`); ``keys`` holds the table's key
     columns (:data:`~.snapshot_base.KEYS`, only ``id`` when no merge is wanted), ``ordered``
     the same in snapshot order when the caller has them (not taken again)."""
     final = folder / f"{name}.npy"
     stored = folder / f"{name}.stored.npy"
-    if not stored.exists() and _merged(store, name, keys, order, final, merge, ordered):
-        return vectors.load(final)
+    merged = None if stored.exists() else _merged(store, name, keys, order, final, merge, ordered)
+    if merged is not None:
+        return merged
     if not stored.exists() and name in merge.fresh:  # rows of the base's, not the table's order
         raise vectors.changed(name)
     if not stored.exists():

@@ -9,7 +9,7 @@ import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,7 @@ from qortex_core.ingest.snapshot_vectors import VectorFiles
 from qortex_core.storage import fulltext, ids, retention, text_beside
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.phrase_keys import PHRASE_KEYS
+from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
 from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
 from qortex_core.storage.store import (
     CONCEPTS,
@@ -180,10 +181,11 @@ def _graph_arrays(
         adj_indices=adj.indices.astype(np.int32, copy=False),  # no copy: int32 already
         adj_data=adj.data.astype(np.float32, copy=False),
         adj_degree=weighted_degree(adj),
-        passage_vectors=stored.vectors.get(PASSAGES),
-        fact_vectors=stored.vectors.get(FACTS),
+        # a reader takes the facts' and concepts' SegmentedRows as arrays (segmented_rows.py)
+        passage_vectors=cast(np.ndarray, stored.vectors.get(PASSAGES)),
+        fact_vectors=cast(np.ndarray, stored.vectors.get(FACTS)),
         fact_nodes=fact_nodes,
-        phrase_vectors=stored.vectors.get(CONCEPTS),
+        phrase_vectors=cast(np.ndarray, stored.vectors.get(CONCEPTS)),
         phrase_passage_count=phrase_passage_counts(contains, n_phr),
         phrase_text_frequency=text_frequency,
         fact_passage_indptr=indptr,
@@ -368,7 +370,12 @@ def _publish(
         for name, a in data.items()
         if isinstance(a, np.memmap) and a.filename is not None
     }
-    kept = {name: a for name, a in data.items() if name not in files}
+    split = {n: cast(SegmentedRows, a) for n, a in data.items() if isinstance(a, SegmentedRows)}
+    for name, a in split.items():  # the base's file and the delta, linked; the row map too
+        files.update(zip((*a.names, rows_stem(name)), a.paths))
+    if split:
+        manifest = dict(manifest, segments={name: list(a.names) for name, a in split.items()})
+    kept = {name: a for name, a in data.items() if name not in files and name not in split}
     tables_of = {**tables.as_dict(), **(extra or {})}  # ``extra``: what the next build reads
     published = snap.Snapshot(arrays=kept, tables=tables_of, manifest=manifest)
     given = digests or {}

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
 from qortex_core.storage.checksums import HashingWriter, WrittenDigests, file_digest
+from qortex_core.storage.segmented_rows import SegmentedRows
 from qortex_core.storage.store import LanceStore, arrow_to_vectors
 
 BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and writes at once
@@ -104,11 +105,15 @@ def mapped(path: Path) -> Iterator[tuple[np.ndarray, Callable[[], None]]]:
         release()
 
 
-def release(array: np.ndarray) -> None:
+def release(array: np.ndarray | SegmentedRows) -> None:
     """Drop the resident pages of the file map ``array`` views, if it views one (a snapshot's
     memory-mapped array): they stay in the page cache, and a later read maps them again.
     Call it between the blocks of a pass over a base snapshot's vectors, so that the pass
     holds one block of them, not the file."""
+    if isinstance(array, SegmentedRows):
+        for segment in array.segments:
+            release(segment)
+        return
     base: object = array
     while isinstance(base, np.ndarray):
         base = base.base
@@ -199,17 +204,26 @@ def load(path: Path) -> np.ndarray:
     return np.load(path, mmap_mode="r")
 
 
-def _sealed(write: Callable[[], np.ndarray]) -> tuple[np.ndarray, str, str]:
-    """The memory map ``write`` returns, once its file is hashed (as it was written, where the
-    writer recorded it in :data:`WRITTEN`) and on disk: its path and checksum."""
+Staged = np.ndarray | SegmentedRows
+
+
+def _sealed(write: Callable[[], Staged]) -> tuple[Staged, dict[str, str]]:
+    """The memory map ``write`` returns (or the segments and row map of one), once its files
+    are hashed (as they were written, where the writer recorded it in :data:`WRITTEN`) and on
+    disk: each file's path -> checksum."""
     array = write()
-    path = Path(str(getattr(array, "filename", "") or ""))
-    if not path.is_file():
-        raise SnapshotError("a staged vector array is not a file")  # a caller's bug
-    digest = WRITTEN.take(path) or file_digest(path)
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
-    return array, str(path), digest
+    if isinstance(array, SegmentedRows):
+        paths = list(array.paths)
+    else:
+        paths = [Path(str(getattr(array, "filename", "") or ""))]
+    digests = {}
+    for path in paths:
+        if not path.is_file():
+            raise SnapshotError("a staged vector array is not a file")  # a caller's bug
+        digests[str(path)] = WRITTEN.take(path) or file_digest(path)
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
+    return array, digests
 
 
 class VectorFiles:
@@ -220,7 +234,7 @@ class VectorFiles:
 
     def __init__(self, pool: ThreadPoolExecutor) -> None:
         self._pool = pool
-        self._pending: dict[str, Future[tuple[np.ndarray, str, str]]] = {}
+        self._pending: dict[str, Future[tuple[Staged, dict[str, str]]]] = {}
 
     @classmethod
     @contextmanager
@@ -233,14 +247,14 @@ class VectorFiles:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def submit(self, name: str, write: Callable[[], np.ndarray]) -> None:
+    def submit(self, name: str, write: Callable[[], Staged]) -> None:
         """Write table ``name``'s file with ``write`` (which returns its memory map)."""
         self._pending[name] = self._pool.submit(_sealed, write)
 
-    def get(self, name: str) -> np.ndarray:
+    def get(self, name: str) -> Staged:
         """Table ``name``'s finished vectors (re-raises what writing them raised)."""
         return self._pending[name].result()[0]
 
     def digests(self) -> dict[str, str]:
         """Each finished file's path -> checksum."""
-        return {path: digest for _, path, digest in (f.result() for f in self._pending.values())}
+        return {p: d for f in self._pending.values() for p, d in f.result()[1].items()}

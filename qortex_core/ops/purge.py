@@ -3,7 +3,9 @@
 LanceDB keeps old table versions, and a row deleted from a table stays in its data file
 (hidden by a deletion file) until the file is rewritten. ``purge`` therefore:
 
-1. prunes snapshots to the ``keep`` newest (LATEST always kept);
+1. prunes snapshots to the ``keep`` newest (LATEST always kept) and writes the vector arrays
+   the kept ones hold as a base file plus a delta whole (the base file keeps removed rows'
+   vectors: :mod:`qortex_core.storage.snapshot_flatten`);
 2. deletes orphans: cached extractions of chunks that no longer exist (their concept and
    fact names are text of the deleted document), and blanks the text and vector of every
    revision of a forgotten memory (the revision rows stay, as history);
@@ -41,6 +43,7 @@ from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.retention import prune_snapshots
+from qortex_core.storage.snapshot_flatten import flatten
 from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore, vectors_to_arrow
 from qortex_core.storage.writer_lock import writer_lock
 
@@ -211,6 +214,8 @@ def purge(home: str | Path, keep: int = 1) -> PurgeReport:
     """
     with writer_lock(home, "qortex purge"):
         pruned = prune_snapshots(home, keep, optimize=False)
+        for name in pruned.kept:  # their base files hold removed rows' vectors: written whole
+            flatten(home, name)
         store = LanceStore.open(home)
         drop_staging(store)  # rows a failed sharded run staged (chunk text among them)
         orphans = _drop_orphans(store)

@@ -28,8 +28,9 @@ from qortex_core.errors import HomeError, QortexError, SnapshotError
 from qortex_core.storage import snapshot_stamp as stamp
 from qortex_core.storage.checksums import digests_of
 from qortex_core.storage.pointer import read_own_file, read_pointer
+from qortex_core.storage.segmented_rows import join_segments
 from qortex_core.storage.snapshot_files import write_payload
-from qortex_core.storage.snapshot_schema import check_manifest
+from qortex_core.storage.snapshot_schema import check_manifest, linked_segments, segments_of
 from qortex_core.storage.snapshot_shapes import shape_problems
 
 FORMAT = 2  # 2: tables as Arrow IPC files (1: Parquet)
@@ -179,7 +180,7 @@ def publish(
         existing = list_versions(home)
         version = int(existing[-1][1:7]) + 1 if existing else 1
         manifest = dict(
-            snapshot.manifest,
+            linked_segments(snapshot.manifest, files or {}),
             format=FORMAT,
             version=version,
             files=digests,
@@ -302,6 +303,10 @@ def load(
                 tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
+    try:  # arrays kept as a base file and a delta (segmented_rows.py)
+        join_segments(segments_of(manifest), arrays, path)
+    except ValueError as exc:
+        raise SnapshotError(f"snapshot {name}: {exc}") from None
     lies = shape_problems(arrays, tables, manifest["counts"])  # counts that disagree with rows
     if lies:
         raise SnapshotError(f"snapshot {name} does not match its manifest: {'; '.join(lies)}")

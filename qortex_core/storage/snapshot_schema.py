@@ -12,7 +12,7 @@ Nodes are phrases (concepts) ``[0, n_phrases)`` then passages ``[n_phrases, n_no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
+from qortex_core.storage.segmented_rows import ROWS_SUFFIX
 
 
 class LoadedSnapshot(Protocol):
@@ -175,7 +176,8 @@ def manifest_problems(manifest: dict) -> list[str]:
     problems = [f"no {key!r}" for key in REQUIRED_KEYS if key not in manifest]
     files = manifest.get("files")
     if isinstance(files, dict):
-        arrays = [n for n in REQUIRED_ARRAYS if f"{n}.npy" not in files]
+        split = segments_of(manifest)
+        arrays = [n for n in REQUIRED_ARRAYS if f"{n}.npy" not in files and n not in split]
         tables = [n for n in TABLE_NAMES if f"{n}.arrow" not in files]
         problems += [f"no array {', '.join(arrays)}"] if arrays else []
         problems += [f"no table {', '.join(tables)}"] if tables else []
@@ -190,6 +192,29 @@ def manifest_problems(manifest: dict) -> list[str]:
         ]
         problems += [f"no count {', '.join(bad)}"] if bad else []
     return problems
+
+
+def segments_of(manifest: dict) -> dict[str, list[str]]:
+    """The arrays the manifest stores as segments and a row map
+    (:mod:`~qortex_core.storage.segmented_rows`): array name -> its segments' file stems (a
+    malformed entry is none: the array is then missing)."""
+    found = manifest.get("segments")
+    if not isinstance(found, dict):
+        return {}
+    return {
+        k: list(v)
+        for k, v in found.items()
+        if isinstance(k, str) and isinstance(v, list) and v and all(isinstance(s, str) for s in v)
+    }
+
+
+def linked_segments(manifest: dict, files: Collection[str]) -> dict:
+    """``manifest`` with segments only for the arrays whose row map is among the ``files``
+    linked in (an array written from memory is written whole, whatever its manifest said)."""
+    linked = {n[: -len(ROWS_SUFFIX)] for n in files if n.endswith(ROWS_SUFFIX)}
+    split = {k: v for k, v in segments_of(manifest).items() if k in linked}
+    kept = {k: v for k, v in manifest.items() if k != "segments"}
+    return dict(kept, segments=split) if split else kept
 
 
 def check_manifest(manifest: dict, name: str) -> None:

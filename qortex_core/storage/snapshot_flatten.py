@@ -1,0 +1,70 @@
+"""A published snapshot's segmented arrays (:mod:`.segmented_rows`) written whole, in place.
+
+A segmented array reads the rows it uses, but its base file still holds the rows of facts and
+concepts removed since that file was written. ``qortex purge`` promises that deleted data is
+gone from disk, so it writes each retained snapshot's segmented arrays as plain ``.npy`` files
+(the same rows: readers see the same array) and deletes the segments, whose bytes then go
+with the last snapshot linking them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from qortex_core.storage import snapshot as snap
+from qortex_core.storage.checksums import HashingWriter
+from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
+from qortex_core.storage.snapshot_schema import segments_of
+
+_BLOCK_ROWS = 1 << 16  # rows copied at once
+
+
+def _write_plain(rows: SegmentedRows, path: Path) -> str:
+    """``rows`` as a plain ``.npy`` file at ``path`` (flushed to disk); its checksum."""
+    header = {"descr": np.lib.format.dtype_to_descr(rows.dtype), "fortran_order": False}
+    with HashingWriter(path) as fh:
+        np.lib.format.write_array_header_1_0(fh, {**header, "shape": rows.shape})
+        for s in range(0, len(rows), _BLOCK_ROWS):
+            fh.write(np.ascontiguousarray(rows[s : s + _BLOCK_ROWS]).data.cast("B"))
+        fh.flush()
+        os.fsync(fh.fileno())
+        return fh.digest()
+
+
+def flatten(home: str | Path, name: str) -> tuple[str, ...]:
+    """Write snapshot ``name``'s segmented arrays whole and swap its manifest atomically; the
+    arrays written (none when it has no segments).
+
+    Raises:
+        SnapshotError: the snapshot does not load (verified first: a damaged one is not copied).
+    """
+    folder = snap.snapshots_dir(home) / name
+    manifest = json.loads((folder / "manifest.json").read_text())
+    split = segments_of(manifest)
+    if not split:
+        return ()
+    loaded = snap.load(home, name)
+    files = dict(manifest["files"])
+    gone = []
+    for array, stems in split.items():
+        tmp = folder / f".{array}.flat"
+        digest = _write_plain(loaded.arrays[array], tmp)  # type: ignore[arg-type]
+        os.replace(tmp, folder / f"{array}.npy")
+        files[f"{array}.npy"] = digest
+        for stem in (*stems, rows_stem(array)):
+            files.pop(f"{stem}.npy", None)
+            gone.append(folder / f"{stem}.npy")
+    body = {k: v for k, v in manifest.items() if k != "segments"}
+    tmp = folder / "manifest.json.tmp"
+    tmp.write_text(json.dumps(dict(body, files=files), indent=2, sort_keys=True))
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / "manifest.json")  # readers see the segments or the whole array
+    del loaded  # its maps of the segments, before they are deleted
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return tuple(split)
