@@ -30,18 +30,11 @@ import pyarrow as pa
 from qortex_core.errors import SnapshotError
 from qortex_core.storage.checksums import HashingWriter, WrittenDigests, file_digest
 from qortex_core.storage.segmented_rows import SegmentedRows
+from qortex_core.storage.snapshot_files import write_header
 from qortex_core.storage.store import LanceStore, arrow_to_vectors
 
 BLOCK_BYTES = 16 << 20  # bytes of rows a block of the permutation reads and writes at once
 WRITTEN = WrittenDigests()  # the files below, hashed as written (what ``_sealed`` takes)
-
-
-def write_header(fh: BinaryIO | HashingWriter, rows: int, dim: int) -> None:
-    """The ``.npy`` header ``np.save`` writes for a C-ordered float32 (rows, dim) array."""
-    descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
-    np.lib.format.write_array_header_1_0(
-        fh, {"descr": descr, "fortran_order": False, "shape": (rows, dim)}
-    )
 
 
 def changed(name: str) -> SnapshotError:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ from qortex_core.storage import fulltext
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.record_lock import records_lock
 from qortex_core.storage.retention import prune_snapshots
-from qortex_core.storage.snapshot_flatten import flatten
+from qortex_core.storage.snapshot_flatten import flatten, replace_manifest
 from qortex_core.storage.store import CHUNKS, EXTRACTIONS, LanceStore, vectors_to_arrow
 from qortex_core.storage.writer_lock import writer_lock
 
@@ -174,17 +173,13 @@ def _rewrite(store: LanceStore, name: str) -> int:
 
 def _repin(home: str | Path, table: str, version: int) -> None:
     """Point the latest snapshot's pin of ``table`` at ``version`` (atomic manifest swap)."""
-    path = snap.snapshots_dir(home) / snap.latest_name(home) / "manifest.json"
-    manifest = json.loads(path.read_text())
+    folder = snap.snapshots_dir(home) / snap.latest_name(home)
+    manifest = json.loads((folder / "manifest.json").read_text())
     if table not in (manifest.get("table_versions") or {}):
         return
     manifest["table_versions"][table] = version
     manifest["purged"] = dt.datetime.now(dt.timezone.utc).isoformat()
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    replace_manifest(folder, manifest)
 
 
 def _older_created(home: str | Path, kept: list[str]) -> str:

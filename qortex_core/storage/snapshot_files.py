@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,15 @@ class Payload(Protocol):
 
     @property
     def tables(self) -> Mapping[str, pa.Table]: ...
+
+
+def write_header(fh: HashingWriter | BinaryIO, rows: int, dim: int) -> None:
+    """The ``.npy`` header ``np.save`` writes for a C-ordered float32 (rows, dim) array (a
+    vector file written a block of rows at a time after it)."""
+    descr = np.lib.format.dtype_to_descr(np.dtype(np.float32))
+    np.lib.format.write_array_header_1_0(
+        fh, {"descr": descr, "fortran_order": False, "shape": (rows, dim)}
+    )
 
 
 BLOCK_ROWS = 1 << 20  # rows of one record batch of a table written in blocks

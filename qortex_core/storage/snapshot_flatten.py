@@ -18,21 +18,32 @@ import numpy as np
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
+from qortex_core.storage.snapshot_files import write_header
 from qortex_core.storage.snapshot_schema import segments_of
 
 _BLOCK_ROWS = 1 << 16  # rows copied at once
 
 
 def _write_plain(rows: SegmentedRows, path: Path) -> str:
-    """``rows`` as a plain ``.npy`` file at ``path`` (flushed to disk); its checksum."""
-    header = {"descr": np.lib.format.dtype_to_descr(rows.dtype), "fortran_order": False}
+    """``rows`` (float32 vectors) as a plain ``.npy`` file at ``path`` (flushed to disk); its
+    checksum."""
     with HashingWriter(path) as fh:
-        np.lib.format.write_array_header_1_0(fh, {**header, "shape": rows.shape})
+        write_header(fh, *rows.shape)
         for s in range(0, len(rows), _BLOCK_ROWS):
             fh.write(np.ascontiguousarray(rows[s : s + _BLOCK_ROWS]).data.cast("B"))
         fh.flush()
         os.fsync(fh.fileno())
         return fh.digest()
+
+
+def replace_manifest(folder: Path, manifest: dict) -> None:
+    """Swap the manifest of the published snapshot ``folder`` for ``manifest`` atomically
+    (written beside it and flushed first)."""
+    tmp = folder / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / "manifest.json")
 
 
 def flatten(home: str | Path, name: str) -> tuple[str, ...]:
@@ -59,11 +70,7 @@ def flatten(home: str | Path, name: str) -> tuple[str, ...]:
             files.pop(f"{stem}.npy", None)
             gone.append(folder / f"{stem}.npy")
     body = {k: v for k, v in manifest.items() if k != "segments"}
-    tmp = folder / "manifest.json.tmp"
-    tmp.write_text(json.dumps(dict(body, files=files), indent=2, sort_keys=True))
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, folder / "manifest.json")  # readers see the segments or the whole array
+    replace_manifest(folder, dict(body, files=files))  # readers: the segments or the whole array
     del loaded  # its maps of the segments, before they are deleted
     for path in gone:
         path.unlink(missing_ok=True)
