@@ -27,7 +27,7 @@ from qortex_core.ingest.graph import (
 from qortex_core.ingest.snapshot_base import KEYS
 from qortex_core.ingest.snapshot_cells import layout_of
 from qortex_core.ingest.snapshot_facts import FACT_LINKS, links_of
-from qortex_core.ingest.snapshot_keys import phrase_key_table
+from qortex_core.ingest.snapshot_keys import phrase_key_table, phrase_lookup
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
@@ -347,7 +347,10 @@ def _built(
         manifest["fact_cells"] = layout_of(len(cells.order), graph_config.fact_cells)
     extra[snapshot_words.WORDS] = words  # the next build's base, with the links
     # a retriever's lookup
-    extra[PHRASE_KEYS] = phrase_key_table(stored.concepts, merge.base, stored.concept_base)
+    keys = phrase_key_table(stored.concepts, merge.base, stored.concept_base)
+    extra[PHRASE_KEYS] = keys
+    hashes, rows = phrase_lookup(keys["key"], merge.base, stored.concept_base)
+    arrays = replace(arrays, phrase_key_hashes=hashes, phrase_key_rows=rows)
     published = _publish(home, arrays, tables, manifest, verify, extra, stored.vectors.digests())
     return published, counts, dangling
 

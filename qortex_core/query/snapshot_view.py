@@ -108,9 +108,7 @@ class SnapshotView:
             node_names=names,
             passages=ArrowRows(t.passages),
             facts=t.facts,
-            phrase_index=HashLookup.build(
-                names[:n_phrases], phrase_key, _keys(snapshot, names, n_phrases)
-            ),
+            phrase_index=_phrase_index(snapshot, a, names, n_phrases),
             domains=Codes.of(t.passages["domain"]),
             phrase_vectors=a.phrase_vectors,
             rule_index=RuleIndex.from_table(t.rules),
@@ -167,6 +165,16 @@ class SnapshotView:
         optional = [self.domain_mask(domains), times.window_mask(self.passage_times, since, until)]
         masks = [m for m in optional if m is not None]
         return np.logical_and.reduce(masks) if masks else None
+
+
+def _phrase_index(
+    snapshot: snap.Snapshot, a: SnapshotArrays, names: ArrowStrings, n_phrases: int
+) -> HashLookup:
+    """The concepts' phrase-key lookup: as the snapshot stores it, else built from the keys."""
+    hashes, rows = a.phrase_key_hashes, a.phrase_key_rows
+    if len(hashes) and len(hashes) == len(rows) and len(rows) <= n_phrases:
+        return HashLookup.stored(hashes, rows, names[:n_phrases], phrase_key)
+    return HashLookup.build(names[:n_phrases], phrase_key, _keys(snapshot, names, n_phrases))
 
 
 def _keys(snapshot: snap.Snapshot, names: ArrowStrings, n_phrases: int) -> pa.Array:

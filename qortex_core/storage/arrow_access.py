@@ -141,6 +141,15 @@ def key_hash(key: str) -> int:
     return int(out.view(np.int64)[0])
 
 
+def sorted_key_hashes(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(k,) int64 :func:`string_hashes` of the non-null ``keys``, sorted, and (k,) int32 row of
+    each; equal hashes in row order (:class:`HashLookup`'s arrays)."""
+    rows = np.flatnonzero(pc.is_valid(keys).to_numpy(zero_copy_only=False))  # (k,)
+    h = string_hashes(keys)[rows]  # (k,)
+    order = np.argsort(h, kind="stable")  # equal hashes stay in row order
+    return h[order], rows[order].astype(np.int32)
+
+
 @dataclass(frozen=True)
 class HashLookup:
     """String key -> first row holding it, as a sorted (k,) array of 64-bit key hashes.
@@ -165,10 +174,20 @@ class HashLookup:
         cls, keys: pa.Array | pa.ChunkedArray, key_at: Callable[[int], str | None]
     ) -> HashLookup:
         """Index a column of keys, one per row (null rows are left out)."""
-        rows = np.flatnonzero(pc.is_valid(keys).to_numpy(zero_copy_only=False))  # (k,)
-        h = string_hashes(keys)[rows]  # (k,)
-        order = np.argsort(h, kind="stable")  # equal hashes stay in row order
-        return cls(h[order], rows[order].astype(np.int32), key_at)
+        return cls(*sorted_key_hashes(keys), key_at)
+
+    @classmethod
+    def stored(
+        cls,
+        hashes: np.ndarray,
+        rows: np.ndarray,
+        values: ArrowStrings,
+        key: Callable[[str], str | None],
+    ) -> HashLookup:
+        """The index :meth:`build` makes of ``values`` and ``key``, from its ``hashes`` and
+        ``rows`` as :func:`sorted_key_hashes` gave them and a snapshot stored them (memory
+        maps: nothing is hashed or sorted); a hit is still confirmed against ``key``."""
+        return cls(hashes, rows, lambda i: _key_of(values, key, i))
 
     @classmethod
     def build(

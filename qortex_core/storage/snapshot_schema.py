@@ -65,6 +65,11 @@ class SnapshotArrays:
             a retriever then builds its walk without summing or checking the adjacency at
             open. Optional on load (absent or (0,) in snapshots built before it, or by a builder
             that does not store them: the degrees are then summed at open).
+        phrase_key_hashes: (k,) int64 sorted hashes of the concepts' non-null phrase keys
+            (table ``phrase_keys``), and phrase_key_rows: (k,) int32 the concept row of each
+            (:func:`qortex_core.storage.arrow_access.sorted_key_hashes`): a retriever's phrase
+            lookup without hashing and sorting every key at open. Optional on load (absent or
+            (0,): the lookup is built at open).
     """
 
     adj_indptr: np.ndarray
@@ -83,6 +88,8 @@ class SnapshotArrays:
     fact_cell_centroids: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
     fact_cell_bounds: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     adj_degree: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    phrase_key_hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    phrase_key_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     def as_dict(self) -> dict[str, np.ndarray]:
         """File stem -> array, for :func:`qortex_core.storage.snapshot.publish`."""
@@ -154,7 +161,13 @@ class SnapshotCounts:
 
 
 ARRAY_NAMES = tuple(f.name for f in fields(SnapshotArrays))
-OPTIONAL_ARRAYS = ("fact_cell_centroids", "fact_cell_bounds", "adj_degree")
+OPTIONAL_ARRAYS = (
+    "fact_cell_centroids",
+    "fact_cell_bounds",
+    "adj_degree",
+    "phrase_key_hashes",
+    "phrase_key_rows",
+)
 REQUIRED_ARRAYS = tuple(n for n in ARRAY_NAMES if n not in OPTIONAL_ARRAYS)
 TABLE_NAMES = tuple(f.name for f in fields(SnapshotTables))
 COUNT_NAMES = tuple(f.name for f in fields(SnapshotCounts))

@@ -67,6 +67,7 @@ def shape_problems(
         problems.append(
             f"adj_degree is {degree.dtype} of shape {degree.shape}, not (nodes,) float32"
         )
+    problems += _lookup_problems(arrays, counts.get("phrases"))
     indptr, indices = arrays.get("adj_indptr"), arrays.get("adj_indices")
     if indptr is not None and indices is not None and len(indptr):
         if int(indptr[-1]) != len(indices) or len(arrays.get("adj_data", indices)) != len(indices):
@@ -91,4 +92,19 @@ def _cell_problems(arrays: Mapping[str, np.ndarray], facts: int | None) -> list[
     steps = np.diff(bounds)
     if int(bounds[0]) != 0 or (steps < 0).any() or (facts is not None and bounds[-1] != facts):
         return [f"the fact index covers {int(bounds[-1])} facts, not the manifest's {facts}"]
+    return []
+
+
+def _lookup_problems(arrays: Mapping[str, np.ndarray], phrases: int | None) -> list[str]:
+    """Where the stored phrase lookup disagrees with itself or the phrase count (none when it
+    is not stored: it is built at open)."""
+    hashes, rows = arrays.get("phrase_key_hashes"), arrays.get("phrase_key_rows")
+    if hashes is None or rows is None or (hashes.shape[0] == 0 and rows.shape[0] == 0):
+        return []
+    if hashes.ndim != 1 or rows.ndim != 1 or hashes.shape != rows.shape:
+        return ["the phrase lookup's hashes and rows disagree"]
+    if hashes.dtype != np.int64 or rows.dtype.kind != "i":
+        return [f"the phrase lookup is {hashes.dtype} and {rows.dtype}, not int64 and integers"]
+    if phrases is not None and len(rows) > phrases:
+        return [f"the phrase lookup holds {len(rows)} keys for {phrases} phrases"]
     return []

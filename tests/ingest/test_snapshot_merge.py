@@ -256,3 +256,62 @@ def test_phrase_keys_from_a_base_of_no_or_other_concepts(held):
     )  # none of them the base's (a base of memories only holds no concept)
     got = phrase_key_table(concepts, base)
     assert got["key"].to_pylist() == ["river delta", "old mill"]
+
+
+def _base_with_lookup(ids: list[str], names: list[str]):
+    """A base snapshot in memory holding ``names`` as concepts, their keys and their lookup."""
+    from qortex_core.ingest.snapshot_base import Base
+    from qortex_core.storage.arrow_access import sorted_key_hashes
+    from qortex_core.storage.phrase_keys import PHRASE_KEYS, phrase_keys
+
+    nodes = pa.table(
+        {
+            "id": pa.array(ids, pa.string()),
+            "kind": pa.array(["phrase"] * len(ids), pa.string()),
+            "name": pa.array(names, pa.string()),
+        }
+    )
+    keys = phrase_keys(pa.array(names, pa.string()))
+    hashes, rows = sorted_key_hashes(keys)
+    arrays = {"phrase_key_hashes": hashes, "phrase_key_rows": rows}
+    manifest = {"counts": {"phrases": len(ids)}}
+    return Base(
+        snap.Snapshot(arrays, {"nodes": nodes, PHRASE_KEYS: pa.table({"key": keys})}, manifest)
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_phrase_lookup_from_the_base_is_a_full_builds(seed, monkeypatch):
+    from qortex_core.ingest import snapshot_keys
+    from qortex_core.ingest.snapshot_base import reused
+    from qortex_core.storage import arrow_access
+    from qortex_core.storage.phrase_keys import phrase_keys
+
+    rng = np.random.default_rng(seed)
+    words = ["Old Mill", "Harbor Gate", "river delta", "RIVER  Delta", "a", "the", "Mill Road"]
+    n = 400
+    ids = [f"c_{i:016x}" for i in range(n)]
+    names = [f"{rng.choice(words)} {i % 37}" if i % 5 else str(rng.choice(words)) for i in range(n)]
+    base = _base_with_lookup(ids, names)
+    kept = sorted(rng.choice(n, 300, replace=False).tolist())  # a quarter removed
+    new_ids = [ids[i] for i in kept] + [f"c_{n + i:016x}" for i in range(40)]
+    new_names = [names[i] for i in kept] + [str(rng.choice(words)) for _ in range(40)]
+    new_names[5] = "Harbor Gate"  # renamed under its id: hashed again, ties the base's keys
+    order = rng.permutation(len(new_ids))  # another snapshot order
+    concepts = pa.table({"id": [new_ids[i] for i in order], "name": [new_names[i] for i in order]})
+    rows, same, _ = reused(concepts, base.keys("concepts"))
+    same_as = np.where(same, rows, -1)
+    keys = snapshot_keys.phrase_key_table(concepts, base, same_as)["key"]
+    hashed: list[int] = []
+
+    def counted(column):
+        hashed.append(len(column))
+        return arrow_access.string_hashes(column)
+
+    monkeypatch.setattr(snapshot_keys, "string_hashes", counted)
+    got_hashes, got_rows = snapshot_keys.phrase_lookup(keys, base, same_as)
+    want_hashes, want_rows = arrow_access.sorted_key_hashes(phrase_keys(concepts["name"]))
+    assert hashed == [int((same_as < 0).sum())]  # only the concepts the base lacks
+    assert np.array_equal(got_hashes, want_hashes) and got_hashes.dtype == np.int64
+    assert np.array_equal(got_rows, want_rows) and got_rows.dtype == np.int32
+    assert (np.diff(want_hashes) == 0).any()  # equal keys: their rows in row order matter

@@ -16,7 +16,9 @@ from conftest import BRIDGE_QUESTION
 from qortex_core.feedback.learned import LearnedFeedback, factor_vector
 from qortex_core.query.phrases import lexical_matches, phrase_lookup
 from qortex_core.query.retriever import Retriever
+from qortex_core.query.snapshot_view import SnapshotView
 from qortex_core.storage import ids
+from qortex_core.storage import snapshot as snap
 from qortex_core.storage.arrow_access import (
     ArrowRows,
     ArrowStrings,
@@ -253,3 +255,38 @@ def test_phrase_keys_and_hashes_take_any_string_column(kind):
     assert string_hashes(column).tolist()[:2] == [key_hash("Foo Bar"), key_hash("Héllo wörld")]
     lookup = HashLookup.build(ArrowStrings(column), phrase_key, phrase_keys(column))
     assert lookup.get("foo bar") == 0 and lookup.get(None) is None  # type: ignore[arg-type]
+
+
+def test_stored_phrase_lookup_is_mapped_and_answers_as_one_built_at_open(toy_home, embedder):
+    from dataclasses import replace as with_arrays
+
+    loaded = snap.load(toy_home)
+    hashes = loaded.arrays["phrase_key_hashes"]
+    assert isinstance(hashes, np.memmap) and len(hashes)  # stored by the build: nothing hashed
+    view = SnapshotView.of(loaded)
+    assert np.shares_memory(view.phrase_index.hashes, hashes)
+    older = {k: v for k, v in loaded.arrays.items() if not k.startswith("phrase_key_")}
+    built = SnapshotView.of(with_arrays(loaded, arrays=older)).phrase_index  # built at open
+    assert np.array_equal(built.hashes, hashes)
+    assert np.array_equal(built.rows, loaded.arrays["phrase_key_rows"])
+    names = view.node_names[: view.n_phrases]
+    for row, name in enumerate(names):
+        key = phrase_key(name)
+        if key is not None:
+            assert view.phrase_index.get(key) == built.get(key)
+            assert names[view.phrase_index.get(key)] is not None
+
+
+def test_a_phrase_lookup_that_disagrees_is_a_shape_problem():
+    from qortex_core.storage.snapshot_shapes import shape_problems
+
+    good = {
+        "phrase_key_hashes": np.arange(3, dtype=np.int64),
+        "phrase_key_rows": np.arange(3, dtype=np.int32),
+    }
+    assert shape_problems(good, {}, {"phrases": 3}) == []
+    short = dict(good, phrase_key_rows=np.arange(2, dtype=np.int32))
+    assert shape_problems(short, {}, {"phrases": 3}) == [
+        "the phrase lookup's hashes and rows disagree"
+    ]
+    assert "3 keys for 2 phrases" in shape_problems(good, {}, {"phrases": 2})[0]
