@@ -21,9 +21,11 @@ none, or whose index could not be written, is scanned.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, Sequence, TypeVar
 
 from qortex_core.errors import storage_error
+from qortex_core.storage import compaction
 
 if TYPE_CHECKING:
     from qortex_core.storage.store import LanceStore
@@ -34,6 +36,7 @@ UNINDEXED_MAX = 65_536  # rows written since the index was extended, scanned unt
 MAX_SEGMENTS = 8  # segments of one index before they are merged
 
 Done = Literal["", "created", "extended", "merged"]
+T = TypeVar("T")
 
 
 def _index_on(table, column: str):
@@ -72,25 +75,38 @@ def keep(table, column: str, min_rows: int | None = None) -> Done:
 
 
 def keep_tables(store: LanceStore, keyed: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """:func:`keep` on each table's key ``columns`` after a stage's writes; what was done, by
-    ``table.column``, where something was. A read-only store writes nothing. An index Lance
-    refuses to write (a concurrent writer's commit won) is left for the next run with a log
-    line: lookups then scan, as without one; a full or failing disk is raised."""
+    """After a stage's writes: each table's small fragments merged when they have piled up
+    (:func:`.compaction.compact`), then :func:`keep` on its key ``columns``; what was done, by
+    ``table`` (``compacted``) and ``table.column``, where something was. A read-only store
+    writes nothing. A compaction or an index Lance refuses to write (a concurrent writer's
+    commit won) is left for the next run with a log line: lookups then scan, as without one;
+    a full or failing disk is raised."""
     done: dict[str, str] = {}
     if not store.writable:
         return done
     for name, columns in keyed.items():
         table = store.table(name)
-        for column in columns if table is not None else ():
-            try:
-                what = keep(table, column)
-            except (OSError, RuntimeError) as exc:
-                where = f"cannot index table {name!r} of data home {store.config.home}"
-                error = storage_error(where, exc)
-                if error is not None:
-                    raise error from None
-                _log.warning("index of %s.%s not updated: %s", name, column, exc)
-                continue
+        if table is None:
+            continue
+        merged = _tried(store, name, "compact", partial(compaction.compact, table))
+        if merged:  # before the indexes: compaction remaps them, then they are kept
+            done[name] = "compacted"
+        for column in columns:
+            what = _tried(store, f"{name}.{column}", "index", partial(keep, table, column))
             if what:
                 done[f"{name}.{column}"] = what
     return done
+
+
+def _tried(store: LanceStore, what: str, verb: str, step: Callable[[], T]) -> T | None:
+    """``step()``; None, with a log line, when Lance refuses the write (a concurrent writer's
+    commit won: it is left for the next run); a full or failing disk is raised."""
+    try:
+        return step()
+    except (OSError, RuntimeError) as exc:
+        where = f"cannot {verb} table {what.split('.')[0]!r} of data home {store.config.home}"
+        error = storage_error(where, exc)
+        if error is not None:
+            raise error from None
+        _log.warning("%s of %s not done: %s", verb, what, exc)
+        return None

@@ -27,7 +27,7 @@ from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.synonym_stage import sync_synonyms
 from qortex_core.ingest.synonyms import SynonymConfig
 from qortex_core.query.retriever import MODES, Retriever
-from qortex_core.storage import key_index
+from qortex_core.storage import compaction, key_index
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import FACTS, SYNONYMS, LanceStore
 
@@ -77,15 +77,20 @@ def _runs() -> list[list[Passage]]:
     return [first, added, edited, forgotten]
 
 
-@pytest.fixture(scope="module", params=["scanned", "indexed"])
+@pytest.fixture(scope="module", params=["scanned", "indexed", "compacted"])
 def keys(request):
     """``indexed``: every keyed table gets its index at once, a few rows written extend it
-    and two segments are merged (a large home's cycle, on small tables)."""
+    and two segments are merged (a large home's cycle, on small tables). ``compacted``: the
+    same, and every stage merges its tables' fragments after its writes
+    (:mod:`qortex_core.storage.compaction`), as a home does once runs have piled them up."""
     with pytest.MonkeyPatch.context() as patch:
-        if request.param == "indexed":
+        if request.param != "scanned":
             patch.setattr(key_index, "MIN_ROWS", 1)
             patch.setattr(key_index, "UNINDEXED_MAX", 3)
             patch.setattr(key_index, "MAX_SEGMENTS", 2)
+        if request.param == "compacted":
+            patch.setattr(compaction, "SMALL_ROWS", 1 << 30)  # every fragment is small
+            patch.setattr(compaction, "MAX_SMALL", 2)
         yield request.param
 
 
@@ -99,9 +104,12 @@ def test_keyed_tables_are_indexed_only_when_asked(incremental, keys):
     home, _ = incremental
     facts = LanceStore.open(home).db.open_table(FACTS)
     indexes = facts.list_indices()
-    assert [list(i.columns) for i in indexes] == ([["id"]] if keys == "indexed" else [])
-    if keys == "indexed":  # extended by the runs that wrote facts, not left to the scan
+    assert [list(i.columns) for i in indexes] == ([] if keys == "scanned" else [["id"]])
+    if keys != "scanned":  # extended by the runs that wrote facts, not left to the scan
         assert facts.index_stats(indexes[0].name).num_unindexed_rows <= 3
+    fragments = len(facts.to_lance().get_fragments())
+    # a fragment for each run that wrote facts, merged after its writes when compacted
+    assert (fragments == 1) if keys == "compacted" else (fragments >= 3), fragments
 
 
 def test_incremental_runs_took_their_incremental_paths(incremental):

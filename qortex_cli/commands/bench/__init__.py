@@ -8,12 +8,13 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser(
         "bench",
-        help="benchmarks: ppr, query, ingest, scale, incremental, snapshot, memory, soak, mcp, "
-        "embed",
+        help="benchmarks: ppr, query, ingest, scale, incremental, snapshot, fragments, memory, "
+        "soak, mcp, embed",
     )
     kinds = bench.add_subparsers(dest="bench", required=True)
     from qortex_cli.commands.bench import (
         embed,
+        fragments,
         incremental,
         ingest,
         mcp,
@@ -24,5 +25,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         soak,
     )
 
-    for kind in (ppr, ingest, scale, incremental, snapshot, memory, soak, mcp, embed):
+    for kind in (ppr, ingest, scale, incremental, snapshot, fragments, memory, soak, mcp, embed):
         kind.register(kinds)
