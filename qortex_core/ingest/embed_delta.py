@@ -312,21 +312,3 @@ def write_delta(store: LanceStore, delta: TableDelta) -> None:
             return
         store.upsert(delta.name, rows.select(table.schema.names).cast(table.schema))
     store.delete(delta.name, "id", delta.deleted)
-
-
-MAX_FRAGMENTS = 32  # a table written in more pieces than this is rewritten whole
-
-
-def compact(store: LanceStore, names: tuple[str, ...], bound: int | None = None) -> list[str]:
-    """Rewrite each table of ``names`` held in more than ``bound`` (:data:`MAX_FRAGMENTS`)
-    fragments as one new version of the same rows (streamed: memory for one batch); returns
-    those rewritten."""
-    bound = MAX_FRAGMENTS if bound is None else bound
-    done = []
-    for name in names:
-        table = store.open_latest(name)
-        if table is None or table.stats()["fragment_stats"]["num_fragments"] <= bound:
-            continue
-        store.replace_stream(name, table.schema, store.scan(name, table.schema.names))
-        done.append(name)
-    return done

@@ -28,7 +28,6 @@ from qortex_core.ingest.chunk_stage import (
 )
 from qortex_core.ingest.embed_cache import CachedEmbedder, LanceVectorCache
 from qortex_core.ingest.embed_delta import (
-    compact,
     embed_deltas,
     node_deltas,
     passage_delta,
@@ -84,7 +83,7 @@ class EmbedReport:
     rows_added: int = 0  # rows of the four tables with an id they did not hold
     rows_changed: int = 0  # rows rewritten under an id they held
     rows_removed: int = 0  # rows deleted
-    compacted: tuple[str, ...] = ()  # tables rewritten whole: too many small fragments
+    compacted: tuple[str, ...] = ()  # tables whose small fragments were merged (compaction.py)
 
 
 def _with_vectors(columns: dict[str, list] | pa.Table, vectors: np.ndarray) -> pa.Table:
@@ -289,8 +288,8 @@ def _incremental(
         progress("embed_tables", done, 4)
     digests = current.keys.select(["id", DIGEST])
     write_record(store, current.rows(diff.recorded()), nodes.listed, diff, digests)
-    compacted = compact(store, (*OUTPUTS, EMBEDDED_CHUNKS))
-    key_index.keep_tables(store, KEYED)  # before the facts' link below: it spans the index
+    kept = key_index.keep_tables(store, KEYED)  # before the facts' link below: it spans them
+    compacted = [name for name, done in kept.items() if done == "compacted"]
     facts = next(d for d in deltas if d.name == FACTS)  # a snapshot's base holds the others
     written = facts.rows["id"].to_pylist() if facts.rows.num_rows else []
     row_changes.record(

@@ -42,7 +42,8 @@ def compact(table) -> int:
     if small < MAX_SMALL:
         return 0
     before = len(dataset.get_fragments())
-    dataset.optimize.compact_files(target_rows_per_fragment=SMALL_ROWS)
+    # deletions alone make no fragment a candidate: a large one would be cut into small ones
+    dataset.optimize.compact_files(target_rows_per_fragment=SMALL_ROWS, materialize_deletions=False)
     table.checkout_latest()  # the version written through pylance
     merged = before - len(table.to_lance().get_fragments())
     _log.info("compacted %s: %d small fragments, %d fewer", table.name, small, merged)

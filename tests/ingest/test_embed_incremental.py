@@ -22,6 +22,7 @@ from qortex_core.ingest import embed_delta, embed_inputs, embed_stage
 from qortex_core.ingest.embed_inputs import EMBEDDED_CHUNKS, current_inputs
 from qortex_core.ingest.extract import OfflineExtractor
 from qortex_core.ingest.stages import embed_index, extract_chunks, sync_chunks
+from qortex_core.storage import compaction
 from qortex_core.storage.model import Passage
 from qortex_core.storage.store import (
     CHUNKS,
@@ -187,7 +188,8 @@ def test_many_changed_chunks_rebuild_every_table_and_say_why(tmp_path):
 
 
 def test_tables_in_many_fragments_are_compacted_and_keep_their_rows(tmp_path, monkeypatch):
-    monkeypatch.setattr(embed_delta, "MAX_FRAGMENTS", 3)
+    monkeypatch.setattr(compaction, "SMALL_ROWS", 1 << 30)  # every fragment is small
+    monkeypatch.setattr(compaction, "MAX_SMALL", 3)
     store = LanceStore.open(tmp_path / "inc")
     corpus = [_passage(i) for i in range(20)]
     _ingest(store, corpus)
