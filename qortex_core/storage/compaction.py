@@ -25,10 +25,10 @@ SMALL_ROWS = 4096  # fewer rows: a small fragment, as a run appends (a full buil
 MAX_SMALL = 16  # small fragments a table may hold before they are merged
 
 
-def small_fragments(dataset) -> int:
-    """How many of the pylance ``dataset``'s fragments hold fewer than :data:`SMALL_ROWS` rows
-    (from the manifest: no data file is read)."""
-    return sum(f.metadata.physical_rows < SMALL_ROWS for f in dataset.get_fragments())
+def small_fragments(fragments: list) -> int:
+    """How many of the pylance ``fragments`` hold fewer than :data:`SMALL_ROWS` rows (from the
+    manifest: no data file is read)."""
+    return sum(f.metadata.physical_rows < SMALL_ROWS for f in fragments)
 
 
 def compact(table) -> int:
@@ -38,10 +38,11 @@ def compact(table) -> int:
         dataset = table.to_lance()
     except ImportError:  # no pylance: fragments are left to ``qortex snapshots prune``
         return 0
-    small = small_fragments(dataset)
+    fragments = dataset.get_fragments()
+    small = small_fragments(fragments)
     if small < MAX_SMALL:
         return 0
-    before = len(dataset.get_fragments())
+    before = len(fragments)
     # deletions alone make no fragment a candidate: a large one would be cut into small ones
     dataset.optimize.compact_files(target_rows_per_fragment=SMALL_ROWS, materialize_deletions=False)
     table.checkout_latest()  # the version written through pylance

@@ -88,23 +88,24 @@ def keep_tables(store: LanceStore, keyed: Mapping[str, Sequence[str]]) -> dict[s
         table = store.table(name)
         if table is None:
             continue
-        merged = _tried(store, name, "compact", partial(compaction.compact, table))
+        merged = _tried(store, name, name, "compact", partial(compaction.compact, table))
         if merged:  # before the indexes: compaction remaps them, then they are kept
             done[name] = "compacted"
         for column in columns:
-            what = _tried(store, f"{name}.{column}", "index", partial(keep, table, column))
+            what = _tried(store, name, f"{name}.{column}", "index", partial(keep, table, column))
             if what:
                 done[f"{name}.{column}"] = what
     return done
 
 
-def _tried(store: LanceStore, what: str, verb: str, step: Callable[[], T]) -> T | None:
-    """``step()``; None, with a log line, when Lance refuses the write (a concurrent writer's
-    commit won: it is left for the next run); a full or failing disk is raised."""
+def _tried(store: LanceStore, name: str, what: str, verb: str, step: Callable[[], T]) -> T | None:
+    """``step()`` on table ``name`` (``what``: the table or its column, for the log); None,
+    with a log line, when Lance refuses the write (a concurrent writer's commit won: it is left
+    for the next run); a full or failing disk is raised."""
     try:
         return step()
     except (OSError, RuntimeError) as exc:
-        where = f"cannot {verb} table {what.split('.')[0]!r} of data home {store.config.home}"
+        where = f"cannot {verb} table {name!r} of data home {store.config.home}"
         error = storage_error(where, exc)
         if error is not None:
             raise error from None
