@@ -65,15 +65,17 @@ def _timed(build: Callable[[], SnapshotReport]) -> dict:
 
 def _same(home: Path, full: str, merged: str) -> bool:
     """Whether snapshot ``merged`` published what ``full`` did: the same files (checksums),
-    but for an array kept as segments (``storage/segmented_rows.py``), which must hold the
-    full build's rows."""
+    but for an array or table kept as segments (``storage/segmented_rows.py``,
+    ``storage/segmented_table.py``), which must hold the full build's rows."""
     from qortex_core.storage import snapshot as snap
 
     a, b = snap.load(home, full), snap.load(home, merged)
     split = set(b.manifest.get("segments", {}))
-    mine = {k: v for k, v in a.manifest["files"].items() if k[: -len(".npy")] not in split}
-    theirs = {k: v for k, v in b.manifest["files"].items() if k.split("-")[0] not in split}
-    if mine != theirs:
+    joined = set(b.manifest.get("table_segments", {}))  # tables kept so (segmented_table.py)
+    apart = split | joined
+    mine = {k: v for k, v in a.manifest["files"].items() if k.rsplit(".", 1)[0] not in apart}
+    theirs = {k: v for k, v in b.manifest["files"].items() if k.split("-")[0] not in apart}
+    if mine != theirs or not all(a.tables[n].equals(b.tables[n]) for n in joined):
         return False
     step = 1 << 20
     return all(

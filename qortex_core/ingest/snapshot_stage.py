@@ -28,6 +28,7 @@ from qortex_core.ingest.snapshot_base import KEYS
 from qortex_core.ingest.snapshot_cells import layout_of
 from qortex_core.ingest.snapshot_facts import FACT_LINKS, links_of
 from qortex_core.ingest.snapshot_keys import phrase_key_table, phrase_lookup
+from qortex_core.ingest.snapshot_publish import publish, split_tables
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
@@ -35,8 +36,7 @@ from qortex_core.ingest.snapshot_vectors import VectorFiles
 from qortex_core.storage import fulltext, ids, retention, text_beside
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.phrase_keys import PHRASE_KEYS
-from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
-from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts, SnapshotTables
+from qortex_core.storage.snapshot_schema import SnapshotArrays, SnapshotCounts
 from qortex_core.storage.store import (
     CONCEPTS,
     FACTS,
@@ -304,20 +304,30 @@ def _assemble(
     it found."""
     with VectorFiles.beside() as files:
         stored, cells = read_stored(store, passages, graph_config, folder, merge, files)
-        return _built(store, home, stored, cells, graph_config, manifest_base, merge, verify)
+        built = _Build(stored, cells, graph_config, folder)
+        return _built(store, home, built, manifest_base, merge, verify)
+
+
+@dataclass(frozen=True)
+class _Build:
+    """What a build read (``stored``, ``cells``), how to build it, and its staging folder."""
+
+    stored: _Stored
+    cells: FactCells | None
+    graph_config: GraphConfig
+    folder: Path
 
 
 def _built(
     store: LanceStore,
     home: str | Path,
-    stored: _Stored,
-    cells: FactCells | None,
-    graph_config: GraphConfig,
+    built: _Build,
     manifest_base: Callable[[], dict],
     merge: Merge,
     verify: Callable[[str], None] | None = None,
 ) -> tuple[Path, SnapshotCounts, dict[str, int] | None]:
-    """Build and publish the snapshot of ``stored``; the dangling edges it found."""
+    """Build and publish the snapshot of ``built``; the dangling edges it found."""
+    stored, cells, graph_config = built.stored, built.cells, built.graph_config
     give_back()  # what reading freed, before the graph is built
     arrays, edges, contains, sequence, words = _graph_arrays(
         stored, graph_config, cells, merge.base
@@ -351,39 +361,11 @@ def _built(
     extra[PHRASE_KEYS] = keys
     hashes, rows = phrase_lookup(keys["key"], merge.base, stored.concept_base)
     arrays = replace(arrays, phrase_key_hashes=hashes, phrase_key_rows=rows)
-    published = _publish(home, arrays, tables, manifest, verify, extra, stored.vectors.digests())
-    return published, counts, dangling
-
-
-def _publish(
-    home: str | Path,
-    arrays: SnapshotArrays,
-    tables: SnapshotTables,
-    manifest: dict,
-    verify: Callable[[str], None] | None = None,
-    extra: dict[str, pa.Table] | None = None,
-    digests: dict[str, str] | None = None,
-) -> Path:
-    """Publish the snapshot; arrays that are memory maps of finished staged ``.npy`` files (the
-    vectors, :func:`.snapshot_read.staged`) are linked in rather than written again, with
-    their checksums from ``digests`` (path -> digest) where it was taken as they were staged."""
-    data = arrays.as_dict()
-    files = {
-        name: Path(a.filename)
-        for name, a in data.items()
-        if isinstance(a, np.memmap) and a.filename is not None
+    fact_tables = {
+        FACTS: tables.facts,
+        **({FACT_LINKS: extra[FACT_LINKS]} if facts.num_rows else {}),
     }
-    split = {n: cast(SegmentedRows, a) for n, a in data.items() if isinstance(a, SegmentedRows)}
-    for name, a in split.items():  # the base's file and the delta, linked; the row map too
-        files.update(zip((*a.names, rows_stem(name)), a.paths))
-    if split:
-        manifest = dict(manifest, segments={name: list(a.names) for name, a in split.items()})
-    kept = {name: a for name, a in data.items() if name not in files and name not in split}
-    tables_of = {**tables.as_dict(), **(extra or {})}  # ``extra``: what the next build reads
-    published = snap.Snapshot(arrays=kept, tables=tables_of, manifest=manifest)
-    given = digests or {}
-    known = {name: given[str(p)] for name, p in files.items() if str(p) in given}
-    # the facts and their links, views of the base's rows: written by blocks, never whole
-    return snap.publish(
-        home, published, files=files, check=verify, digests=known, blocked=(FACTS, FACT_LINKS)
-    )
+    split = split_tables(fact_tables, merge.fact_base_rows, merge.base, built.folder)
+    digests = stored.vectors.digests()
+    published = publish(home, arrays, tables, manifest, verify, extra, digests, split)
+    return published, counts, dangling

@@ -4,8 +4,8 @@ LanceDB keeps old table versions, and a row deleted from a table stays in its da
 (hidden by a deletion file) until the file is rewritten. ``purge`` therefore:
 
 1. prunes snapshots to the ``keep`` newest (LATEST always kept) and writes the vector arrays
-   the kept ones hold as a base file plus a delta whole (the base file keeps removed rows'
-   vectors: :mod:`qortex_core.storage.snapshot_flatten`);
+   and fact tables the kept ones hold as a base file plus a delta whole (the base file keeps
+   removed rows: :mod:`qortex_core.storage.snapshot_flatten`);
 2. deletes orphans: cached extractions of chunks that no longer exist (their concept and
    fact names are text of the deleted document), and blanks the text and vector of every
    revision of a forgotten memory (the revision rows stay, as history);
@@ -209,7 +209,7 @@ def purge(home: str | Path, keep: int = 1) -> PurgeReport:
     """
     with writer_lock(home, "qortex purge"):
         pruned = prune_snapshots(home, keep, optimize=False)
-        for name in pruned.kept:  # their base files hold removed rows' vectors: written whole
+        for name in pruned.kept:  # their base files hold removed rows: written whole
             flatten(home, name)
         store = LanceStore.open(home)
         drop_staging(store)  # rows a failed sharded run staged (chunk text among them)

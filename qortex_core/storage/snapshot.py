@@ -29,6 +29,7 @@ from qortex_core.storage import snapshot_stamp as stamp
 from qortex_core.storage.checksums import digests_of
 from qortex_core.storage.pointer import read_own_file, read_pointer
 from qortex_core.storage.segmented_rows import join_segments
+from qortex_core.storage.segmented_table import TableParts, join_tables, table_segments_of
 from qortex_core.storage.snapshot_files import write_payload
 from qortex_core.storage.snapshot_schema import check_manifest, linked_segments, segments_of
 from qortex_core.storage.snapshot_shapes import shape_problems
@@ -56,6 +57,7 @@ class Snapshot:
     tables: dict[str, pa.Table]
     manifest: dict = field(default_factory=dict)
     path: Path | None = None
+    table_parts: dict[str, TableParts] = field(default_factory=dict)  # segmented_table.py
 
     @property
     def adjacency(self) -> sp.csr_matrix:
@@ -168,8 +170,9 @@ def publish(
 
     ``check(name)`` runs on the complete directory before the pointer moves: when it raises,
     the directory is removed and ``LATEST`` stays (a snapshot failing its probe is not published).
-    ``files`` maps array names to finished ``.npy`` files (from :func:`staging_dir`, left
-    unchanged until this returns), linked (or copied) in, not written from memory; ``digests``:
+    ``files`` maps file stems to finished ``.npy`` or ``.arrow`` files (from :func:`staging_dir`
+    or an older snapshot, left unchanged until this returns), linked (or copied) in, not
+    written from memory; ``digests``:
     the checksums of some of them (by name), so they are not read again; tables named in
     ``blocked`` are written by blocks of rows (:func:`.snapshot_files.write_arrow`). All is
     fsynced before the pointer moves (``os.replace``): readers see old or new, never partial."""
@@ -303,8 +306,9 @@ def load(
                 tables[fname[: -len(".arrow")]] = _read_arrow(fpath)
         except (ValueError, OSError, pa.ArrowInvalid) as exc:
             raise SnapshotError(f"snapshot {name}: cannot read {fname}: {exc}") from None
-    try:  # arrays kept as a base file and a delta (segmented_rows.py)
+    try:  # arrays and tables kept as a base file and a delta (segmented_rows.py, _table.py)
         join_segments(segments_of(manifest), arrays, path)
+        parts = join_tables(table_segments_of(manifest), tables, arrays, path)
     except ValueError as exc:
         raise SnapshotError(f"snapshot {name}: {exc}") from None
     lies = shape_problems(arrays, tables, manifest["counts"])  # counts that disagree with rows
@@ -312,7 +316,7 @@ def load(
         raise SnapshotError(f"snapshot {name} does not match its manifest: {'; '.join(lies)}")
     if hashed:  # found whole: the next load need not hash them
         stamp.record(path, files, {**stamp.keys_of(path, sorted(known)), **keys})
-    return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path)
+    return Snapshot(arrays=arrays, tables=tables, manifest=manifest, path=path, table_parts=parts)
 
 
 def _manifest_files(manifest: object, name: str) -> dict[str, str]:

@@ -90,9 +90,10 @@ def write_payload(
     for name, table in snapshot.tables.items():
         write = partial(write_arrow, table, blocks=name in blocked)
         jobs.append((table.nbytes, f"{name}.arrow", write))
-    for name, source in files.items():
-        _link_or_copy(Path(source), tmp / f"{name}.npy")
-    digests = {f"{name}.npy": digest for name, digest in known.items() if name in files}
+    named = {name: f"{name}{Path(source).suffix or '.npy'}" for name, source in files.items()}
+    for name, source in files.items():  # a staged ``.npy`` array or ``.arrow`` table segment
+        _link_or_copy(Path(source), tmp / named[name])
+    digests = {named[name]: digest for name, digest in known.items() if name in files}
     jobs.sort(key=lambda job: -job[0])
     with ThreadPoolExecutor(usable_cores(2), thread_name_prefix="snapshot-write") as pool:
         done = pool.map(lambda job: _written(tmp / job[1], job[2]), jobs)

@@ -1,10 +1,12 @@
-"""A published snapshot's segmented arrays (:mod:`.segmented_rows`) written whole, in place.
+"""A published snapshot's segmented arrays and tables (:mod:`.segmented_rows`,
+:mod:`.segmented_table`) written whole, in place.
 
-A segmented array reads the rows it uses, but its base file still holds the rows of facts and
-concepts removed since that file was written. ``qortex purge`` promises that deleted data is
-gone from disk, so it writes each retained snapshot's segmented arrays as plain ``.npy`` files
-(the same rows: readers see the same array) and deletes the segments, whose bytes then go
-with the last snapshot linking them.
+A segmented array or table reads the rows it uses, but its base file still holds the rows of
+facts and concepts removed since that file was written. ``qortex purge`` promises that deleted
+data is gone from disk, so it writes each retained snapshot's segmented arrays as plain
+``.npy`` files and its segmented tables as plain ``.arrow`` files (the same rows: readers see
+the same array and table) and deletes the segments, whose bytes then go with the last
+snapshot linking them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
-from qortex_core.storage.snapshot_files import write_header
+from qortex_core.storage.segmented_table import MANIFEST_KEY, runs_stem, table_segments_of
+from qortex_core.storage.snapshot_files import write_arrow, write_header
 from qortex_core.storage.snapshot_schema import segments_of
 
 _BLOCK_ROWS = 1 << 16  # rows copied at once
@@ -46,17 +50,27 @@ def replace_manifest(folder: Path, manifest: dict) -> None:
     os.replace(tmp, folder / "manifest.json")
 
 
+def _write_table(table: pa.Table, path: Path) -> str:
+    """``table`` as a plain Arrow file at ``path``, by blocks of rows each copied into buffers of
+    its own (no byte of a row left out), flushed to disk; its checksum."""
+    with HashingWriter(path) as fh:
+        write_arrow(table, fh, blocks=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+        return fh.digest()
+
+
 def flatten(home: str | Path, name: str) -> tuple[str, ...]:
-    """Write snapshot ``name``'s segmented arrays whole and swap its manifest atomically; the
-    arrays written (none when it has no segments).
+    """Write snapshot ``name``'s segmented arrays and tables whole and swap its manifest
+    atomically; the arrays and tables written (none when it has no segments).
 
     Raises:
         SnapshotError: the snapshot does not load (verified first: a damaged one is not copied).
     """
     folder = snap.snapshots_dir(home) / name
     manifest = json.loads((folder / "manifest.json").read_text())
-    split = segments_of(manifest)
-    if not split:
+    split, joined = segments_of(manifest), table_segments_of(manifest)
+    if not split and not joined:
         return ()
     loaded = snap.load(home, name)
     files = dict(manifest["files"])
@@ -69,9 +83,17 @@ def flatten(home: str | Path, name: str) -> tuple[str, ...]:
         for stem in (*stems, rows_stem(array)):
             files.pop(f"{stem}.npy", None)
             gone.append(folder / f"{stem}.npy")
-    body = {k: v for k, v in manifest.items() if k != "segments"}
+    for table, stems in joined.items():
+        tmp = folder / f".{table}.flat"
+        digest = _write_table(loaded.tables[table], tmp)
+        os.replace(tmp, folder / f"{table}.arrow")
+        files[f"{table}.arrow"] = digest
+        for file in (*(f"{s}.arrow" for s in stems), f"{runs_stem(table)}.npy"):
+            files.pop(file, None)
+            gone.append(folder / file)
+    body = {k: v for k, v in manifest.items() if k not in ("segments", MANIFEST_KEY)}
     replace_manifest(folder, dict(body, files=files))  # readers: the segments or the whole array
     del loaded  # its maps of the segments, before they are deleted
     for path in gone:
         path.unlink(missing_ok=True)
-    return tuple(split)
+    return (*split, *joined)

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
 from qortex_core.storage.segmented_rows import ROWS_SUFFIX
+from qortex_core.storage.segmented_table import MANIFEST_KEY, RUNS_SUFFIX, table_segments_of
 
 
 class LoadedSnapshot(Protocol):
@@ -191,7 +192,8 @@ def manifest_problems(manifest: dict) -> list[str]:
     if isinstance(files, dict):
         split = segments_of(manifest)
         arrays = [n for n in REQUIRED_ARRAYS if f"{n}.npy" not in files and n not in split]
-        tables = [n for n in TABLE_NAMES if f"{n}.arrow" not in files]
+        joined = table_segments_of(manifest)
+        tables = [n for n in TABLE_NAMES if f"{n}.arrow" not in files and n not in joined]
         problems += [f"no array {', '.join(arrays)}"] if arrays else []
         problems += [f"no table {', '.join(tables)}"] if tables else []
     counts = manifest.get("counts")
@@ -222,12 +224,18 @@ def segments_of(manifest: dict) -> dict[str, list[str]]:
 
 
 def linked_segments(manifest: dict, files: Collection[str]) -> dict:
-    """``manifest`` with segments only for the arrays whose row map is among the ``files``
-    linked in (an array written from memory is written whole, whatever its manifest said)."""
-    linked = {n[: -len(ROWS_SUFFIX)] for n in files if n.endswith(ROWS_SUFFIX)}
-    split = {k: v for k, v in segments_of(manifest).items() if k in linked}
-    kept = {k: v for k, v in manifest.items() if k != "segments"}
-    return dict(kept, segments=split) if split else kept
+    """``manifest`` with segments only for the arrays whose row map (the tables whose runs)
+    are among the ``files`` linked in (one written from memory is written whole, whatever its
+    manifest said)."""
+    kept = {k: v for k, v in manifest.items() if k not in ("segments", MANIFEST_KEY)}
+    for key, suffix, found in (
+        ("segments", ROWS_SUFFIX, segments_of(manifest)),
+        (MANIFEST_KEY, RUNS_SUFFIX, table_segments_of(manifest)),
+    ):
+        linked = {n[: -len(suffix)] for n in files if n.endswith(suffix)}
+        split = {k: v for k, v in found.items() if k in linked}
+        kept.update({key: split} if split else {})
+    return kept
 
 
 def check_manifest(manifest: dict, name: str) -> None:

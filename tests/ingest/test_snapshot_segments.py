@@ -1,6 +1,7 @@
 """An incremental build keeps the facts' and concepts' vectors as the base's file, linked, plus a
-delta and a row map; it publishes what a full build publishes, a retriever answers from it as
-from the full build, and a change past the delta's share writes the arrays whole again."""
+delta and a row map, and the fact tables as the base's file plus a delta and runs of rows; it
+publishes what a full build publishes, a retriever answers from it as from the full build, and
+a change past the delta's share writes the arrays and tables whole again."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ EMBED = HashEmbedder(HashEmbedderConfig(32))
 CELLS = GraphConfig(fact_cells=FactCellsConfig(min_facts=0, cell_size=8))
 FILES = SynthCorpus(SynthConfig(passages=200, seed=11)).passages()
 SPLIT = ("fact_vectors", "phrase_vectors")
+TABLES = ("fact_links", "facts")  # kept as the base's file plus a delta too (segmented_table.py)
 # a first build, two small additions, one removal together with an addition, then a removal
 # of a third of the passages (past the delta's share: written whole)
 RUNS = [FILES[:150], FILES[:152], FILES[:154], FILES[3:155], FILES[60:155]]
@@ -69,6 +71,17 @@ def test_small_changes_link_the_base_file_and_write_a_delta(built):
         base_inode = os.stat(folder / names[0] / f"{name}.npy").st_ino
         for n, s in zip(names[1:3], stems):
             assert os.stat(folder / n / f"{s[0]}.npy").st_ino == base_inode
+    for later, n in ((second, names[1]), (third, names[2])):  # the fact tables: the same way
+        assert sorted(later.manifest["table_segments"]) == sorted(TABLES)
+        for table in TABLES:
+            parts = later.table_parts[table]
+            assert len(parts.segments) == 2 and parts.segments[1].num_rows < 0.125 * len(
+                later.tables[table]
+            )
+            assert len(parts.runs) > 2  # rows inserted within the base's
+            assert f"{table}.arrow" not in later.manifest["files"]
+            linked = folder / n / f"{parts.names[0]}.arrow"
+            assert os.stat(linked).st_ino == os.stat(folder / names[0] / f"{table}.arrow").st_ino
 
 
 def test_a_segmented_snapshot_equals_a_full_build_and_answers_as_one(built, tmp_path):
@@ -88,6 +101,10 @@ def test_a_segmented_snapshot_equals_a_full_build_and_answers_as_one(built, tmp_
     for name in SPLIT:
         got, want = fourth.arrays[name], rebuilt.arrays[name]
         assert got.dtype == want.dtype and np.array_equal(np.asarray(got), want), name
+    assert sorted(fourth.manifest["table_segments"]) == sorted(TABLES)
+    assert "table_segments" not in rebuilt.manifest
+    for table in TABLES:  # the same rows as the full build's plain files
+        assert fourth.tables[table].equals(rebuilt.tables[table]), table
     queries = [f"{p.title} {p.text.split('.')[0]}" for p in RUNS[3][::15]]
     mine = Retriever.open(home, embedder=EMBED, version=names[3])
     theirs = Retriever.open(rebuilt_home, embedder=EMBED)
@@ -101,7 +118,7 @@ def test_a_segmented_snapshot_equals_a_full_build_and_answers_as_one(built, tmp_
 def test_a_change_past_the_deltas_share_writes_the_arrays_whole(built, tmp_path):
     home, store, names = built
     last = snap.load(home, names[4])
-    assert "segments" not in last.manifest
+    assert "segments" not in last.manifest and "table_segments" not in last.manifest
     rebuilt = _full(store, home, tmp_path / "full")
     for name in SPLIT:
         assert isinstance(last.arrays[name], np.memmap)
@@ -139,10 +156,20 @@ def test_purge_writes_segmented_arrays_whole_so_no_removed_rows_vector_stays(tmp
     unused = np.setdiff1d(np.arange(len(held)), base.rows[base.rows < len(held)])
     assert len(unused) > 0
     lost = np.array(held[unused])
+    assert sorted(before.manifest["table_segments"]) == sorted(TABLES)
+    kept_facts = set(before.tables["facts"]["id"].to_pylist())
+    base_facts = before.table_parts["facts"].segments[0]["id"].to_pylist()
+    removed = [f for f in base_facts if f not in kept_facts]  # in the base file, not the table
+    assert removed
     del before, base, held
     purge(home, keep=1)
     after = snap.load(home)
-    assert "segments" not in after.manifest
+    assert "segments" not in after.manifest and "table_segments" not in after.manifest
+    assert set(after.tables["facts"]["id"].to_pylist()) == kept_facts
+    segment_files = [p.name for t in TABLES for p in after.path.glob(f"{t}-*")]
+    assert segment_files == [] and (after.path / "fact_links.arrow").is_file()
+    data = (after.path / "facts.arrow").read_bytes()
+    assert not [f for f in removed if f.encode() in data]  # removed facts' text
     folder = snap.snapshots_dir(home) / snap.latest_name(home)
     assert sorted(p.name for p in folder.glob("*_vectors*.npy")) == [
         "fact_vectors.npy",
@@ -154,3 +181,16 @@ def test_purge_writes_segmented_arrays_whole_so_no_removed_rows_vector_stays(tmp
         assert np.array_equal(after.arrays[name], wanted[name]), name
     data = np.asarray(after.arrays["fact_vectors"])
     assert not any((data == row).all(axis=1).any() for row in lost)  # removed facts' vectors
+
+
+def test_runs_of_a_fact_table_that_point_past_its_segments_are_a_snapshot_error(built):
+    home, _, names = built
+    folder = snap.snapshots_dir(home) / names[1]
+    runs_file = folder / "facts-runs.npy"
+    runs = np.load(runs_file)
+    runs[-1, 1] += 10**6
+    np.save(runs_file, runs)  # its checksum no longer matches: refused when verified
+    with pytest.raises(SnapshotError, match="checksum mismatch in facts-runs.npy"):
+        snap.load(home, names[1])
+    with pytest.raises(SnapshotError, match="table facts cannot be read: .*past its segments"):
+        snap.load(home, names[1], verify=False)

@@ -33,7 +33,8 @@ def _in_blocks(home: Path, embedder, monkeypatch) -> None:
     """Publish the home's snapshot again with its facts table in record batches of 2 rows (as
     a big snapshot's is, by blocks of ``BLOCK_ROWS``): a retriever reads it by row."""
     monkeypatch.setattr(snapshot_files, "BLOCK_ROWS", 2)
-    index.build_snapshot(LanceStore.open(home), home, embedder.name, force=True)
+    # a full build: an incremental one would link the base's file in (segmented_table.py)
+    index.build_snapshot(LanceStore.open(home), home, embedder.name, force=True, merge_base=False)
     assert snap.load_latest_good(home)[0].tables["facts"]["predicate"].num_chunks > 2
 
 
