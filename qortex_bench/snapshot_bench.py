@@ -47,17 +47,31 @@ def _graph_config(recorded: dict):
     )
 
 
+def _written_bytes() -> int | None:
+    """Bytes this process has passed to ``write`` so far (``wchar`` of /proc/self/io: the page
+    cache's writes too, which reach the disk later); None where /proc does not say."""
+    try:
+        for line in open("/proc/self/io"):
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def _timed(build: Callable[[], SnapshotReport]) -> dict:
-    """One build's wall and processor seconds, and its peak RSS (``VmHWM``, reset before it:
-    anonymous memory and the mapped files it touched; None where /proc cannot reset it)."""
+    """One build's wall and processor seconds, its peak RSS (``VmHWM``, reset before it:
+    anonymous memory and the mapped files it touched; None where /proc cannot reset it) and
+    the MiB it wrote (LanceDB's writes too: the full-text sync's)."""
     peak_ok = reset_peak()
-    wall, cpu = time.perf_counter(), _cpu_s()
+    wall, cpu, wrote = time.perf_counter(), _cpu_s(), _written_bytes()
     report = build()
-    seconds, cpu_s = time.perf_counter() - wall, _cpu_s() - cpu
+    seconds, cpu_s, now = time.perf_counter() - wall, _cpu_s() - cpu, _written_bytes()
     return {
         "seconds": round(seconds, 3),
         "cpu_s": round(cpu_s, 3),
         "peak_rss_mib": round(rss_mb("VmHWM")) if peak_ok else None,
+        "written_mib": None if wrote is None or now is None else round((now - wrote) / 2**20, 1),
         "mode": report.mode,
         "name": report.name,
     }

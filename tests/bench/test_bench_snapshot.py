@@ -37,6 +37,10 @@ def test_a_full_and_incremental_builds_publish_the_same_files(tmp_path, capsys):
     assert report["full"]["mode"] == "full" and report["full"]["seconds"] > 0
     assert [m["mode"] for m in report["incremental"]] == ["incremental", "incremental"]
     assert report["same_files"] is True
+    # what each build wrote: an incremental build links the base's vector and fact files in
+    written = [b["written_mib"] for b in (report["full"], *report["incremental"])]
+    assert all(isinstance(w, float) and w > 0 for w in written), written
+    assert max(written[1:]) < written[0], written
     # each build's own peak: VmHWM, reset before it; the counter only grows until reset, so the
     # last build's recorded peak is at most what it reads now
     peaks = [b["peak_rss_mib"] for b in (report["full"], *report["incremental"])]
