@@ -1,6 +1,7 @@
 """Publishing a built snapshot: arrays that are staged files (the vectors, or the base's file
-and a delta) linked in, the fact tables kept as the base's file and a delta where their rows
-came from the base (:mod:`.snapshot_table_segments`), everything else written."""
+and a delta) linked in, the fact, node, passage and phrase key tables kept as the base's file
+and a delta where most rows are the base's (:mod:`.snapshot_table_segments`), everything else
+written."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ import pyarrow as pa
 
 from qortex_core.ingest.snapshot_base import Base
 from qortex_core.ingest.snapshot_facts import FACT_LINKS
-from qortex_core.ingest.snapshot_table_segments import segmented_table
+from qortex_core.ingest.snapshot_table_segments import (
+    node_base_rows,
+    passage_base_rows,
+    segmented_table,
+)
 from qortex_core.storage import snapshot as snap
+from qortex_core.storage.phrase_keys import PHRASE_KEYS
 from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
 from qortex_core.storage.segmented_table import MANIFEST_KEY as TABLE_SEGMENTS
 from qortex_core.storage.segmented_table import TableParts
@@ -24,14 +30,34 @@ from qortex_core.storage.store import FACTS
 Split = dict[str, tuple[TableParts, dict[str, str]]]  # table -> its parts, checksums by path
 
 
+def base_rows_of(
+    tables: SnapshotTables,
+    extra: dict[str, pa.Table],
+    fact_rows: np.ndarray | None,
+    concept_rows: np.ndarray | None,
+    base: Base | None,
+) -> dict[str, tuple[pa.Table, np.ndarray | None]]:
+    """The tables a build may keep as the base's file and a delta, each with its rows' rows in
+    the base (``fact_rows``, ``concept_rows``: the facts' and concepts', snapshot order)."""
+    passage_rows = passage_base_rows(tables.passages, base)
+    found = {
+        FACTS: (tables.facts, fact_rows),
+        FACT_LINKS: (extra.get(FACT_LINKS), fact_rows),
+        "passages": (tables.passages, passage_rows),
+        "nodes": (tables.nodes, node_base_rows(concept_rows, passage_rows, base)),
+        PHRASE_KEYS: (extra.get(PHRASE_KEYS), concept_rows),
+    }
+    return {name: (t, rows) for name, (t, rows) in found.items() if t is not None}
+
+
 def split_tables(
-    tables: dict[str, pa.Table], base_rows: np.ndarray | None, base: Base | None, folder: Path
+    tables: dict[str, tuple[pa.Table, np.ndarray | None]], base: Base | None, folder: Path
 ) -> Split:
-    """The fact ``tables`` kept as the base's file and a delta (:mod:`.snapshot_table_segments`),
-    where their rows were taken from the base (``base_rows``: each row's row there, -1 none);
-    the others are written whole."""
+    """The ``tables`` (name -> the table, each row's row in the base's table or -1) kept as
+    the base's file and a delta (:mod:`.snapshot_table_segments`) where most rows are the
+    base's; the others are written whole."""
     split = {}
-    for name, table in tables.items():
+    for name, (table, base_rows) in tables.items():
         got = segmented_table(name, table, base_rows, base, folder)
         if got is not None:
             split[name] = got

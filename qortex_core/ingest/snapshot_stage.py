@@ -28,7 +28,7 @@ from qortex_core.ingest.snapshot_base import KEYS
 from qortex_core.ingest.snapshot_cells import layout_of
 from qortex_core.ingest.snapshot_facts import FACT_LINKS, links_of
 from qortex_core.ingest.snapshot_keys import phrase_key_table, phrase_lookup
-from qortex_core.ingest.snapshot_publish import publish, split_tables
+from qortex_core.ingest.snapshot_publish import base_rows_of, publish, split_tables
 from qortex_core.ingest.snapshot_read import Merge, read_stored
 from qortex_core.ingest.snapshot_read import Stored as _Stored
 from qortex_core.ingest.snapshot_tables import snapshot_tables
@@ -361,11 +361,8 @@ def _built(
     extra[PHRASE_KEYS] = keys
     hashes, rows = phrase_lookup(keys["key"], merge.base, stored.concept_base)
     arrays = replace(arrays, phrase_key_hashes=hashes, phrase_key_rows=rows)
-    fact_tables = {
-        FACTS: tables.facts,
-        **({FACT_LINKS: extra[FACT_LINKS]} if facts.num_rows else {}),
-    }
-    split = split_tables(fact_tables, merge.fact_base_rows, merge.base, built.folder)
+    kept = base_rows_of(tables, extra, merge.fact_base_rows, stored.concept_base, merge.base)
+    split = split_tables(kept, merge.base, built.folder)
     digests = stored.vectors.digests()
     published = publish(home, arrays, tables, manifest, verify, extra, digests, split)
     return published, counts, dangling

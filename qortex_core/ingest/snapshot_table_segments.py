@@ -1,8 +1,11 @@
-"""An incremental build's fact tables as the base's file plus a delta
+"""An incremental build's large tables as the base's file plus a delta
 (:mod:`~qortex_core.storage.segmented_table`), not written again row by row.
 
 The facts of an incremental build are the base's rows (:mod:`.snapshot_facts`), reordered by
-their cells, with the rows read by id inserted. Where the base's first segment (its whole
+their cells, with the rows read by id inserted; most of its concepts and passages are the
+base's rows too (the same id and name; the same id, whose text it hashes, and the same other
+columns: :func:`passage_base_rows`), and so are their rows of the nodes, passages and phrase
+keys tables. Where the base's first segment (its whole
 file, when the base stored the table plainly) still holds most of the rows, the new snapshot
 links that file in and writes only a delta (the rows it lacks) and the runs of rows. A delta
 past :data:`DELTA_SHARE` of the rows, a base file whose rows are mostly gone
@@ -16,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qortex_core.ingest.snapshot_base import Base
+from qortex_core.storage import id_keys
 from qortex_core.storage.arrow_access import take_scattered
 from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage.segmented_table import TableParts, plain, runs_of_rows, runs_stem
@@ -103,3 +108,37 @@ def segmented_table(
         np.lib.format.write_array(sink, runs, allow_pickle=False)
     written[str(runs_path)] = sink.digest()
     return TableParts(tuple(segments), runs, tuple(names), (*paths, runs_path)), written
+
+
+def passage_base_rows(passages: pa.Table, base: Base | None) -> np.ndarray | None:
+    """(n,) each passage's row in the base's passages table where the row is the same, -1
+    elsewhere; None without a base of the same columns. A passage id is a digest of its title
+    and text, so the same id is the same text; the other columns are compared."""
+    old = None if base is None else base.snapshot.tables.get("passages")
+    if old is None or old.schema != passages.schema or not passages.num_rows:
+        return None
+    at = id_keys.index_in(passages["id"], old["id"])  # (n,) base row by id, -1 none
+    have = np.flatnonzero(at >= 0)
+    same = np.ones(len(have), bool)
+    for name in passages.column_names:
+        if name in ("id", "title", "text"):
+            continue
+        a = passages[name].take(pa.array(have))
+        b = old[name].take(pa.array(at[have]))
+        equal = pc.fill_null(pc.equal(a, b), False)  # (have,) both set and equal
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        same &= pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+    rows = np.full(passages.num_rows, -1, np.int64)
+    rows[have[same]] = at[have[same]]
+    return rows
+
+
+def node_base_rows(
+    concept_rows: np.ndarray | None, passage_rows: np.ndarray | None, base: Base | None
+) -> np.ndarray | None:
+    """(concepts + passages,) each node's row in the base's nodes table (concepts first, then
+    passages), -1 for one it lacks; None when either part is unknown."""
+    if base is None or concept_rows is None or passage_rows is None:
+        return None
+    n_base = base.snapshot.n_phrases
+    return np.concatenate([concept_rows, np.where(passage_rows >= 0, passage_rows + n_base, -1)])
