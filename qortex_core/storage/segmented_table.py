@@ -93,7 +93,13 @@ def runs_stem(name: str) -> str:
 def table_segments_of(manifest: dict) -> dict[str, list[str]]:
     """The tables the manifest stores as segments and runs: table name -> its segments' file
     stems (a malformed entry is none: the table is then missing)."""
-    found = manifest.get(MANIFEST_KEY)
+    return stems_under(manifest, MANIFEST_KEY)
+
+
+def stems_under(manifest: dict, key: str) -> dict[str, list[str]]:
+    """The manifest's map ``key`` of names to segment file stems, malformed entries left out
+    (``segments`` for arrays, :data:`MANIFEST_KEY` for tables)."""
+    found = manifest.get(key)
     if not isinstance(found, dict):
         return {}
     return {

@@ -21,7 +21,12 @@ import pyarrow as pa
 
 from qortex_core.errors import SnapshotError
 from qortex_core.storage.segmented_rows import ROWS_SUFFIX
-from qortex_core.storage.segmented_table import MANIFEST_KEY, RUNS_SUFFIX, table_segments_of
+from qortex_core.storage.segmented_table import (
+    MANIFEST_KEY,
+    RUNS_SUFFIX,
+    stems_under,
+    table_segments_of,
+)
 
 
 class LoadedSnapshot(Protocol):
@@ -213,14 +218,7 @@ def segments_of(manifest: dict) -> dict[str, list[str]]:
     """The arrays the manifest stores as segments and a row map
     (:mod:`~qortex_core.storage.segmented_rows`): array name -> its segments' file stems (a
     malformed entry is none: the array is then missing)."""
-    found = manifest.get("segments")
-    if not isinstance(found, dict):
-        return {}
-    return {
-        k: list(v)
-        for k, v in found.items()
-        if isinstance(k, str) and isinstance(v, list) and v and all(isinstance(s, str) for s in v)
-    }
+    return stems_under(manifest, "segments")
 
 
 def linked_segments(manifest: dict, files: Collection[str]) -> dict:
