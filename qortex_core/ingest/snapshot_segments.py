@@ -43,9 +43,9 @@ def _base_segment(
     return None if digest is None else (old, path, digest, None, None)
 
 
-def _stem(array: str, digest: str) -> str:
-    """A segment's file stem: the array's name and the tail of the file's checksum."""
-    return f"{array}-{digest.rsplit(':', 1)[-1][-12:]}"
+def segment_stem(name: str, digest: str) -> str:
+    """A segment's file stem: the array's or table's name and the tail of the file's checksum."""
+    return f"{name}-{digest.rsplit(':', 1)[-1][-12:]}"
 
 
 def segmented(
@@ -80,7 +80,7 @@ def segmented(
         return None
     fresh_at = np.cumsum(~same) - 1  # (n,) each new row's row of ``fresh``
     dim = int(first.shape[1])
-    segments, names, paths = [first], [_stem(array, first_digest)], [first_path]
+    segments, names, paths = [first], [segment_stem(array, first_digest)], [first_path]
     vectors.WRITTEN.record(first_path, first_digest)  # linked, not hashed again
     if len(extra):
         delta_path = path.with_name(f"{path.stem}-delta.npy")
@@ -96,7 +96,7 @@ def segmented(
                 fh.write(block.data.cast("B"))
         vectors.WRITTEN.record(delta_path, fh.digest())
         segments.append(vectors.load(delta_path))
-        names.append(_stem(array, fh.digest()))
+        names.append(segment_stem(array, fh.digest()))
         paths.append(delta_path)
     row_map = phys
     row_map[extra] = held + np.arange(len(extra))

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qortex_core.ingest.snapshot_base import Base
+from qortex_core.ingest.snapshot_segments import segment_stem
 from qortex_core.storage import id_keys
 from qortex_core.storage.arrow_access import take_scattered
 from qortex_core.storage.checksums import HashingWriter
@@ -45,11 +46,6 @@ def _base_parts(base: Base, name: str) -> tuple[TableParts, str] | None:
         parts = plain(table, Path(snapshot.path) / f"{name}.arrow")
     digest = snapshot.manifest.get("files", {}).get(parts.paths[0].name)
     return None if not isinstance(digest, str) else (parts, digest)
-
-
-def _stem(name: str, digest: str) -> str:
-    """A segment's file stem: the table's name and the tail of the file's checksum."""
-    return f"{name}-{digest.rsplit(':', 1)[-1][-12:]}"
 
 
 def _physical(parts: TableParts, base_rows: np.ndarray) -> np.ndarray | None:
@@ -92,7 +88,7 @@ def segmented_table(
     runs = runs_of_rows(phys, (held,))
     if len(runs) > MAX_RUNS:
         return None
-    segments, names, paths = [first], [_stem(name, digest)], [parts.paths[0]]
+    segments, names, paths = [first], [segment_stem(name, digest)], [parts.paths[0]]
     written: dict[str, str] = {str(parts.paths[0]): digest}  # linked, not hashed again
     if len(extra):
         delta = take_scattered(table, extra)  # (e rows) buffers of their own
@@ -101,7 +97,7 @@ def segmented_table(
             write_arrow(delta, sink)
         written[str(path)] = sink.digest()
         segments.append(delta)
-        names.append(_stem(name, sink.digest()))
+        names.append(segment_stem(name, sink.digest()))
         paths.append(path)
     runs_path = folder / f"{runs_stem(name)}.npy"
     with HashingWriter(runs_path) as sink:
@@ -120,11 +116,12 @@ def passage_base_rows(passages: pa.Table, base: Base | None) -> np.ndarray | Non
     at = id_keys.index_in(passages["id"], old["id"])  # (n,) base row by id, -1 none
     have = np.flatnonzero(at >= 0)
     same = np.ones(len(have), bool)
-    for name in passages.column_names:
-        if name in ("id", "title", "text"):
-            continue
-        a = passages[name].take(pa.array(have))
-        b = old[name].take(pa.array(at[have]))
+    compared = [c for c in passages.column_names if c not in ("id", "title", "text")]
+    # (have,) rows of both, taken chunk by chunk: a segmented base's columns are many chunks
+    new_rows = take_scattered(passages.select(compared), have)
+    old_rows = take_scattered(old.select(compared), at[have])
+    for name in compared:
+        a, b = new_rows[name], old_rows[name]
         equal = pc.fill_null(pc.equal(a, b), False)  # (have,) both set and equal
         both_null = pc.and_(pc.is_null(a), pc.is_null(b))
         same &= pc.or_(equal, both_null).to_numpy(zero_copy_only=False)

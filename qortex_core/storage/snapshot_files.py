@@ -61,7 +61,7 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _written(path: Path, write: Callable[[HashingWriter], None]) -> str:
+def write_flushed(path: Path, write: Callable[[HashingWriter], None]) -> str:
     """Write ``path`` with ``write`` and flush it to disk (the publisher's own flush then finds
     nothing left to write); its checksum, taken as it was written."""
     with HashingWriter(path) as sink:
@@ -96,7 +96,7 @@ def write_payload(
     digests = {named[name]: digest for name, digest in known.items() if name in files}
     jobs.sort(key=lambda job: -job[0])
     with ThreadPoolExecutor(usable_cores(2), thread_name_prefix="snapshot-write") as pool:
-        done = pool.map(lambda job: _written(tmp / job[1], job[2]), jobs)
+        done = pool.map(lambda job: write_flushed(tmp / job[1], job[2]), jobs)
         digests.update((file, digest) for (_, file, _), digest in zip(jobs, done))
     hashed = [p for p in sorted(tmp.iterdir()) if p.name not in digests]  # linked, unknown
     digests.update((p.name, str(d)) for p, d in zip(hashed, digests_of(hashed)))

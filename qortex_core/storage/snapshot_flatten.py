@@ -13,31 +13,26 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from qortex_core.storage import snapshot as snap
 from qortex_core.storage.checksums import HashingWriter
 from qortex_core.storage.segmented_rows import SegmentedRows, rows_stem
 from qortex_core.storage.segmented_table import MANIFEST_KEY, runs_stem, table_segments_of
-from qortex_core.storage.snapshot_files import write_arrow, write_header
+from qortex_core.storage.snapshot_files import write_arrow, write_flushed, write_header
 from qortex_core.storage.snapshot_schema import segments_of
 
 _BLOCK_ROWS = 1 << 16  # rows copied at once
 
 
-def _write_plain(rows: SegmentedRows, path: Path) -> str:
-    """``rows`` (float32 vectors) as a plain ``.npy`` file at ``path`` (flushed to disk); its
-    checksum."""
-    with HashingWriter(path) as fh:
-        write_header(fh, *rows.shape)
-        for s in range(0, len(rows), _BLOCK_ROWS):
-            fh.write(np.ascontiguousarray(rows[s : s + _BLOCK_ROWS]).data.cast("B"))
-        fh.flush()
-        os.fsync(fh.fileno())
-        return fh.digest()
+def _plain_rows(rows: SegmentedRows, fh: HashingWriter) -> None:
+    """``rows`` (float32 vectors) as a plain ``.npy`` file, a block of rows at a time."""
+    write_header(fh, *rows.shape)
+    for s in range(0, len(rows), _BLOCK_ROWS):
+        fh.write(np.ascontiguousarray(rows[s : s + _BLOCK_ROWS]).data.cast("B"))
 
 
 def replace_manifest(folder: Path, manifest: dict) -> None:
@@ -48,16 +43,6 @@ def replace_manifest(folder: Path, manifest: dict) -> None:
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, folder / "manifest.json")
-
-
-def _write_table(table: pa.Table, path: Path) -> str:
-    """``table`` as a plain Arrow file at ``path``, by blocks of rows each copied into buffers of
-    its own (no byte of a row left out), flushed to disk; its checksum."""
-    with HashingWriter(path) as fh:
-        write_arrow(table, fh, blocks=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-        return fh.digest()
 
 
 def flatten(home: str | Path, name: str) -> tuple[str, ...]:
@@ -77,7 +62,7 @@ def flatten(home: str | Path, name: str) -> tuple[str, ...]:
     gone = []
     for array, stems in split.items():
         tmp = folder / f".{array}.flat"
-        digest = _write_plain(loaded.arrays[array], tmp)  # type: ignore[arg-type]
+        digest = write_flushed(tmp, partial(_plain_rows, loaded.arrays[array]))  # type: ignore[arg-type]
         os.replace(tmp, folder / f"{array}.npy")
         files[f"{array}.npy"] = digest
         for stem in (*stems, rows_stem(array)):
@@ -85,7 +70,8 @@ def flatten(home: str | Path, name: str) -> tuple[str, ...]:
             gone.append(folder / f"{stem}.npy")
     for table, stems in joined.items():
         tmp = folder / f".{table}.flat"
-        digest = _write_table(loaded.tables[table], tmp)
+        # by blocks of rows, each copied into buffers of its own: no byte of a row left out
+        digest = write_flushed(tmp, partial(write_arrow, loaded.tables[table], blocks=True))
         os.replace(tmp, folder / f"{table}.arrow")
         files[f"{table}.arrow"] = digest
         for file in (*(f"{s}.arrow" for s in stems), f"{runs_stem(table)}.npy"):
